@@ -1,0 +1,237 @@
+"""The broker sidecar: registers a broker with every NameServer on RocketMQ's schedule (S30-S36).
+
+One round (RocketMQ ``BrokerController.registerBrokerAll`` + ``BrokerOuterAPI``):
+
+1. Unless forced, ask every NameServer ``QueryDataVersion``; register only when one says changed or
+   cannot answer (S31).
+2. Encode the body once (optionally zlib-compressed, with its CRC32C) and call ``RegisterBroker``
+   on every NameServer at once; wait for all of them up to ``registerBrokerTimeoutMills``. A
+   NameServer that fails or is slow is logged and never holds up the others (S32, S33).
+3. From the first successful answer (in ``namesrvAddr`` order), a slave learns its master's
+   address and HA address, and the ORDER_TOPIC_CONFIG table is kept (S34).
+
+Schedule (S30): a forced round at start, then every ``max(10 s, min(registerNameServerPeriod, 60 s))``
+with the first periodic round 10 s after start. Between rounds topics.json is checked once a
+second; when its topics change a forced round runs at once (as a broker registers a new topic at
+once). SIGHUP also forces a round. Orderly shutdown unregisters from every NameServer (S36).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import grpc
+
+from broker_agent.client import GrpcNamesrvClient, NamesrvClient
+from broker_agent.config import BrokerConfig
+from broker_agent.topics import BrokerTopics, TopicSource
+from namesrv.v1 import name_server_service_pb2 as ns_pb2
+from namesrv_grpc.body import data_version_to_proto, encode_body
+from namesrv_grpc.model import MASTER_ID
+
+log = logging.getLogger(__name__)
+
+FIRST_PERIODIC_ROUND_MILLIS = 10_000
+"""The first periodic round runs 10 s after start (S30)."""
+
+TOPICS_POLL_SECONDS = 1.0
+"""How often topics.json is checked for changes between rounds."""
+
+
+def registration_period_millis(register_name_server_period: int) -> int:
+    """S30: ``max(10 000, min(registerNameServerPeriod, 60 000))`` ms."""
+    return max(10_000, min(register_name_server_period, 60_000))
+
+
+def describe_error(error: BaseException) -> str:
+    """A short description of a failed call: the gRPC code and details, or the exception."""
+    if isinstance(error, grpc.aio.AioRpcError):
+        return f"{error.code().name}: {error.details()}"
+    if isinstance(error, TimeoutError):
+        return "DEADLINE_EXCEEDED: no answer within registerBrokerTimeoutMills"
+    return f"{type(error).__name__}: {error}"
+
+
+@dataclass(slots=True)
+class RoundResult:
+    """What one round did: answers by NameServer address, errors by address, whether the
+    registration was skipped because no NameServer saw a change (S31)."""
+
+    responses: dict[str, ns_pb2.RegisterBrokerResponse] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)
+    skipped: bool = False
+
+
+class BrokerAgent:
+    """Keeps one broker registered with every NameServer of ``config.namesrv_addrs``."""
+
+    def __init__(
+        self,
+        config: BrokerConfig,
+        topic_source: TopicSource,
+        client_factory: Callable[[str], NamesrvClient] = GrpcNamesrvClient,
+    ) -> None:
+        self.config = config
+        self.topic_source = topic_source
+        self.clients: list[NamesrvClient] = [client_factory(addr) for addr in config.namesrv_addrs]
+        self.master_addr = ""
+        self.ha_master_addr = ""
+        self.order_topic_config: dict[str, str] = {}
+        self.rounds = 0
+        self._wakeup = asyncio.Event()
+        self._registered_topics: BrokerTopics | None = None
+
+    @property
+    def timeout_seconds(self) -> float:
+        """Per-NameServer deadline of a round, ``registerBrokerTimeoutMills`` in seconds."""
+        return self.config.register_broker_timeout_mills / 1000
+
+    def _identity(self) -> dict[str, object]:
+        return {
+            "cluster_name": self.config.broker_cluster_name,
+            "broker_name": self.config.broker_name,
+            "broker_id": self.config.broker_id,
+            "broker_addr": self.config.broker_addr,
+        }
+
+    async def _each(self, call: Callable[[NamesrvClient], object]) -> dict[str, object]:
+        """Run ``call`` on every NameServer at once, each bounded by the timeout; return result or
+        exception by address."""
+
+        async def bounded(client: NamesrvClient) -> object:
+            return await asyncio.wait_for(call(client), self.timeout_seconds)  # type: ignore[arg-type]
+
+        results = await asyncio.gather(*(bounded(c) for c in self.clients), return_exceptions=True)
+        return {client.address: result for client, result in zip(self.clients, results, strict=True)}
+
+    async def need_register(self, topics: BrokerTopics) -> bool:
+        """S31: True when any NameServer says the DataVersion changed or cannot answer."""
+        request = ns_pb2.QueryDataVersionRequest(
+            **self._identity(),  # type: ignore[arg-type]
+            data_version=data_version_to_proto(topics.data_version),
+        )
+        results = await self._each(lambda c: c.query_data_version(request, self.timeout_seconds))
+        need = False
+        for addr, result in results.items():
+            if isinstance(result, BaseException):
+                log.warning("QueryDataVersion on %s failed (%s): registering", addr, describe_error(result))
+                need = True
+            elif result.changed:  # type: ignore[attr-defined]
+                need = True
+        return need
+
+    async def register_all(self, *, force: bool) -> RoundResult:
+        """One round (S31-S34). ``force`` skips the QueryDataVersion check (forceRegister)."""
+        self.rounds += 1
+        topics = self.topic_source.current()
+        if not force and not await self.need_register(topics):
+            log.debug("round %d: no NameServer saw a change; registration skipped", self.rounds)
+            return RoundResult(skipped=True)
+        body, crc = encode_body(
+            topics.topic_config_table, topics.data_version, compress=self.config.compressed_register
+        )
+        request = ns_pb2.RegisterBrokerRequest(
+            **self._identity(),  # type: ignore[arg-type]
+            ha_server_addr=self.config.ha_server_addr,
+            body=body,
+            body_crc32c=crc,
+            compressed=self.config.compressed_register,
+            heartbeat_timeout_millis=self.config.heartbeat_timeout_millis,
+            enable_acting_master=self.config.enable_slave_acting_master,
+            zone_name=self.config.zone_name,
+        )
+        started = time.perf_counter()
+        results = await self._each(lambda c: c.register_broker(request, self.timeout_seconds))
+        elapsed_ms = (time.perf_counter() - started) * 1000
+        outcome = RoundResult()
+        for addr, result in results.items():
+            if isinstance(result, BaseException):
+                outcome.errors[addr] = describe_error(result)
+                log.warning("register with %s failed: %s", addr, outcome.errors[addr])
+            else:
+                outcome.responses[addr] = result  # type: ignore[assignment]
+        log.info(
+            "round %d: registered %d topics (dataVersion counter %d) with %d/%d NameServers in %.0f ms",
+            self.rounds,
+            len(topics.topic_config_table),
+            topics.data_version.counter,
+            len(outcome.responses),
+            len(self.clients),
+            elapsed_ms,
+        )
+        if outcome.responses:
+            self._registered_topics = topics
+            self._apply_first_result(next(iter(outcome.responses.values())))
+        return outcome
+
+    def _apply_first_result(self, response: ns_pb2.RegisterBrokerResponse) -> None:
+        """S34: a slave follows its master; the ORDER_TOPIC_CONFIG table is kept."""
+        if self.config.broker_id != MASTER_ID:
+            if response.master_addr != self.master_addr:
+                log.info("master address of %s is now %r", self.config.broker_name, response.master_addr)
+            self.master_addr = response.master_addr
+            if response.ha_server_addr:
+                self.ha_master_addr = response.ha_server_addr
+        kv_table = dict(response.kv_table)
+        if kv_table != self.order_topic_config:
+            log.info("ORDER_TOPIC_CONFIG from NameServer: %s", kv_table)
+        self.order_topic_config = kv_table
+
+    async def unregister_all(self) -> dict[str, str]:
+        """S36: unregister from every NameServer at once; return errors by address (logged, not fatal)."""
+        request = ns_pb2.UnregisterBrokerRequest(**self._identity())  # type: ignore[arg-type]
+        results = await self._each(lambda c: c.unregister_broker(request, self.timeout_seconds))
+        errors = {addr: describe_error(r) for addr, r in results.items() if isinstance(r, BaseException)}
+        for addr, error in errors.items():
+            log.warning("unregister from %s failed: %s", addr, error)
+        log.info("unregistered from %d/%d NameServers", len(results) - len(errors), len(results))
+        return errors
+
+    def request_round(self) -> None:
+        """Ask the running loop for a forced round now (SIGHUP)."""
+        self._wakeup.set()
+
+    async def run(self, stop: asyncio.Event, *, sleep_unit: float = 1.0) -> None:
+        """Register at start, then on the schedule (S30) until ``stop`` is set; then unregister (S36).
+
+        ``sleep_unit`` scales every wait (1.0 = real seconds); tests pass a small value.
+        """
+        await self.register_all(force=True)
+        period = registration_period_millis(self.config.register_name_server_period) / 1000 * sleep_unit
+        loop = asyncio.get_running_loop()
+        next_round = loop.time() + FIRST_PERIODIC_ROUND_MILLIS / 1000 * sleep_unit
+        while not stop.is_set():
+            wait = min(TOPICS_POLL_SECONDS * sleep_unit, max(0.0, next_round - loop.time()))
+            await _wait_any(stop, self._wakeup, wait)
+            if stop.is_set():
+                break
+            forced = self._wakeup.is_set()
+            self._wakeup.clear()
+            if forced or self._topics_changed():
+                await self.register_all(force=True)
+            elif loop.time() >= next_round:
+                await self.register_all(force=self.config.force_register)
+                next_round = loop.time() + period
+        await self.unregister_all()
+
+    def _topics_changed(self) -> bool:
+        if not self.topic_source.changed_on_disk():
+            return False
+        return self.topic_source.current() != self._registered_topics
+
+    async def close(self) -> None:
+        """Close every NameServer channel."""
+        await asyncio.gather(*(c.close() for c in self.clients), return_exceptions=True)
+
+
+async def _wait_any(first: asyncio.Event, second: asyncio.Event, timeout: float) -> None:
+    waiters: Sequence[asyncio.Task[bool]] = [asyncio.create_task(first.wait()), asyncio.create_task(second.wait())]
+    try:
+        await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiter in waiters:
+            waiter.cancel()

@@ -1,0 +1,113 @@
+"""``broker-agent`` / ``python -m broker_agent``: keep a broker registered with its NameServers.
+
+Exit codes: 0 after an orderly shutdown (SIGTERM/SIGINT: unregisters first); 2 for bad
+configuration (one line on stderr naming file, key and problem). SIGHUP re-reads topics.json and
+registers at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from broker_agent.agent import BrokerAgent
+from broker_agent.config import BrokerConfig, load_broker_config, warn_unused_placeholders
+from broker_agent.topics import TopicsFileError, TopicSource
+from namesrv_grpc.properties import ConfigError, read_properties
+from namesrv_grpc.route_table import wall_clock_millis
+
+log = logging.getLogger("broker_agent")
+
+USED_KEYS = {
+    "brokerClusterName", "brokerName", "brokerId", "brokerIP1", "brokerIP2", "listenPort", "haListenPort",
+    "namesrvAddr", "brokerRole", "registerNameServerPeriod", "forceRegister", "compressedRegister",
+    "registerBrokerTimeoutMills", "brokerPermission", "autoCreateTopicEnable", "defaultTopicQueueNums",
+    "clusterTopicEnable", "brokerTopicEnable", "enableSlaveActingMaster", "zoneName", "storePathRootDir",
+    "brokerNotActiveTimeoutMillis", "enableDLegerCommitLog",
+}  # fmt: skip
+"""broker.conf keys the agent reads; see :func:`broker_agent.config.load_broker_config`."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of CONTRACT.md ("Programs")."""
+    parser = argparse.ArgumentParser(
+        prog="broker-agent",
+        description="Registers an Apache RocketMQ broker with every NameServer, from the broker's own files.",
+    )
+    parser.add_argument("--broker-config", "-c", required=True, type=Path, metavar="FILE", help="broker.conf")
+    parser.add_argument(
+        "--topics-json", type=Path, metavar="FILE", help="topics.json (default ${storePathRootDir}/config/topics.json)"
+    )
+    parser.add_argument("--namesrv-addr", "-n", metavar="ADDRS", help='"host:port;host:port" (overrides broker.conf)')
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override one broker.conf key (repeatable), e.g. --set listenPort=10921",
+    )
+    parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default INFO)")
+    return parser
+
+
+def load(args: argparse.Namespace) -> tuple[BrokerConfig, Path]:
+    """Read broker.conf with ``--set`` overrides; return the config and the topics.json path.
+
+    Raises ConfigError.
+    """
+    source = str(args.broker_config)
+    properties = read_properties(args.broker_config)
+    for item in args.set:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError("--set", item, "expected KEY=VALUE")
+        properties[key.strip()] = value.strip()
+    for warning in warn_unused_placeholders(properties, source, USED_KEYS):
+        log.warning("%s", warning)
+    config = load_broker_config(properties, source, namesrv_addr_override=args.namesrv_addr)
+    return config, args.topics_json or config.default_topics_json
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the agent; return the process exit code."""
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        config, topics_path = load(args)
+        topic_source = TopicSource(config, topics_path, wall_clock_millis)
+        topic_source.load_initial()
+    except (ConfigError, TopicsFileError) as exc:
+        print(f"broker-agent: {exc}", file=sys.stderr)
+        return 2
+    return asyncio.run(_run(config, topic_source))
+
+
+async def _run(config: BrokerConfig, topic_source: TopicSource) -> int:
+    agent = BrokerAgent(config, topic_source)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, stop.set)
+    loop.add_signal_handler(signal.SIGINT, stop.set)
+    loop.add_signal_handler(signal.SIGHUP, agent.request_round)
+    print(
+        f"broker-agent: {config.broker_cluster_name}/{config.broker_name} id {config.broker_id} at "
+        f"{config.broker_addr} -> {';'.join(config.namesrv_addrs)}",
+        flush=True,
+    )
+    try:
+        await agent.run(stop)
+    finally:
+        await agent.close()
+    print("broker-agent: stopped", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

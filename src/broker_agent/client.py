@@ -1,0 +1,69 @@
+"""How the agent talks to one NameServer. :class:`NamesrvClient` is the interface the agent uses;
+:class:`GrpcNamesrvClient` implements it over gRPC. Tests may pass any object with these methods
+(the agent takes a factory), like httpx's mock transport."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import grpc
+
+from namesrv.v1 import name_server_service_pb2 as ns_pb2
+from namesrv.v1 import name_server_service_pb2_grpc as ns_grpc
+
+MAX_MESSAGE_BYTES = 128 * 1024 * 1024
+"""Largest request the agent sends (a 100,000-topic body is about 6 MiB, 1 MiB compressed)."""
+
+
+class NamesrvClient(Protocol):
+    """One NameServer. Every call raises ``grpc.aio.AioRpcError`` (or TimeoutError) on failure;
+    ``timeout`` is in seconds."""
+
+    address: str
+
+    async def register_broker(
+        self, request: ns_pb2.RegisterBrokerRequest, timeout: float
+    ) -> ns_pb2.RegisterBrokerResponse: ...
+
+    async def unregister_broker(self, request: ns_pb2.UnregisterBrokerRequest, timeout: float) -> None: ...
+
+    async def query_data_version(
+        self, request: ns_pb2.QueryDataVersionRequest, timeout: float
+    ) -> ns_pb2.QueryDataVersionResponse: ...
+
+    async def close(self) -> None: ...
+
+
+class GrpcNamesrvClient:
+    """A NameServer reached over an insecure gRPC channel to ``address`` (``host:port``; a DNS name is
+    resolved by gRPC, which reconnects by itself after failures)."""
+
+    def __init__(self, address: str) -> None:
+        self.address = address
+        self._channel = grpc.aio.insecure_channel(
+            address,
+            options=[
+                ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.enable_retries", 0),
+            ],
+        )
+        self._stub = ns_grpc.NameServerServiceStub(self._channel)
+
+    async def register_broker(
+        self, request: ns_pb2.RegisterBrokerRequest, timeout: float
+    ) -> ns_pb2.RegisterBrokerResponse:
+        response: ns_pb2.RegisterBrokerResponse = await self._stub.RegisterBroker(request, timeout=timeout)
+        return response
+
+    async def unregister_broker(self, request: ns_pb2.UnregisterBrokerRequest, timeout: float) -> None:
+        await self._stub.UnregisterBroker(request, timeout=timeout)
+
+    async def query_data_version(
+        self, request: ns_pb2.QueryDataVersionRequest, timeout: float
+    ) -> ns_pb2.QueryDataVersionResponse:
+        response: ns_pb2.QueryDataVersionResponse = await self._stub.QueryDataVersion(request, timeout=timeout)
+        return response
+
+    async def close(self) -> None:
+        await self._channel.close()

@@ -1,0 +1,232 @@
+"""The broker's identity and registration settings, read from its own ``broker.conf`` (S37).
+
+Keys and defaults are RocketMQ's ``BrokerConfig`` / ``NettyServerConfig`` / ``MessageStoreConfig``.
+Rules from RocketMQ's ``BrokerStartup``: a master role (``ASYNC_MASTER``/``SYNC_MASTER``) forces
+broker id 0; a ``SLAVE`` needs an id > 0. Every problem is a
+:class:`~namesrv_grpc.properties.ConfigError` naming the file, the key and what is wrong.
+
+Settled where RocketMQ is lenient: a value that still holds a ``${...}`` placeholder is an error for
+every key the agent uses (RocketMQ would fail later, or register a broker literally named
+``${brokerName}``); booleans must be ``true`` or ``false`` (Java reads any other text as false).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from namesrv_grpc.model import PERM_READ, PERM_WRITE
+from namesrv_grpc.properties import ConfigError
+from namesrv_grpc.validation import parse_host_port
+
+log = logging.getLogger(__name__)
+
+PLACEHOLDER = re.compile(r"\$\{[^}]*\}?")
+MASTER_ROLES = ("ASYNC_MASTER", "SYNC_MASTER")
+ROLES = (*MASTER_ROLES, "SLAVE")
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerConfig:
+    """Everything the agent needs from broker.conf. Times in ms."""
+
+    broker_cluster_name: str
+    broker_name: str
+    broker_id: int
+    broker_ip1: str
+    broker_ip2: str
+    listen_port: int
+    ha_listen_port: int
+    namesrv_addrs: tuple[str, ...]
+    broker_role: str = "ASYNC_MASTER"
+    register_name_server_period: int = 30_000
+    force_register: bool = True
+    compressed_register: bool = False
+    register_broker_timeout_mills: int = 24_000
+    broker_permission: int = PERM_READ | PERM_WRITE
+    auto_create_topic_enable: bool = True
+    default_topic_queue_nums: int = 8
+    cluster_topic_enable: bool = True
+    broker_topic_enable: bool = True
+    enable_slave_acting_master: bool = False
+    zone_name: str = ""
+    store_path_root_dir: str = str(Path.home() / "store")
+    heartbeat_timeout_millis: int = 0
+
+    @property
+    def broker_addr(self) -> str:
+        """``brokerIP1:listenPort``, the address clients use."""
+        return f"{_bracket(self.broker_ip1)}:{self.listen_port}"
+
+    @property
+    def ha_server_addr(self) -> str:
+        """``brokerIP2:haListenPort``, the replication address."""
+        return f"{_bracket(self.broker_ip2)}:{self.ha_listen_port}"
+
+    @property
+    def default_topics_json(self) -> Path:
+        """``${storePathRootDir}/config/topics.json``, where the broker keeps its topics."""
+        return Path(self.store_path_root_dir).expanduser() / "config" / "topics.json"
+
+
+def _bracket(host: str) -> str:
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
+def local_address() -> str:
+    """A non-loopback IPv4 address of this host (RocketMQ ``RemotingUtil.getLocalAddress``), or
+    127.0.0.1 when there is none. Only looks at the host's own names; sends nothing."""
+    try:
+        infos = socket.getaddrinfo(socket.gethostname(), None, socket.AF_INET)
+    except OSError:
+        return "127.0.0.1"
+    for info in infos:
+        addr = str(info[4][0])
+        if not addr.startswith("127."):
+            return addr
+    return "127.0.0.1"
+
+
+def parse_namesrv_addr(text: str, source: str, key: str = "namesrvAddr") -> tuple[str, ...]:
+    """Split ``host:port;host:port`` (white space and empty items ignored); raise ConfigError for an
+    item that is not host:port with a port 1..65535, or when nothing is left."""
+    addrs = []
+    for item in text.split(";"):
+        item = item.strip()
+        if not item:
+            continue
+        try:
+            parse_host_port(item)
+        except ValueError as exc:
+            raise ConfigError(source, key, str(exc)) from None
+        if item not in addrs:
+            addrs.append(item)
+    if not addrs:
+        raise ConfigError(source, key, "names no NameServer (expected host:port;host:port)")
+    return tuple(addrs)
+
+
+class _Reader:
+    """Typed access to properties with errors that name file and key."""
+
+    def __init__(self, properties: Mapping[str, str], source: str) -> None:
+        self.properties = properties
+        self.source = source
+
+    def text(self, key: str, default: str | None = None) -> str | None:
+        value = self.properties.get(key)
+        if value is None or value == "":
+            return default
+        if PLACEHOLDER.search(value):
+            raise ConfigError(self.source, key, f"unresolved placeholder {PLACEHOLDER.search(value).group(0)!r}")  # type: ignore[union-attr]
+        return value
+
+    def integer(self, key: str, default: int, low: int, high: int) -> int:
+        value = self.text(key)
+        if value is None:
+            return default
+        try:
+            number = int(value)
+        except ValueError:
+            raise ConfigError(self.source, key, f"{value!r} is not a whole number") from None
+        if not low <= number <= high:
+            raise ConfigError(self.source, key, f"{number} is out of range {low}..{high}")
+        return number
+
+    def boolean(self, key: str, default: bool) -> bool:
+        value = self.text(key)
+        if value is None:
+            return default
+        if value.lower() not in ("true", "false"):
+            raise ConfigError(self.source, key, f"{value!r} is not true or false")
+        return value.lower() == "true"
+
+
+def load_broker_config(
+    properties: Mapping[str, str],
+    source: str,
+    *,
+    namesrv_addr_override: str | None = None,
+    environ: Mapping[str, str] = os.environ,
+) -> BrokerConfig:
+    """Build a BrokerConfig from broker.conf properties (raises ConfigError).
+
+    ``namesrvAddr`` comes from ``namesrv_addr_override`` (``--namesrv-addr``), else the file, else
+    the ``NAMESRV_ADDR`` environment variable, as RocketMQ does.
+    """
+    r = _Reader(properties, source)
+    broker_role = (r.text("brokerRole", "ASYNC_MASTER") or "ASYNC_MASTER").upper()
+    if broker_role not in ROLES:
+        raise ConfigError(source, "brokerRole", f"{broker_role!r} is not one of {', '.join(ROLES)}")
+    broker_id = r.integer("brokerId", 0, 0, 2**31 - 1)
+    dledger = r.boolean("enableDLegerCommitLog", False)
+    if not dledger:
+        if broker_role in MASTER_ROLES and broker_id != 0:
+            log.warning("%s: brokerId: %d ignored, a %s always registers as id 0", source, broker_id, broker_role)
+            broker_id = 0
+        elif broker_role == "SLAVE" and broker_id <= 0:
+            raise ConfigError(source, "brokerId", "a SLAVE needs a brokerId greater than 0")
+
+    if namesrv_addr_override is not None:
+        namesrv_addrs = parse_namesrv_addr(namesrv_addr_override, "--namesrv-addr", "namesrvAddr")
+    elif r.text("namesrvAddr") is not None:
+        namesrv_addrs = parse_namesrv_addr(r.text("namesrvAddr") or "", source)
+    elif environ.get("NAMESRV_ADDR"):
+        namesrv_addrs = parse_namesrv_addr(environ["NAMESRV_ADDR"], "environment NAMESRV_ADDR", "NAMESRV_ADDR")
+    else:
+        raise ConfigError(source, "namesrvAddr", "not set: set it in the file, with --namesrv-addr or NAMESRV_ADDR")
+
+    listen_port = r.integer("listenPort", 10911, 1, 65535)
+    broker_ip1 = r.text("brokerIP1") or local_address()
+    broker_ip2 = r.text("brokerIP2") or broker_ip1
+    for key, host in (("brokerIP1", broker_ip1), ("brokerIP2", broker_ip2)):
+        if any(c.isspace() for c in host) or ";" in host or "/" in host:
+            raise ConfigError(source, key, f"{host!r} is not a host name or IP address")
+    broker_permission = r.integer("brokerPermission", PERM_READ | PERM_WRITE, 0, 15)
+    period = r.integer("registerNameServerPeriod", 30_000, 1, 2**31 - 1)
+    return BrokerConfig(
+        broker_cluster_name=_name(r, "brokerClusterName", "DefaultCluster"),
+        broker_name=_name(r, "brokerName", socket.gethostname()),
+        broker_id=broker_id,
+        broker_ip1=broker_ip1,
+        broker_ip2=broker_ip2,
+        listen_port=listen_port,
+        ha_listen_port=r.integer("haListenPort", listen_port + 1 if listen_port < 65535 else 65535, 1, 65535),
+        namesrv_addrs=namesrv_addrs,
+        broker_role=broker_role,
+        register_name_server_period=period,
+        force_register=r.boolean("forceRegister", True),
+        compressed_register=r.boolean("compressedRegister", False),
+        register_broker_timeout_mills=r.integer("registerBrokerTimeoutMills", 24_000, 1, 600_000),
+        broker_permission=broker_permission,
+        auto_create_topic_enable=r.boolean("autoCreateTopicEnable", True),
+        default_topic_queue_nums=r.integer("defaultTopicQueueNums", 8, 0, 65535),
+        cluster_topic_enable=r.boolean("clusterTopicEnable", True),
+        broker_topic_enable=r.boolean("brokerTopicEnable", True),
+        enable_slave_acting_master=r.boolean("enableSlaveActingMaster", False),
+        zone_name=r.text("zoneName", "") or "",
+        store_path_root_dir=r.text("storePathRootDir", str(Path.home() / "store")) or "",
+        heartbeat_timeout_millis=r.integer("brokerNotActiveTimeoutMillis", 0, 0, 2**62),
+    )
+
+
+def _name(r: _Reader, key: str, default: str) -> str:
+    value = r.text(key, default) or default
+    if any(c.isspace() or ord(c) < 0x20 for c in value) or len(value) > 255:
+        raise ConfigError(r.source, key, f"{value!r} is not a valid name (no white space, at most 255 characters)")
+    return value
+
+
+def warn_unused_placeholders(properties: Mapping[str, str], source: str, used: set[str]) -> list[str]:
+    """Warnings for keys the agent does not use whose values still hold ``${...}``."""
+    return [
+        f"{source}: {key}: unresolved placeholder in a key the agent does not use"
+        for key, value in properties.items()
+        if key not in used and PLACEHOLDER.search(value)
+    ]
+

@@ -1,0 +1,90 @@
+from namesrv.v1 import types_pb2 as _types_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class WipeWritePermOfBrokerRequest(_message.Message):
+    __slots__ = ("broker_name",)
+    BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
+    broker_name: str
+    def __init__(self, broker_name: _Optional[str] = ...) -> None: ...
+
+class WipeWritePermOfBrokerResponse(_message.Message):
+    __slots__ = ("wipe_topic_count",)
+    WIPE_TOPIC_COUNT_FIELD_NUMBER: _ClassVar[int]
+    wipe_topic_count: int
+    def __init__(self, wipe_topic_count: _Optional[int] = ...) -> None: ...
+
+class AddWritePermOfBrokerRequest(_message.Message):
+    __slots__ = ("broker_name",)
+    BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
+    broker_name: str
+    def __init__(self, broker_name: _Optional[str] = ...) -> None: ...
+
+class AddWritePermOfBrokerResponse(_message.Message):
+    __slots__ = ("add_topic_count",)
+    ADD_TOPIC_COUNT_FIELD_NUMBER: _ClassVar[int]
+    add_topic_count: int
+    def __init__(self, add_topic_count: _Optional[int] = ...) -> None: ...
+
+class DeleteTopicRequest(_message.Message):
+    __slots__ = ("topic", "cluster_name")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    cluster_name: str
+    def __init__(self, topic: _Optional[str] = ..., cluster_name: _Optional[str] = ...) -> None: ...
+
+class DeleteTopicResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class RegisterTopicRequest(_message.Message):
+    __slots__ = ("topic", "queue_datas")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_DATAS_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    queue_datas: _containers.RepeatedCompositeFieldContainer[_types_pb2.QueueData]
+    def __init__(self, topic: _Optional[str] = ..., queue_datas: _Optional[_Iterable[_Union[_types_pb2.QueueData, _Mapping]]] = ...) -> None: ...
+
+class RegisterTopicResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class GetNamesrvConfigRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class GetNamesrvConfigResponse(_message.Message):
+    __slots__ = ("config",)
+    class ConfigEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
+    config: _containers.ScalarMap[str, str]
+    def __init__(self, config: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class UpdateNamesrvConfigRequest(_message.Message):
+    __slots__ = ("config",)
+    class ConfigEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
+    config: _containers.ScalarMap[str, str]
+    def __init__(self, config: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class UpdateNamesrvConfigResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...

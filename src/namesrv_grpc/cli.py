@@ -1,0 +1,110 @@
+"""``namesrv`` / ``python -m namesrv_grpc``: start a NameServer (RocketMQ ``NamesrvStartup``, S27).
+
+Exit codes: 0 after an orderly shutdown (SIGTERM/SIGINT) or ``-p``; 2 for bad configuration (one
+line on stderr naming file, key and problem); 1 when the port cannot be bound.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from namesrv_grpc.config import NamesrvConfig, apply_properties
+from namesrv_grpc.kvconfig import KVConfigFileError
+from namesrv_grpc.properties import ConfigError, read_properties
+from namesrv_grpc.server import NamesrvServer
+
+log = logging.getLogger("namesrv")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of CONTRACT.md ("Programs")."""
+    parser = argparse.ArgumentParser(
+        prog="namesrv",
+        description="Apache RocketMQ NameServer (route registry) over gRPC.",
+        epilog="Command-line flags override -c FILE, which overrides the built-in defaults.",
+    )
+    parser.add_argument("-c", "--config-file", metavar="FILE", type=Path, help="Java properties file with RocketMQ keys")
+    parser.add_argument("-p", "--print-config", action="store_true", help="print the effective configuration and exit")
+    parser.add_argument("--host", help="address to listen on (bindAddress, default 0.0.0.0)")
+    parser.add_argument("--port", type=int, help="gRPC port (listenPort, default 9876; 0 = any free port)")
+    parser.add_argument("--metrics-port", type=int, help="Prometheus /metrics port (metricsPort; 0 = off)")
+    parser.add_argument("--kv-config-path", help="KV config file (kvConfigPath, default ~/namesrv/kvConfig.json)")
+    parser.add_argument("--config-store-path", help="where UpdateNamesrvConfig persists (configStorePath)")
+    parser.add_argument(
+        "--scan-not-active-broker-interval", type=int, metavar="MS", help="expiry scan period in ms (default 10000)"
+    )
+    parser.add_argument(
+        "--order-message-enable", action="store_const", const=True, help="routes carry orderTopicConf (S19)"
+    )
+    parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default INFO)")
+    return parser
+
+
+FLAG_KEYS = {
+    "host": "bindAddress",
+    "port": "listenPort",
+    "metrics_port": "metricsPort",
+    "kv_config_path": "kvConfigPath",
+    "config_store_path": "configStorePath",
+    "scan_not_active_broker_interval": "scanNotActiveBrokerInterval",
+    "order_message_enable": "orderMessageEnable",
+}
+"""Command-line flag (argparse dest) -> RocketMQ key."""
+
+
+def load_config(args: argparse.Namespace) -> tuple[NamesrvConfig, list[str]]:
+    """Defaults, then ``-c FILE``, then flags. Raises ConfigError; returns the config and warnings."""
+    config = NamesrvConfig()
+    warnings: list[str] = []
+    if args.config_file is not None:
+        config, warnings = apply_properties(
+            config, read_properties(args.config_file), str(args.config_file), strict=False
+        )
+    flags = {key: str(getattr(args, dest)) for dest, key in FLAG_KEYS.items() if getattr(args, dest) is not None}
+    config, _ = apply_properties(config, flags, "command line", strict=True)
+    return config, warnings
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the NameServer; return the process exit code."""
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        config, warnings = load_config(args)
+    except ConfigError as exc:
+        print(f"namesrv: {exc}", file=sys.stderr)
+        return 2
+    for warning in warnings:
+        log.warning("%s", warning)
+    if args.print_config:
+        for key, value in config.to_properties().items():
+            print(f"{key}={value}")
+        return 0
+    try:
+        return asyncio.run(_serve(config))
+    except KVConfigFileError as exc:
+        print(f"namesrv: {exc}", file=sys.stderr)
+        return 2
+    except RuntimeError as exc:
+        print(f"namesrv: {exc}", file=sys.stderr)
+        return 1
+
+
+async def _serve(config: NamesrvConfig) -> int:
+    server = NamesrvServer(config)
+    port = await server.start()
+    print(f"The Name Server boot success. listening on {config.bind_address}:{port}", flush=True)
+    await server.serve_until_signalled()
+    print("The Name Server stopped.", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,144 @@
+"""The NameServer's configuration, keyed by RocketMQ's names (``NamesrvConfig``, ``NettyServerConfig``).
+
+Precedence: built-in defaults < ``-c FILE`` (Java properties) < command-line flags (S27).
+Unknown keys in a file are warned about, not fatal (CONTRACT.md). Values are checked by type and
+range; a bad one is a :class:`~namesrv_grpc.properties.ConfigError` naming file, key and problem.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from namesrv_grpc.atomic_file import write_atomically
+from namesrv_grpc.properties import ConfigError
+
+DEFAULT_CONFIG_BLACKLIST = "configBlackList;configStorePath;kvConfigPath"
+"""Keys ``UpdateNamesrvConfig`` refuses (RocketMQ ``NamesrvConfig.configBlackList``, S26)."""
+
+
+def _home(*parts: str) -> str:
+    return str(Path.home().joinpath(*parts))
+
+
+@dataclass(slots=True)
+class NamesrvConfig:
+    """Effective configuration. Attribute names are the RocketMQ keys in snake_case; :data:`KEYS`
+    maps the RocketMQ spelling to each. Times are milliseconds unless the name says otherwise."""
+
+    listen_port: int = 9876
+    bind_address: str = "0.0.0.0"
+    metrics_port: int = 0
+    kv_config_path: str = field(default_factory=lambda: _home("namesrv", "kvConfig.json"))
+    config_store_path: str = field(default_factory=lambda: _home("namesrv", "namesrv.properties"))
+    scan_not_active_broker_interval: int = 10_000
+    order_message_enable: bool = False
+    delete_topic_with_broker_registration: bool = False
+    config_black_list: str = DEFAULT_CONFIG_BLACKLIST
+    grpc_max_message_size: int = 128 * 1024 * 1024
+    shutdown_grace_period_millis: int = 5_000
+
+    def to_properties(self) -> dict[str, str]:
+        """The configuration as RocketMQ key -> text, sorted by key (``-p``, ``GetNamesrvConfig``)."""
+        result = {}
+        for key in sorted(KEYS):
+            value = getattr(self, KEYS[key].attribute)
+            result[key] = str(value).lower() if isinstance(value, bool) else str(value)
+        return result
+
+    def blacklisted_keys(self) -> set[str]:
+        """Keys of ``configBlackList`` (``;``-separated), always including the three defaults."""
+        keys = {k.strip() for k in self.config_black_list.split(";") if k.strip()}
+        return keys | set(DEFAULT_CONFIG_BLACKLIST.split(";"))
+
+
+@dataclass(frozen=True, slots=True)
+class _Key:
+    attribute: str
+    parse: Callable[[str], object]
+    description: str
+
+
+def _parse_bool(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    raise ValueError(f"must be true or false, got {text!r}")
+
+
+def _int_parser(low: int, high: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text.strip())
+        except ValueError:
+            raise ValueError(f"must be a whole number, got {text!r}") from None
+        if not low <= value <= high:
+            raise ValueError(f"must be from {low} to {high}, got {value}")
+        return value
+
+    return parse
+
+
+def _non_empty(text: str) -> str:
+    if not text.strip():
+        raise ValueError("must not be empty")
+    return text.strip()
+
+
+KEYS: dict[str, _Key] = {
+    "listenPort": _Key("listen_port", _int_parser(0, 65535), "gRPC port (0 = any free port)"),
+    "bindAddress": _Key("bind_address", _non_empty, "address to listen on"),
+    "metricsPort": _Key("metrics_port", _int_parser(0, 65535), "Prometheus /metrics port (0 = off)"),
+    "kvConfigPath": _Key("kv_config_path", _non_empty, "KV config file (RocketMQ kvConfig.json format)"),
+    "configStorePath": _Key("config_store_path", _non_empty, "where UpdateNamesrvConfig persists changes"),
+    "scanNotActiveBrokerInterval": _Key(
+        "scan_not_active_broker_interval", _int_parser(1, 3_600_000), "expiry scan period, ms (S13)"
+    ),
+    "orderMessageEnable": _Key("order_message_enable", _parse_bool, "routes carry orderTopicConf (S19)"),
+    "deleteTopicWithBrokerRegistration": _Key(
+        "delete_topic_with_broker_registration", _parse_bool, "a master's registration drops topics it lost"
+    ),
+    "configBlackList": _Key("config_black_list", str, "keys UpdateNamesrvConfig refuses, ';'-separated"),
+    "grpcMaxMessageSize": _Key(
+        "grpc_max_message_size", _int_parser(4 * 1024 * 1024, 2**31 - 1), "largest gRPC message, bytes"
+    ),
+    "shutdownGracePeriodMillis": _Key(
+        "shutdown_grace_period_millis", _int_parser(0, 600_000), "drain time on SIGTERM, ms"
+    ),
+}
+"""Every configuration key, in RocketMQ spelling."""
+
+RESTART_KEYS = frozenset({"listenPort", "bindAddress", "metricsPort", "grpcMaxMessageSize"})
+"""Keys that ``UpdateNamesrvConfig`` stores but that take effect only at the next start."""
+
+
+def apply_properties(
+    config: NamesrvConfig, properties: Mapping[str, str], source: str, *, strict: bool
+) -> tuple[NamesrvConfig, list[str]]:
+    """Return a new config with ``properties`` applied, and warnings for unknown keys.
+
+    With ``strict`` an unknown key is an error instead of a warning (``UpdateNamesrvConfig``).
+    Raises ConfigError(source, key, problem) for a bad value; ``config`` is never changed.
+    """
+    changes: dict[str, object] = {}
+    warnings: list[str] = []
+    for key, text in properties.items():
+        spec = KEYS.get(key)
+        if spec is None:
+            if strict:
+                raise ConfigError(source, key, f"unknown key; known keys: {', '.join(sorted(KEYS))}")
+            warnings.append(f"{source}: {key}: unknown key, ignored")
+            continue
+        try:
+            changes[spec.attribute] = spec.parse(text)
+        except ValueError as exc:
+            raise ConfigError(source, key, str(exc)) from None
+    return dataclasses.replace(config, **changes), warnings  # type: ignore[arg-type]
+
+
+def persist_properties(config: NamesrvConfig, path: Path) -> None:
+    """Write the configuration as a Java properties file, atomically (S26 ``configStorePath``)."""
+    lines = [f"{key}={value}" for key, value in config.to_properties().items()]
+    write_atomically(path, "\n".join(lines) + "\n")

@@ -1,0 +1,100 @@
+"""Domain errors of the NameServer. The gRPC layer maps them to status codes in one place
+(:mod:`namesrv_grpc.grpc_errors`); nothing here knows about gRPC.
+
+::
+
+    NamesrvError                    reason (UPPER_SNAKE)          gRPC code
+    ├── InvalidFieldError           INVALID_FIELD                 INVALID_ARGUMENT (metadata: field)
+    ├── MalformedBodyError          MALFORMED_BODY                INVALID_ARGUMENT
+    ├── BodyChecksumMismatchError   BODY_CHECKSUM_MISMATCH        DATA_LOSS
+    ├── TopicRouteNotFoundError     TOPIC_ROUTE_NOT_FOUND         NOT_FOUND
+    ├── BrokerNotRegisteredError    BROKER_NOT_REGISTERED         NOT_FOUND
+    ├── BrokerNameNotRegisteredError BROKER_NAME_NOT_REGISTERED   NOT_FOUND
+    ├── KVConfigNotFoundError       KV_CONFIG_NOT_FOUND           NOT_FOUND
+    ├── StaleBrokerStateError       STALE_BROKER_STATE            FAILED_PRECONDITION
+    ├── ConfigKeyBlacklistedError   CONFIG_KEY_BLACKLISTED        PERMISSION_DENIED
+    └── PersistError                KV_CONFIG_PERSIST_FAILED      INTERNAL
+
+Every error is raised before any state changes: a rejected request changes nothing.
+"""
+
+from __future__ import annotations
+
+
+class NamesrvError(Exception):
+    """Base of every domain error. ``reason`` is the ``google.rpc.ErrorInfo.reason``;
+    ``metadata`` its metadata (e.g. ``{"field": "broker_addr"}``)."""
+
+    reason = "NAMESRV_ERROR"
+
+    def __init__(self, message: str, metadata: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.metadata = metadata or {}
+
+
+class InvalidFieldError(NamesrvError):
+    """A request field is missing or out of range; ``field`` names it (as in the .proto)."""
+
+    reason = "INVALID_FIELD"
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}", {"field": field})
+        self.field = field
+
+
+class MalformedBodyError(NamesrvError):
+    """A registration body cannot be decompressed or decoded (S01)."""
+
+    reason = "MALFORMED_BODY"
+
+
+class BodyChecksumMismatchError(NamesrvError):
+    """The CRC32C of a registration body does not match ``body_crc32c`` (S01)."""
+
+    reason = "BODY_CHECKSUM_MISMATCH"
+
+
+class TopicRouteNotFoundError(NamesrvError):
+    """A topic has no route (S18). The message is RocketMQ's own wording."""
+
+    reason = "TOPIC_ROUTE_NOT_FOUND"
+
+    def __init__(self, topic: str) -> None:
+        super().__init__(f"No topic route info in name server for the topic: {topic}", {"topic": topic})
+
+
+class BrokerNotRegisteredError(NamesrvError):
+    """A heartbeat names a broker address that is not registered (S14); the broker should register."""
+
+    reason = "BROKER_NOT_REGISTERED"
+
+
+class BrokerNameNotRegisteredError(NamesrvError):
+    """A request names a broker name with no BrokerData (S25)."""
+
+    reason = "BROKER_NAME_NOT_REGISTERED"
+
+
+class KVConfigNotFoundError(NamesrvError):
+    """A KV config key is absent (S21)."""
+
+    reason = "KV_CONFIG_NOT_FOUND"
+
+
+class StaleBrokerStateError(NamesrvError):
+    """A registration from a new address carries a lower stateVersion than the stored one (S12)."""
+
+    reason = "STALE_BROKER_STATE"
+
+
+class ConfigKeyBlacklistedError(NamesrvError):
+    """``UpdateNamesrvConfig`` names a key of ``configBlackList`` (S26)."""
+
+    reason = "CONFIG_KEY_BLACKLISTED"
+
+
+class PersistError(NamesrvError):
+    """The KV config file could not be written; the change was not kept (S21)."""
+
+    reason = "KV_CONFIG_PERSIST_FAILED"

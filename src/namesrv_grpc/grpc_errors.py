@@ -1,0 +1,83 @@
+"""Domain errors -> gRPC status codes, in one place (CONTRACT.md, "Errors").
+
+:class:`ErrorInterceptor` wraps every handler of the server: a
+:class:`~namesrv_grpc.errors.NamesrvError` raised inside becomes a status with a
+``google.rpc.Status`` detail holding one ``google.rpc.ErrorInfo`` (domain ``namesrv.rocketmq``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import grpc
+from google.protobuf import any_pb2
+from google.rpc import code_pb2, error_details_pb2, status_pb2
+from grpc_status import rpc_status
+
+from namesrv_grpc import errors
+
+ERROR_DOMAIN = "namesrv.rocketmq"
+"""``google.rpc.ErrorInfo.domain`` of every error this server returns."""
+
+STATUS_CODES: dict[type[errors.NamesrvError], grpc.StatusCode] = {
+    errors.InvalidFieldError: grpc.StatusCode.INVALID_ARGUMENT,
+    errors.MalformedBodyError: grpc.StatusCode.INVALID_ARGUMENT,
+    errors.BodyChecksumMismatchError: grpc.StatusCode.DATA_LOSS,
+    errors.TopicRouteNotFoundError: grpc.StatusCode.NOT_FOUND,
+    errors.BrokerNotRegisteredError: grpc.StatusCode.NOT_FOUND,
+    errors.BrokerNameNotRegisteredError: grpc.StatusCode.NOT_FOUND,
+    errors.KVConfigNotFoundError: grpc.StatusCode.NOT_FOUND,
+    errors.StaleBrokerStateError: grpc.StatusCode.FAILED_PRECONDITION,
+    errors.ConfigKeyBlacklistedError: grpc.StatusCode.PERMISSION_DENIED,
+    errors.PersistError: grpc.StatusCode.INTERNAL,
+}
+
+
+def status_code_of(error: errors.NamesrvError) -> grpc.StatusCode:
+    """The gRPC code of a domain error (INTERNAL for one not in STATUS_CODES)."""
+    for cls in type(error).__mro__:
+        if cls in STATUS_CODES:
+            return STATUS_CODES[cls]  # type: ignore[index]
+    return grpc.StatusCode.INTERNAL
+
+
+def to_status(error: errors.NamesrvError) -> grpc.Status:
+    """A domain error as a ``grpc.Status`` carrying ``google.rpc.Status`` + ``ErrorInfo``."""
+    code = status_code_of(error)
+    detail = any_pb2.Any()
+    detail.Pack(error_details_pb2.ErrorInfo(reason=error.reason, domain=ERROR_DOMAIN, metadata=error.metadata))
+    status = status_pb2.Status(code=getattr(code_pb2, code.name), message=error.message, details=[detail])
+    return rpc_status.to_status(status)
+
+
+Handler = Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]]
+
+
+def _wrap_unary(behavior: Handler) -> Handler:
+    async def wrapped(request: Any, context: grpc.aio.ServicerContext) -> Any:
+        try:
+            return await behavior(request, context)
+        except errors.NamesrvError as error:
+            status = to_status(error)
+            await context.abort(status.code, status.details, status.trailing_metadata)
+
+    return wrapped
+
+
+class ErrorInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+    """Turns domain errors of unary-unary handlers into rich gRPC statuses."""
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(handler_call_details)
+        if handler is None or handler.unary_unary is None:
+            return handler
+        return grpc.unary_unary_rpc_method_handler(
+            _wrap_unary(handler.unary_unary),
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer,
+        )

@@ -1,0 +1,158 @@
+"""The route table's records, named as Apache RocketMQ names them.
+
+Pure data: no gRPC, no I/O. Times are milliseconds since the Unix epoch (``int``), as in RocketMQ.
+
+- :class:`DataVersion` -- ``(state_version, timestamp ms, counter)`` of a broker's topic config.
+- :class:`TopicConfig` -- one topic as a broker holds it (registration body).
+- :class:`QueueData` -- per (topic, broker name) in ``topicQueueTable``.
+- :class:`BrokerData` -- per broker name in ``brokerAddrTable``.
+- :class:`BrokerLiveInfo` -- per broker address in ``brokerLiveTable``.
+- :class:`TopicRouteData` -- what a route lookup returns.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+MASTER_ID = 0
+"""Broker id of a master (RocketMQ ``MixAll.MASTER_ID``); ids > 0 are slaves."""
+
+DEFAULT_HEARTBEAT_TIMEOUT_MILLIS = 120_000
+"""Silence after which a broker is removed when the registration names no timeout (S08)."""
+
+PERM_PRIORITY = 8
+PERM_READ = 4
+PERM_WRITE = 2
+PERM_INHERIT = 1
+"""``perm`` bits (RocketMQ ``PermName``)."""
+
+TOPIC_SYS_FLAG_UNIT = 1
+TOPIC_SYS_FLAG_UNIT_SUB = 2
+"""``topicSysFlag`` bits (RocketMQ ``TopicSysFlag``)."""
+
+ORDER_TOPIC_CONFIG_NAMESPACE = "ORDER_TOPIC_CONFIG"
+"""KV namespace of order-topic settings (RocketMQ ``NamesrvUtil.NAMESPACE_ORDER_TOPIC_CONFIG``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class DataVersion:
+    """Version of a broker's topic configuration; equal when all three fields are equal.
+
+    ``timestamp`` is milliseconds since the epoch. ``DataVersion()`` (all zero) is the version of
+    an empty registration body (S02).
+    """
+
+    state_version: int = 0
+    timestamp: int = 0
+    counter: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class TopicConfig:
+    """One topic as a broker registers it (RocketMQ ``TopicConfig``; defaults are RocketMQ's)."""
+
+    topic_name: str
+    read_queue_nums: int = 16
+    write_queue_nums: int = 16
+    perm: int = PERM_READ | PERM_WRITE
+    topic_sys_flag: int = 0
+    order: bool = False
+    topic_filter_type: str = "SINGLE_TAG"
+    attributes: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
+
+
+@dataclass(frozen=True, slots=True)
+class QueueData:
+    """Where one topic lives on one broker name (RocketMQ ``QueueData``). Compared field by field (S07)."""
+
+    broker_name: str
+    read_queue_nums: int
+    write_queue_nums: int
+    perm: int
+    topic_sys_flag: int = 0
+
+    def with_perm(self, perm: int) -> QueueData:
+        """Return a copy with ``perm`` replaced."""
+        return dataclasses.replace(self, perm=perm)
+
+
+@dataclass(slots=True)
+class BrokerData:
+    """One broker name's addresses (RocketMQ ``BrokerData``).
+
+    ``broker_addrs`` maps broker id (0 = master) to ``host:port``; an address appears once (S05).
+    """
+
+    cluster: str
+    broker_name: str
+    broker_addrs: dict[int, str] = field(default_factory=dict)
+    zone_name: str = ""
+    enable_acting_master: bool = False
+
+    def copy(self) -> BrokerData:
+        """Return a copy whose ``broker_addrs`` can be changed without touching this one."""
+        return BrokerData(
+            self.cluster, self.broker_name, dict(self.broker_addrs), self.zone_name, self.enable_acting_master
+        )
+
+
+@dataclass(slots=True)
+class BrokerLiveInfo:
+    """Liveness of one broker address (RocketMQ ``BrokerLiveInfo``).
+
+    ``last_update_timestamp`` is ms since the epoch; the broker is expired once
+    ``last_update_timestamp + heartbeat_timeout_millis < now`` (S13).
+    ``registration_epoch`` increases with every registration of the address in this process, so a
+    removal decided against an older registration can tell that a newer one arrived (S17).
+    """
+
+    cluster: str
+    broker_name: str
+    broker_id: int
+    last_update_timestamp: int
+    heartbeat_timeout_millis: int
+    data_version: DataVersion
+    ha_server_addr: str
+    registration_epoch: int = 0
+
+    def expired(self, now_millis: int) -> bool:
+        """True when the broker has been silent for longer than its heartbeat timeout."""
+        return self.last_update_timestamp + self.heartbeat_timeout_millis < now_millis
+
+
+@dataclass(frozen=True, slots=True)
+class TopicRouteData:
+    """A topic's route (RocketMQ ``TopicRouteData``): copies, safe to hand out."""
+
+    queue_datas: tuple[QueueData, ...]
+    broker_datas: tuple[BrokerData, ...]
+    filter_server_table: dict[str, tuple[str, ...]]
+    order_topic_conf: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class RegisterBrokerResult:
+    """What a registration answers (S10): the live master's addresses, for a slave; else empty."""
+
+    master_addr: str = ""
+    ha_server_addr: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterInfo:
+    """``GET_BROKER_CLUSTER_INFO`` (S22): copies of brokerAddrTable and clusterAddrTable."""
+
+    broker_addr_table: dict[str, BrokerData]
+    cluster_addr_table: dict[str, tuple[str, ...]]
+
+
+@dataclass(frozen=True, slots=True)
+class RemovedBroker:
+    """One broker address taken out of the table by expiry, unregistration or session loss."""
+
+    broker_addr: str
+    cluster: str
+    broker_name: str
+    broker_id: int
+    reason: str

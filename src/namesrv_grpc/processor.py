@@ -1,0 +1,262 @@
+"""What each request does: RocketMQ's ``DefaultRequestProcessor`` over the route table, the KV
+config and the server's configuration. No gRPC here: the servicers (:mod:`namesrv_grpc.servicers`)
+only translate protobuf to these calls and back.
+
+Every method validates its arguments first and raises a :class:`~namesrv_grpc.errors.NamesrvError`
+before changing anything.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from namesrv_grpc.body import parse_body, verify_checksum
+from namesrv_grpc.config import RESTART_KEYS, NamesrvConfig, apply_properties, persist_properties
+from namesrv_grpc.errors import (
+    ConfigKeyBlacklistedError,
+    InvalidFieldError,
+    PersistError,
+    TopicRouteNotFoundError,
+)
+from namesrv_grpc.kvconfig import KVConfigManager
+from namesrv_grpc.model import (
+    ORDER_TOPIC_CONFIG_NAMESPACE,
+    ClusterInfo,
+    DataVersion,
+    QueueData,
+    RegisterBrokerResult,
+    RemovedBroker,
+    TopicRouteData,
+)
+from namesrv_grpc.properties import ConfigError
+from namesrv_grpc.route_table import RouteInfoManager
+from namesrv_grpc.validation import (
+    require_addr,
+    require_broker_id,
+    require_name,
+    require_non_negative,
+    require_perm,
+    require_queue_nums,
+)
+
+log = logging.getLogger(__name__)
+
+
+def _require_broker(cluster_name: str, broker_name: str, broker_id: int, broker_addr: str) -> None:
+    require_name("cluster_name", cluster_name)
+    require_name("broker_name", broker_name)
+    require_broker_id("broker_id", broker_id)
+    require_addr("broker_addr", broker_addr)
+
+
+class NameServer:
+    """The NameServer's request handling: one object per server process, shared by every servicer."""
+
+    def __init__(self, config: NamesrvConfig, route_table: RouteInfoManager, kv_config: KVConfigManager) -> None:
+        self.config = config
+        self.route_table = route_table
+        self.kv_config = kv_config
+        route_table.delete_topic_with_broker_registration = config.delete_topic_with_broker_registration
+
+    # ------------------------------------------------------------------ brokers
+
+    def register_broker(
+        self,
+        *,
+        cluster_name: str,
+        broker_name: str,
+        broker_id: int,
+        broker_addr: str,
+        ha_server_addr: str,
+        body: bytes,
+        body_crc32c: int,
+        compressed: bool,
+        heartbeat_timeout_millis: int,
+        enable_acting_master: bool = False,
+        zone_name: str = "",
+    ) -> tuple[RegisterBrokerResult, dict[str, str]]:
+        """REGISTER_BROKER (S01-S12): returns the registration result (S10) and the
+        ORDER_TOPIC_CONFIG table (S11).
+
+        Raises BodyChecksumMismatchError (checked first, S01), InvalidFieldError, MalformedBodyError,
+        StaleBrokerStateError.
+        """
+        verify_checksum(body, body_crc32c)
+        _require_broker(cluster_name, broker_name, broker_id, broker_addr)
+        require_addr("ha_server_addr", ha_server_addr, allow_empty=True)
+        require_non_negative("heartbeat_timeout_millis", heartbeat_timeout_millis)
+        decoded = parse_body(body, compressed=compressed)
+        for index, addr in enumerate(decoded.filter_server_list):
+            require_addr(f"body.filter_server_list[{index}]", addr)
+        result = self.route_table.register_broker(
+            cluster_name=cluster_name,
+            broker_name=broker_name,
+            broker_id=broker_id,
+            broker_addr=broker_addr,
+            ha_server_addr=ha_server_addr,
+            data_version=decoded.data_version,
+            topic_configs=decoded.topic_config_table,
+            filter_server_list=decoded.filter_server_list,
+            heartbeat_timeout_millis=heartbeat_timeout_millis,
+            zone_name=zone_name,
+            enable_acting_master=enable_acting_master,
+        )
+        return result, self.kv_config.list_namespace(ORDER_TOPIC_CONFIG_NAMESPACE)
+
+    def unregister_broker(
+        self, *, cluster_name: str, broker_name: str, broker_id: int, broker_addr: str
+    ) -> RemovedBroker | None:
+        """UNREGISTER_BROKER (S16, S17). Raises InvalidFieldError."""
+        _require_broker(cluster_name, broker_name, broker_id, broker_addr)
+        removed = self.route_table.unregister_broker(
+            cluster_name=cluster_name, broker_name=broker_name, broker_id=broker_id, broker_addr=broker_addr
+        )
+        if removed is not None:
+            log.info("unregistered broker %s (%s/%s id %d)", broker_addr, cluster_name, broker_name, broker_id)
+        return removed
+
+    def broker_heartbeat(self, *, cluster_name: str, broker_name: str, broker_id: int, broker_addr: str) -> None:
+        """BROKER_HEARTBEAT (S14). Raises InvalidFieldError, BrokerNotRegisteredError."""
+        _require_broker(cluster_name, broker_name, broker_id, broker_addr)
+        self.route_table.heartbeat(
+            cluster_name=cluster_name, broker_name=broker_name, broker_id=broker_id, broker_addr=broker_addr
+        )
+
+    def query_data_version(
+        self, *, cluster_name: str, broker_name: str, broker_id: int, broker_addr: str, data_version: DataVersion
+    ) -> tuple[bool, DataVersion | None]:
+        """QUERY_DATA_VERSION (S20): ``(changed, stored version or None)``. Raises InvalidFieldError."""
+        _require_broker(cluster_name, broker_name, broker_id, broker_addr)
+        return self.route_table.query_data_version(
+            cluster_name=cluster_name,
+            broker_name=broker_name,
+            broker_id=broker_id,
+            broker_addr=broker_addr,
+            data_version=data_version,
+        )
+
+    def scan_not_active_broker(self) -> list[RemovedBroker]:
+        """S13: remove expired brokers; log each one."""
+        removed = self.route_table.scan_not_active_broker()
+        for broker in removed:
+            log.warning(
+                "broker %s (%s/%s id %d) expired: no heartbeat within its timeout",
+                broker.broker_addr,
+                broker.cluster,
+                broker.broker_name,
+                broker.broker_id,
+            )
+        return removed
+
+    # ------------------------------------------------------------------ routes
+
+    def pickup_topic_route(self, topic: str) -> TopicRouteData:
+        """GET_ROUTEINFO_BY_TOPIC (S18, S19). Raises InvalidFieldError, TopicRouteNotFoundError."""
+        require_name("topic", topic)
+        route = self.route_table.pickup_topic_route_data(topic)
+        if route is None:
+            raise TopicRouteNotFoundError(topic)
+        if self.config.order_message_enable:
+            order_conf = self.kv_config.get_or_none(ORDER_TOPIC_CONFIG_NAMESPACE, topic) or ""
+            route = TopicRouteData(route.queue_datas, route.broker_datas, route.filter_server_table, order_conf)
+        return route
+
+    def get_cluster_info(self) -> ClusterInfo:
+        """GET_BROKER_CLUSTER_INFO (S22)."""
+        return self.route_table.get_cluster_info()
+
+    def get_topics_by_cluster(self, cluster_name: str) -> list[str]:
+        """GET_TOPICS_BY_CLUSTER (S24). Raises InvalidFieldError."""
+        require_name("cluster_name", cluster_name)
+        return self.route_table.get_topics_by_cluster(cluster_name)
+
+    # ------------------------------------------------------------------ KV config (S21)
+
+    def put_kv_config(self, namespace: str, key: str, value: str) -> None:
+        """PUT_KV_CONFIG. Raises InvalidFieldError, PersistError."""
+        self.kv_config.put(require_name("namespace", namespace), require_name("key", key), value)
+
+    def get_kv_config(self, namespace: str, key: str) -> str:
+        """GET_KV_CONFIG. Raises InvalidFieldError, KVConfigNotFoundError."""
+        return self.kv_config.get(require_name("namespace", namespace), require_name("key", key))
+
+    def delete_kv_config(self, namespace: str, key: str) -> None:
+        """DELETE_KV_CONFIG. Raises InvalidFieldError, PersistError."""
+        self.kv_config.delete(require_name("namespace", namespace), require_name("key", key))
+
+    def get_kv_list_by_namespace(self, namespace: str) -> dict[str, str]:
+        """GET_KVLIST_BY_NAMESPACE. Raises InvalidFieldError."""
+        return self.kv_config.list_namespace(require_name("namespace", namespace))
+
+    # ------------------------------------------------------------------ admin (S23, S25, S26)
+
+    def wipe_write_perm_of_broker(self, broker_name: str) -> int:
+        """WIPE_WRITE_PERM_OF_BROKER (S23). Raises InvalidFieldError."""
+        return self.route_table.wipe_write_perm_of_broker(require_name("broker_name", broker_name))
+
+    def add_write_perm_of_broker(self, broker_name: str) -> int:
+        """ADD_WRITE_PERM_OF_BROKER (S23). Raises InvalidFieldError."""
+        return self.route_table.add_write_perm_of_broker(require_name("broker_name", broker_name))
+
+    def delete_topic(self, topic: str, cluster_name: str) -> None:
+        """DELETE_TOPIC_IN_NAMESRV (S25); ``cluster_name`` "" = everywhere. Raises InvalidFieldError."""
+        require_name("topic", topic)
+        if cluster_name:
+            require_name("cluster_name", cluster_name)
+        self.route_table.delete_topic(topic, cluster_name)
+
+    def register_topic(self, topic: str, queue_datas: Iterable[QueueData]) -> None:
+        """REGISTER_TOPIC_IN_NAMESRV (S25), all or nothing.
+
+        Raises InvalidFieldError (empty list, bad numbers, a broker name twice),
+        BrokerNameNotRegisteredError.
+        """
+        require_name("topic", topic)
+        queue_datas = list(queue_datas)
+        if not queue_datas:
+            raise InvalidFieldError("queue_datas", "must list at least one QueueData")
+        seen: set[str] = set()
+        for index, queue_data in enumerate(queue_datas):
+            path = f"queue_datas[{index}]"
+            require_name(f"{path}.broker_name", queue_data.broker_name)
+            if queue_data.broker_name in seen:
+                raise InvalidFieldError(f"{path}.broker_name", f"{queue_data.broker_name!r} is listed twice")
+            seen.add(queue_data.broker_name)
+            require_queue_nums(f"{path}.read_queue_nums", queue_data.read_queue_nums)
+            require_queue_nums(f"{path}.write_queue_nums", queue_data.write_queue_nums)
+            require_perm(f"{path}.perm", queue_data.perm)
+            require_non_negative(f"{path}.topic_sys_flag", queue_data.topic_sys_flag)
+        self.route_table.register_topic(topic, queue_datas)
+
+    def get_namesrv_config(self) -> dict[str, str]:
+        """GET_NAMESRV_CONFIG (S26): RocketMQ key -> value text."""
+        return self.config.to_properties()
+
+    def update_namesrv_config(self, changes: Mapping[str, str]) -> None:
+        """UPDATE_NAMESRV_CONFIG (S26), all or nothing; persisted to ``configStorePath``.
+
+        Raises ConfigKeyBlacklistedError, InvalidFieldError (empty map, unknown key, bad value),
+        PersistError. Keys in RESTART_KEYS are stored but take effect at the next start.
+        """
+        if not changes:
+            raise InvalidFieldError("config", "must name at least one key")
+        blacklisted = sorted(set(changes) & self.config.blacklisted_keys())
+        if blacklisted:
+            raise ConfigKeyBlacklistedError(
+                f"config keys {', '.join(blacklisted)} are in configBlackList and cannot be changed at run time",
+                {"keys": ",".join(blacklisted)},
+            )
+        try:
+            new_config, _ = apply_properties(self.config, changes, "UpdateNamesrvConfig", strict=True)
+        except ConfigError as exc:
+            raise InvalidFieldError(f"config[{exc.key}]", exc.problem) from None
+        try:
+            persist_properties(new_config, Path(new_config.config_store_path))
+        except OSError as exc:
+            raise PersistError(f"cannot write {new_config.config_store_path}: {exc}") from None
+        self.config = new_config
+        self.route_table.delete_topic_with_broker_registration = new_config.delete_topic_with_broker_registration
+        later = sorted(set(changes) & RESTART_KEYS)
+        log.info("configuration updated: %s%s", dict(changes), f" ({', '.join(later)} at next start)" if later else "")

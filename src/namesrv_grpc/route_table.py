@@ -1,0 +1,504 @@
+"""The route table: RocketMQ's ``RouteInfoManager`` as a pure module (no gRPC, no I/O).
+
+Five tables, as in ``namesrv/.../routeinfo/RouteInfoManager.java``::
+
+    topic_queue_table    topic       -> {broker name -> QueueData}
+    broker_addr_table    broker name -> BrokerData {broker id -> broker addr}
+    cluster_addr_table   cluster     -> {broker name}
+    broker_live_table    broker addr -> BrokerLiveInfo
+    filter_server_table  broker addr -> [filter-server addr]
+
+plus one index, ``topics_by_broker_name`` (broker name -> {topic}), so removing a broker name,
+changing its write permission or listing a cluster's topics does not scan every topic.
+
+Every public method takes one lock for its whole duration, so readers never see a half-applied
+registration or removal. Time comes from an injected ``clock`` returning milliseconds since the epoch,
+so tests drive expiry without sleeping. Arguments are assumed validated by the caller
+(:mod:`namesrv_grpc.processor`); this module enforces the rules S03-S10, S12-S18, S20, S22-S25.
+
+Settled where the rules are silent (RocketMQ 4.9/5.x source decides, improved where it is racy):
+
+- An address belongs to one broker at a time. A registration of an address under another broker
+  name removes it from the old BrokerData first (S05 extended across names), and a broker id that
+  moves to a new address drops the old address's live entry, so every live address is in exactly
+  one BrokerData and every BrokerData address is live.
+- Removals re-check under the lock (S17, RocketMQ #11043): an expiry only removes a broker that is
+  still expired, an unregister only removes ``broker_addrs[broker_id]`` when it still is that address
+  and the live entry still belongs to that broker name and id.
+- A broker name removed from ``broker_addr_table`` leaves every cluster set that held it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+from namesrv_grpc.errors import (
+    BrokerNameNotRegisteredError,
+    BrokerNotRegisteredError,
+    StaleBrokerStateError,
+)
+from namesrv_grpc.model import (
+    DEFAULT_HEARTBEAT_TIMEOUT_MILLIS,
+    MASTER_ID,
+    PERM_READ,
+    PERM_WRITE,
+    TOPIC_SYS_FLAG_UNIT,
+    TOPIC_SYS_FLAG_UNIT_SUB,
+    BrokerData,
+    BrokerLiveInfo,
+    ClusterInfo,
+    DataVersion,
+    QueueData,
+    RegisterBrokerResult,
+    RemovedBroker,
+    TopicConfig,
+    TopicRouteData,
+)
+
+Clock = Callable[[], int]
+"""Returns the current time in milliseconds since the epoch."""
+
+
+def wall_clock_millis() -> int:
+    """The system clock in milliseconds since the epoch (RocketMQ ``System.currentTimeMillis()``)."""
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class RouteTableStats:
+    """Sizes of the tables, for metrics: counts of live broker addresses, broker names, clusters,
+    topics and QueueData entries."""
+
+    brokers_live: int
+    broker_names: int
+    clusters: int
+    topics: int
+    queue_datas: int
+
+
+class RouteInfoManager:
+    """The NameServer's in-memory route table (RocketMQ ``RouteInfoManager``). Thread-safe."""
+
+    def __init__(self, clock: Clock = wall_clock_millis, *, delete_topic_with_broker_registration: bool = False):
+        """``clock`` returns ms since the epoch. ``delete_topic_with_broker_registration`` is RocketMQ
+        5.x's ``deleteTopicWithBrokerRegistration`` (default off): a master's changed registration
+        also removes its topics that the body no longer lists."""
+        self._clock = clock
+        self.delete_topic_with_broker_registration = delete_topic_with_broker_registration
+        self._lock = threading.RLock()
+        self.topic_queue_table: dict[str, dict[str, QueueData]] = {}
+        self.broker_addr_table: dict[str, BrokerData] = {}
+        self.cluster_addr_table: dict[str, set[str]] = {}
+        self.broker_live_table: dict[str, BrokerLiveInfo] = {}
+        self.filter_server_table: dict[str, list[str]] = {}
+        self.topics_by_broker_name: dict[str, set[str]] = {}
+        self._epoch = 0
+        self.version = 0
+        """Increases on every change of any table; cheap change detection for caches and snapshots."""
+
+    # ------------------------------------------------------------------ registration (S03-S12)
+
+    def register_broker(
+        self,
+        *,
+        cluster_name: str,
+        broker_name: str,
+        broker_id: int,
+        broker_addr: str,
+        ha_server_addr: str = "",
+        data_version: DataVersion = DataVersion(),
+        topic_configs: Mapping[str, TopicConfig] | None = None,
+        filter_server_list: Iterable[str] = (),
+        heartbeat_timeout_millis: int = 0,
+        zone_name: str = "",
+        enable_acting_master: bool = False,
+    ) -> RegisterBrokerResult:
+        """Register (or refresh) one broker address; RocketMQ ``registerBroker``.
+
+        ``topic_configs`` maps topic name -> TopicConfig; it enters the route table only for a master
+        (id 0) whose ``data_version`` differs from the stored one, or on a first registration (S06).
+        ``heartbeat_timeout_millis`` 0 means 120 000 ms (S08). Returns the live master's address and HA
+        address for a slave (S10).
+
+        Raises StaleBrokerStateError (S12) before changing anything when the broker id is held by
+        another live address with a higher ``state_version``.
+        """
+        with self._lock:
+            now = self._clock()
+            broker_data = self.broker_addr_table.get(broker_name)
+            old_addr = broker_data.broker_addrs.get(broker_id) if broker_data else None
+            if old_addr is not None and old_addr != broker_addr:
+                old_live = self.broker_live_table.get(old_addr)
+                if old_live is not None and old_live.data_version.state_version > data_version.state_version:
+                    raise StaleBrokerStateError(
+                        f"broker {broker_name} id {broker_id} is held by {old_addr} with stateVersion "
+                        f"{old_live.data_version.state_version}; {broker_addr} registered with "
+                        f"stateVersion {data_version.state_version}",
+                        {"broker_name": broker_name, "broker_addr": broker_addr},
+                    )
+            self.version += 1
+
+            # An address belongs to one broker name: leave the old one first.
+            previous = self.broker_live_table.get(broker_addr)
+            if previous is not None and previous.broker_name != broker_name:
+                self._remove_addr_from_broker_data(previous.broker_name, broker_addr)
+                broker_data = self.broker_addr_table.get(broker_name)
+
+            # S03: the broker name joins its cluster.
+            self.cluster_addr_table.setdefault(cluster_name, set()).add(broker_name)
+
+            # S04: BrokerData, created when missing (first registration).
+            register_first = broker_data is None
+            if broker_data is None:
+                broker_data = BrokerData(cluster_name, broker_name)
+                self.broker_addr_table[broker_name] = broker_data
+            broker_data.zone_name = zone_name
+            broker_data.enable_acting_master = enable_acting_master
+
+            # S05: one entry per address; then brokerAddrs[id] = addr.
+            for other_id, addr in list(broker_data.broker_addrs.items()):
+                if addr == broker_addr and other_id != broker_id:
+                    del broker_data.broker_addrs[other_id]
+            old_addr = broker_data.broker_addrs.get(broker_id)
+            broker_data.broker_addrs[broker_id] = broker_addr
+            register_first = register_first or old_addr is None
+            if old_addr is not None and old_addr != broker_addr:
+                # The id moved to a new address: the old address is no broker of this name any more.
+                old_live = self.broker_live_table.get(old_addr)
+                if old_live is not None and old_live.broker_name == broker_name:
+                    del self.broker_live_table[old_addr]
+                    self.filter_server_table.pop(old_addr, None)
+
+            # S06/S07: a master with a changed DataVersion (or a first registration) carries topics.
+            if broker_id == MASTER_ID and topic_configs is not None:
+                changed = (
+                    previous is None or previous.broker_name != broker_name or previous.data_version != data_version
+                )
+                if register_first or changed:
+                    if self.delete_topic_with_broker_registration:
+                        for topic in self.topics_by_broker_name.get(broker_name, set()) - set(topic_configs):
+                            self._remove_queue_data(topic, broker_name)
+                    for topic_config in topic_configs.values():
+                        self._create_and_update_queue_data(broker_name, topic_config)
+
+            # S08: the live entry.
+            self._epoch += 1
+            self.broker_live_table[broker_addr] = BrokerLiveInfo(
+                cluster=cluster_name,
+                broker_name=broker_name,
+                broker_id=broker_id,
+                last_update_timestamp=now,
+                heartbeat_timeout_millis=heartbeat_timeout_millis or DEFAULT_HEARTBEAT_TIMEOUT_MILLIS,
+                data_version=data_version,
+                ha_server_addr=ha_server_addr,
+                registration_epoch=self._epoch,
+            )
+
+            # S09: filter servers.
+            filter_servers = list(filter_server_list)
+            if filter_servers:
+                self.filter_server_table[broker_addr] = filter_servers
+            else:
+                self.filter_server_table.pop(broker_addr, None)
+
+            # S10: a slave learns its live master.
+            if broker_id != MASTER_ID:
+                master_addr = broker_data.broker_addrs.get(MASTER_ID)
+                master_live = self.broker_live_table.get(master_addr) if master_addr else None
+                if master_addr and master_live is not None:
+                    return RegisterBrokerResult(master_addr=master_addr, ha_server_addr=master_live.ha_server_addr)
+            return RegisterBrokerResult()
+
+    def _create_and_update_queue_data(self, broker_name: str, topic_config: TopicConfig) -> None:
+        """S07: create the topic, add or replace this broker name's QueueData when it differs."""
+        queue_data = QueueData(
+            broker_name=broker_name,
+            read_queue_nums=topic_config.read_queue_nums,
+            write_queue_nums=topic_config.write_queue_nums,
+            perm=topic_config.perm,
+            topic_sys_flag=topic_config.topic_sys_flag,
+        )
+        queue_data_map = self.topic_queue_table.setdefault(topic_config.topic_name, {})
+        if queue_data_map.get(broker_name) != queue_data:
+            queue_data_map[broker_name] = queue_data
+        self.topics_by_broker_name.setdefault(broker_name, set()).add(topic_config.topic_name)
+
+    # ------------------------------------------------------------------ liveness (S13, S14, S20)
+
+    def heartbeat(self, *, cluster_name: str, broker_name: str, broker_id: int, broker_addr: str) -> None:
+        """S14: refresh ``last_update_timestamp`` of a registered broker.
+
+        Raises BrokerNotRegisteredError when the address is not registered as this cluster, broker
+        name and id (the broker should register in full).
+        """
+        with self._lock:
+            live = self._matching_live(cluster_name, broker_name, broker_id, broker_addr)
+            if live is None:
+                raise BrokerNotRegisteredError(
+                    f"broker {broker_addr} ({cluster_name}/{broker_name}/{broker_id}) is not registered; "
+                    "register it first",
+                    {"broker_addr": broker_addr},
+                )
+            live.last_update_timestamp = self._clock()
+
+    def query_data_version(
+        self, *, cluster_name: str, broker_name: str, broker_id: int, broker_addr: str, data_version: DataVersion
+    ) -> tuple[bool, DataVersion | None]:
+        """S20: return ``(changed, stored version)``; refresh liveness when unchanged.
+
+        ``changed`` is True when the address is not registered (as this broker) or its stored
+        DataVersion differs; the stored version is None when it is not registered.
+        """
+        with self._lock:
+            live = self._matching_live(cluster_name, broker_name, broker_id, broker_addr)
+            if live is None:
+                return True, None
+            changed = live.data_version != data_version
+            if not changed:
+                live.last_update_timestamp = self._clock()
+            return changed, live.data_version
+
+    def _matching_live(self, cluster_name: str, broker_name: str, broker_id: int, addr: str) -> BrokerLiveInfo | None:
+        live = self.broker_live_table.get(addr)
+        if live is None or (live.cluster, live.broker_name, live.broker_id) != (cluster_name, broker_name, broker_id):
+            return None
+        return live
+
+    def scan_not_active_broker(self) -> list[RemovedBroker]:
+        """S13: remove every broker with ``last_update_timestamp + heartbeat_timeout_millis < now``.
+
+        Returns the removed brokers (reason ``"expired"``). Decision and removal happen under one lock
+        hold, so a broker that re-registered in between is never removed (S17).
+        """
+        with self._lock:
+            now = self._clock()
+            expired = [addr for addr, live in self.broker_live_table.items() if live.expired(now)]
+            return [self._remove_addr(addr, "expired") for addr in expired]
+
+    def live_info(self, broker_addr: str) -> BrokerLiveInfo | None:
+        """A copy of the live entry of an address, or None."""
+        with self._lock:
+            live = self.broker_live_table.get(broker_addr)
+            return None if live is None else dataclasses.replace(live)
+
+    # ------------------------------------------------------------------ removal (S15-S17)
+
+    def unregister_broker(
+        self, *, cluster_name: str, broker_name: str, broker_id: int, broker_addr: str
+    ) -> RemovedBroker | None:
+        """S16/S17: remove one broker matched by (cluster, broker name, broker id, broker address).
+
+        A broker that is not registered so (e.g. its address was re-registered under another id) is
+        left alone and None is returned; that is not an error.
+        """
+        with self._lock:
+            live = self._matching_live(cluster_name, broker_name, broker_id, broker_addr)
+            broker_data = self.broker_addr_table.get(broker_name)
+            in_table = broker_data is not None and broker_data.broker_addrs.get(broker_id) == broker_addr
+            if live is None and not in_table:
+                return None
+            return self._remove_addr(broker_addr, "unregistered")
+
+    def remove_if_epoch(self, broker_addr: str, registration_epoch: int, reason: str) -> RemovedBroker | None:
+        """S15: remove an address whose connection/session ended, but only when its live entry is still
+        the registration with ``registration_epoch`` (a newer registration is never wiped, S17)."""
+        with self._lock:
+            live = self.broker_live_table.get(broker_addr)
+            if live is None or live.registration_epoch != registration_epoch:
+                return None
+            return self._remove_addr(broker_addr, reason)
+
+    def _remove_addr(self, broker_addr: str, reason: str) -> RemovedBroker:
+        """S16: drop an address from the live and filter tables and from its BrokerData, cascading."""
+        self.version += 1
+        live = self.broker_live_table.pop(broker_addr)
+        self.filter_server_table.pop(broker_addr, None)
+        self._remove_addr_from_broker_data(live.broker_name, broker_addr)
+        return RemovedBroker(broker_addr, live.cluster, live.broker_name, live.broker_id, reason)
+
+    def _remove_addr_from_broker_data(self, broker_name: str, broker_addr: str) -> None:
+        broker_data = self.broker_addr_table.get(broker_name)
+        if broker_data is None:
+            return
+        for broker_id, addr in list(broker_data.broker_addrs.items()):
+            if addr == broker_addr:
+                del broker_data.broker_addrs[broker_id]
+        if broker_data.broker_addrs:
+            return  # remaining master or slaves keep the topics
+        del self.broker_addr_table[broker_name]
+        for cluster_name, names in list(self.cluster_addr_table.items()):
+            names.discard(broker_name)
+            if not names:
+                del self.cluster_addr_table[cluster_name]
+        for topic in list(self.topics_by_broker_name.get(broker_name, ())):
+            self._remove_queue_data(topic, broker_name)
+
+    def _remove_queue_data(self, topic: str, broker_name: str) -> None:
+        queue_data_map = self.topic_queue_table.get(topic)
+        if queue_data_map is not None:
+            queue_data_map.pop(broker_name, None)
+            if not queue_data_map:
+                del self.topic_queue_table[topic]
+        topics = self.topics_by_broker_name.get(broker_name)
+        if topics is not None:
+            topics.discard(topic)
+            if not topics:
+                del self.topics_by_broker_name[broker_name]
+
+    # ------------------------------------------------------------------ lookups (S18, S22, S24)
+
+    def pickup_topic_route_data(self, topic: str) -> TopicRouteData | None:
+        """S18: the topic's QueueData (sorted by broker name), copies of the BrokerData of their broker
+        names and the filter servers of their addresses; None when the topic has no QueueData or none
+        of its broker names has BrokerData."""
+        with self._lock:
+            queue_data_map = self.topic_queue_table.get(topic)
+            if not queue_data_map:
+                return None
+            broker_datas: list[BrokerData] = []
+            filter_servers: dict[str, tuple[str, ...]] = {}
+            for broker_name in sorted(queue_data_map):
+                broker_data = self.broker_addr_table.get(broker_name)
+                if broker_data is None:
+                    continue
+                broker_datas.append(broker_data.copy())
+                for addr in broker_data.broker_addrs.values():
+                    servers = self.filter_server_table.get(addr)
+                    if servers:
+                        filter_servers[addr] = tuple(servers)
+            if not broker_datas:
+                return None
+            queue_datas = tuple(queue_data_map[name] for name in sorted(queue_data_map))
+            return TopicRouteData(queue_datas, tuple(broker_datas), filter_servers)
+
+    def get_cluster_info(self) -> ClusterInfo:
+        """S22: copies of brokerAddrTable and clusterAddrTable (broker names sorted)."""
+        with self._lock:
+            return ClusterInfo(
+                {name: data.copy() for name, data in self.broker_addr_table.items()},
+                {cluster: tuple(sorted(names)) for cluster, names in self.cluster_addr_table.items()},
+            )
+
+    def get_all_topic_list(self) -> list[str]:
+        """S24: every topic, sorted."""
+        with self._lock:
+            return sorted(self.topic_queue_table)
+
+    def get_topics_by_cluster(self, cluster_name: str) -> list[str]:
+        """S24: topics with QueueData on any broker name of the cluster, sorted; [] for an unknown one."""
+        with self._lock:
+            topics: set[str] = set()
+            for broker_name in self.cluster_addr_table.get(cluster_name, ()):
+                topics |= self.topics_by_broker_name.get(broker_name, set())
+            return sorted(topics)
+
+    def get_system_topic_list(self) -> tuple[list[str], str]:
+        """S24: every cluster name and broker name (sorted), and the lowest-id address of the first
+        broker name (sorted) as RocketMQ's ``TopicList.brokerAddr`` ("" when there is none)."""
+        with self._lock:
+            names: set[str] = set(self.cluster_addr_table)
+            for broker_names in self.cluster_addr_table.values():
+                names |= broker_names
+            broker_addr = ""
+            for broker_name in sorted(self.broker_addr_table):
+                addrs = self.broker_addr_table[broker_name].broker_addrs
+                if addrs:
+                    broker_addr = addrs[min(addrs)]
+                    break
+            return sorted(names), broker_addr
+
+    def get_topics_by_sys_flag(self, *, has: int, has_not: int = 0) -> list[str]:
+        """S24: topics where some QueueData has every bit of ``has`` and no QueueData has a bit of
+        ``has_not`` (UNIT: ``has=1``; UNIT_SUB: ``has=2``; UNIT_SUB but not UNIT: ``has=2, has_not=1``)."""
+        with self._lock:
+            return sorted(
+                topic
+                for topic, queue_data_map in self.topic_queue_table.items()
+                if any(q.topic_sys_flag & has == has for q in queue_data_map.values())
+                and not any(q.topic_sys_flag & has_not for q in queue_data_map.values())
+            )
+
+    def get_unit_topic_list(self) -> list[str]:
+        """S24 ``GET_UNIT_TOPIC_LIST``."""
+        return self.get_topics_by_sys_flag(has=TOPIC_SYS_FLAG_UNIT)
+
+    def get_has_unit_sub_topic_list(self) -> list[str]:
+        """S24 ``GET_HAS_UNIT_SUB_TOPIC_LIST``."""
+        return self.get_topics_by_sys_flag(has=TOPIC_SYS_FLAG_UNIT_SUB)
+
+    def get_has_unit_sub_ununit_topic_list(self) -> list[str]:
+        """S24 ``GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST``."""
+        return self.get_topics_by_sys_flag(has=TOPIC_SYS_FLAG_UNIT_SUB, has_not=TOPIC_SYS_FLAG_UNIT)
+
+    # ------------------------------------------------------------------ admin (S23, S25)
+
+    def wipe_write_perm_of_broker(self, broker_name: str) -> int:
+        """S23: clear the WRITE bit of every QueueData of ``broker_name``; return how many it has."""
+        return self._operate_write_perm(broker_name, lambda perm: perm & ~PERM_WRITE)
+
+    def add_write_perm_of_broker(self, broker_name: str) -> int:
+        """S23: set every QueueData of ``broker_name`` to READ|WRITE (6); return how many it has."""
+        return self._operate_write_perm(broker_name, lambda perm: PERM_READ | PERM_WRITE)
+
+    def _operate_write_perm(self, broker_name: str, new_perm: Callable[[int], int]) -> int:
+        with self._lock:
+            topics = self.topics_by_broker_name.get(broker_name, set())
+            if topics:
+                self.version += 1
+            for topic in topics:
+                queue_data_map = self.topic_queue_table[topic]
+                queue_data = queue_data_map[broker_name]
+                queue_data_map[broker_name] = queue_data.with_perm(new_perm(queue_data.perm))
+            return len(topics)
+
+    def delete_topic(self, topic: str, cluster_name: str = "") -> None:
+        """S25 ``DELETE_TOPIC_IN_NAMESRV``: remove the topic, or only the QueueData of the broker names
+        of ``cluster_name`` when it is given (an unknown cluster or topic changes nothing)."""
+        with self._lock:
+            queue_data_map = self.topic_queue_table.get(topic)
+            if queue_data_map is None:
+                return
+            if cluster_name:
+                broker_names = [n for n in self.cluster_addr_table.get(cluster_name, ()) if n in queue_data_map]
+            else:
+                broker_names = list(queue_data_map)
+            if broker_names:
+                self.version += 1
+            for broker_name in broker_names:
+                self._remove_queue_data(topic, broker_name)
+
+    def register_topic(self, topic: str, queue_datas: Iterable[QueueData]) -> None:
+        """S25 ``REGISTER_TOPIC_IN_NAMESRV``: add or replace the topic's QueueData, all or nothing.
+
+        Raises BrokerNameNotRegisteredError, changing nothing, when a broker name has no BrokerData.
+        """
+        queue_datas = list(queue_datas)
+        with self._lock:
+            for queue_data in queue_datas:
+                if queue_data.broker_name not in self.broker_addr_table:
+                    raise BrokerNameNotRegisteredError(
+                        f"broker name {queue_data.broker_name!r} is not registered; topic {topic!r} unchanged",
+                        {"broker_name": queue_data.broker_name},
+                    )
+            self.version += 1
+            queue_data_map = self.topic_queue_table.setdefault(topic, {})
+            for queue_data in queue_datas:
+                queue_data_map[queue_data.broker_name] = queue_data
+                self.topics_by_broker_name.setdefault(queue_data.broker_name, set()).add(topic)
+
+    # ------------------------------------------------------------------ introspection
+
+    def stats(self) -> RouteTableStats:
+        """Table sizes for metrics."""
+        with self._lock:
+            return RouteTableStats(
+                brokers_live=len(self.broker_live_table),
+                broker_names=len(self.broker_addr_table),
+                clusters=len(self.cluster_addr_table),
+                topics=len(self.topic_queue_table),
+                queue_datas=sum(len(m) for m in self.topic_queue_table.values()),
+            )

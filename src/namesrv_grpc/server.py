@@ -1,0 +1,143 @@
+"""Wiring (RocketMQ ``NamesrvController``): the ``grpc.aio`` server with the three services, health
+checking and reflection, the periodic expiry scan (S13), metrics, and orderly shutdown.
+
+Where a request goes: ``servicers.py`` (protobuf) -> ``processor.py`` (rules, validation) ->
+``route_table.py`` / ``kvconfig.py`` (state).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+from prometheus_client import start_http_server
+
+from namesrv.v1 import admin_service_pb2, admin_service_pb2_grpc, kv_config_service_pb2, kv_config_service_pb2_grpc
+from namesrv.v1 import name_server_service_pb2, name_server_service_pb2_grpc
+from namesrv_grpc.config import NamesrvConfig
+from namesrv_grpc.grpc_errors import ErrorInterceptor
+from namesrv_grpc.kvconfig import KVConfigManager
+from namesrv_grpc.metrics import NamesrvMetrics
+from namesrv_grpc.processor import NameServer
+from namesrv_grpc.route_table import Clock, RouteInfoManager, wall_clock_millis
+from namesrv_grpc.servicers import AdminServicer, KVConfigServicer, NameServerServicer
+
+log = logging.getLogger(__name__)
+
+SERVICE_NAMES = (
+    name_server_service_pb2.DESCRIPTOR.services_by_name["NameServerService"].full_name,
+    kv_config_service_pb2.DESCRIPTOR.services_by_name["KVConfigService"].full_name,
+    admin_service_pb2.DESCRIPTOR.services_by_name["AdminService"].full_name,
+)
+"""Fully qualified names of our services, as health checking and reflection list them."""
+
+FIRST_SCAN_DELAY_MILLIS = 5_000
+"""The first expiry scan runs this long after start (or one interval, when shorter) (S13)."""
+
+
+class NamesrvServer:
+    """One NameServer process: build with a config, ``await start()``, ``await stop()``."""
+
+    def __init__(self, config: NamesrvConfig, clock: Clock = wall_clock_millis) -> None:
+        """Load the KV config file (raises KVConfigFileError) and build the route table."""
+        self.route_table = RouteInfoManager(clock)
+        kv_path = Path(config.kv_config_path).expanduser()
+        self.nameserver = NameServer(config, self.route_table, KVConfigManager(kv_path))
+        self.metrics = NamesrvMetrics(self.route_table)
+        self.health = health.aio.HealthServicer()
+        self.port = 0
+        self._server: grpc.aio.Server | None = None
+        self._scan_task: asyncio.Task[None] | None = None
+        self._metrics_server: object | None = None
+
+    @property
+    def config(self) -> NamesrvConfig:
+        """The effective configuration (UpdateNamesrvConfig may replace it)."""
+        return self.nameserver.config
+
+    async def start(self) -> int:
+        """Bind, start serving, start the expiry scan and metrics; return the bound gRPC port.
+
+        Raises RuntimeError when the port cannot be bound.
+        """
+        config = self.config
+        options = [
+            ("grpc.max_receive_message_length", config.grpc_max_message_size),
+            ("grpc.max_send_message_length", config.grpc_max_message_size),
+            ("grpc.so_reuseport", 0),
+        ]
+        server = grpc.aio.server(interceptors=[ErrorInterceptor()], options=options)
+        name_server_service_pb2_grpc.add_NameServerServiceServicer_to_server(
+            NameServerServicer(self.nameserver, self.metrics), server
+        )
+        kv_config_service_pb2_grpc.add_KVConfigServiceServicer_to_server(
+            KVConfigServicer(self.nameserver, self.metrics), server
+        )
+        admin_service_pb2_grpc.add_AdminServiceServicer_to_server(AdminServicer(self.nameserver), server)
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
+        reflection.enable_server_reflection((*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
+        address = f"{_host_for_bind(config.bind_address)}:{config.listen_port}"
+        try:
+            self.port = server.add_insecure_port(address)
+        except RuntimeError as exc:
+            raise RuntimeError(f"cannot listen on {address}: {exc}") from None
+        await server.start()
+        self._server = server
+        for name in ("", *SERVICE_NAMES):
+            await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
+        self._scan_task = asyncio.create_task(self._scan_loop(), name="scan-not-active-broker")
+        if config.metrics_port:
+            self._metrics_server = start_http_server(
+                config.metrics_port, addr=config.bind_address, registry=self.metrics.registry
+            )
+        log.info("listening on %s:%d (gRPC), metrics %s", config.bind_address, self.port, config.metrics_port or "off")
+        return self.port
+
+    async def _scan_loop(self) -> None:
+        """S13: scan every ``scanNotActiveBrokerInterval`` ms (re-read each time, it may be updated)."""
+        await asyncio.sleep(min(FIRST_SCAN_DELAY_MILLIS, self.config.scan_not_active_broker_interval) / 1000)
+        while True:
+            try:
+                removed = self.nameserver.scan_not_active_broker()
+                self.metrics.expirations.inc(len(removed))
+            except Exception:  # a scan must never kill the loop
+                log.exception("expiry scan failed")
+            await asyncio.sleep(self.config.scan_not_active_broker_interval / 1000)
+
+    async def stop(self, grace_seconds: float | None = None) -> None:
+        """Orderly shutdown: health NOT_SERVING, stop accepting, drain in-flight calls for up to
+        ``grace_seconds`` (default ``shutdownGracePeriodMillis``), stop the scan and metrics."""
+        if grace_seconds is None:
+            grace_seconds = self.config.shutdown_grace_period_millis / 1000
+        await self.health.enter_graceful_shutdown()
+        if self._server is not None:
+            await self._server.stop(grace_seconds)
+        if self._scan_task is not None:
+            self._scan_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._scan_task
+        if self._metrics_server is not None:
+            http_server, thread = self._metrics_server  # type: ignore[misc]
+            http_server.shutdown()
+            thread.join(timeout=5)
+
+    async def serve_until_signalled(self) -> None:
+        """Run until SIGTERM or SIGINT, then :meth:`stop`."""
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+        log.info("signal received: draining in-flight calls and stopping")
+        await self.stop()
+
+
+def _host_for_bind(host: str) -> str:
+    """gRPC wants IPv6 literals in brackets."""
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host

@@ -1,0 +1,162 @@
+"""gRPC servicers: translate protobuf requests into :class:`~namesrv_grpc.processor.NameServer` calls
+and results back. No rules live here; domain errors become statuses in
+:mod:`namesrv_grpc.grpc_errors`."""
+
+from __future__ import annotations
+
+import grpc
+
+from namesrv.v1 import admin_service_pb2 as admin_pb2
+from namesrv.v1 import admin_service_pb2_grpc as admin_grpc
+from namesrv.v1 import kv_config_service_pb2 as kv_pb2
+from namesrv.v1 import kv_config_service_pb2_grpc as kv_grpc
+from namesrv.v1 import name_server_service_pb2 as ns_pb2
+from namesrv.v1 import name_server_service_pb2_grpc as ns_grpc
+from namesrv_grpc.body import data_version_from_proto, data_version_to_proto
+from namesrv_grpc.convert import cluster_info_to_proto, queue_data_from_proto, route_to_proto
+from namesrv_grpc.metrics import NamesrvMetrics
+from namesrv_grpc.processor import NameServer
+
+Context = grpc.aio.ServicerContext
+
+
+class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[misc]
+    """``namesrv.v1.NameServerService``."""
+
+    def __init__(self, nameserver: NameServer, metrics: NamesrvMetrics) -> None:
+        self._ns = nameserver
+        self._metrics = metrics
+
+    async def RegisterBroker(self, request: ns_pb2.RegisterBrokerRequest, context: Context) -> ns_pb2.RegisterBrokerResponse:  # noqa: N802
+        with self._metrics.registration():
+            result, kv_table = self._ns.register_broker(
+                cluster_name=request.cluster_name,
+                broker_name=request.broker_name,
+                broker_id=request.broker_id,
+                broker_addr=request.broker_addr,
+                ha_server_addr=request.ha_server_addr,
+                body=request.body,
+                body_crc32c=request.body_crc32c,
+                compressed=request.compressed,
+                heartbeat_timeout_millis=request.heartbeat_timeout_millis,
+                enable_acting_master=request.enable_acting_master,
+                zone_name=request.zone_name,
+            )
+        return ns_pb2.RegisterBrokerResponse(
+            master_addr=result.master_addr, ha_server_addr=result.ha_server_addr, kv_table=kv_table
+        )
+
+    async def UnregisterBroker(self, request: ns_pb2.UnregisterBrokerRequest, context: Context) -> ns_pb2.UnregisterBrokerResponse:  # noqa: N802
+        removed = self._ns.unregister_broker(
+            cluster_name=request.cluster_name,
+            broker_name=request.broker_name,
+            broker_id=request.broker_id,
+            broker_addr=request.broker_addr,
+        )
+        if removed is not None:
+            self._metrics.unregistrations.inc()
+        return ns_pb2.UnregisterBrokerResponse()
+
+    async def BrokerHeartbeat(self, request: ns_pb2.BrokerHeartbeatRequest, context: Context) -> ns_pb2.BrokerHeartbeatResponse:  # noqa: N802
+        self._ns.broker_heartbeat(
+            cluster_name=request.cluster_name,
+            broker_name=request.broker_name,
+            broker_id=request.broker_id,
+            broker_addr=request.broker_addr,
+        )
+        return ns_pb2.BrokerHeartbeatResponse()
+
+    async def QueryDataVersion(self, request: ns_pb2.QueryDataVersionRequest, context: Context) -> ns_pb2.QueryDataVersionResponse:  # noqa: N802
+        changed, stored = self._ns.query_data_version(
+            cluster_name=request.cluster_name,
+            broker_name=request.broker_name,
+            broker_id=request.broker_id,
+            broker_addr=request.broker_addr,
+            data_version=data_version_from_proto(request.data_version),
+        )
+        response = ns_pb2.QueryDataVersionResponse(changed=changed)
+        if stored is not None:
+            response.name_server_data_version.CopyFrom(data_version_to_proto(stored))
+        return response
+
+    async def PickupTopicRoute(self, request: ns_pb2.PickupTopicRouteRequest, context: Context) -> ns_pb2.PickupTopicRouteResponse:  # noqa: N802
+        with self._metrics.route_lookup():
+            route = self._ns.pickup_topic_route(request.topic)
+            return ns_pb2.PickupTopicRouteResponse(route=route_to_proto(route))
+
+    async def GetBrokerClusterInfo(self, request: ns_pb2.GetBrokerClusterInfoRequest, context: Context) -> ns_pb2.GetBrokerClusterInfoResponse:  # noqa: N802
+        return cluster_info_to_proto(self._ns.get_cluster_info())
+
+    async def GetAllTopicList(self, request: ns_pb2.GetAllTopicListRequest, context: Context) -> ns_pb2.GetAllTopicListResponse:  # noqa: N802
+        return ns_pb2.GetAllTopicListResponse(topics=self._ns.route_table.get_all_topic_list())
+
+    async def GetTopicsByCluster(self, request: ns_pb2.GetTopicsByClusterRequest, context: Context) -> ns_pb2.GetTopicsByClusterResponse:  # noqa: N802
+        return ns_pb2.GetTopicsByClusterResponse(topics=self._ns.get_topics_by_cluster(request.cluster_name))
+
+    async def GetSystemTopicList(self, request: ns_pb2.GetSystemTopicListRequest, context: Context) -> ns_pb2.GetSystemTopicListResponse:  # noqa: N802
+        topics, broker_addr = self._ns.route_table.get_system_topic_list()
+        return ns_pb2.GetSystemTopicListResponse(topics=topics, broker_addr=broker_addr)
+
+    async def GetUnitTopicList(self, request: ns_pb2.GetUnitTopicListRequest, context: Context) -> ns_pb2.GetUnitTopicListResponse:  # noqa: N802
+        return ns_pb2.GetUnitTopicListResponse(topics=self._ns.route_table.get_unit_topic_list())
+
+    async def GetHasUnitSubTopicList(self, request: ns_pb2.GetHasUnitSubTopicListRequest, context: Context) -> ns_pb2.GetHasUnitSubTopicListResponse:  # noqa: N802
+        return ns_pb2.GetHasUnitSubTopicListResponse(topics=self._ns.route_table.get_has_unit_sub_topic_list())
+
+    async def GetHasUnitSubUnUnitTopicList(self, request: ns_pb2.GetHasUnitSubUnUnitTopicListRequest, context: Context) -> ns_pb2.GetHasUnitSubUnUnitTopicListResponse:  # noqa: N802
+        topics = self._ns.route_table.get_has_unit_sub_ununit_topic_list()
+        return ns_pb2.GetHasUnitSubUnUnitTopicListResponse(topics=topics)
+
+
+class KVConfigServicer(kv_grpc.KVConfigServiceServicer):  # type: ignore[misc]
+    """``namesrv.v1.KVConfigService`` (S21)."""
+
+    def __init__(self, nameserver: NameServer, metrics: NamesrvMetrics) -> None:
+        self._ns = nameserver
+        self._metrics = metrics
+
+    async def PutKVConfig(self, request: kv_pb2.PutKVConfigRequest, context: Context) -> kv_pb2.PutKVConfigResponse:  # noqa: N802
+        self._ns.put_kv_config(request.namespace, request.key, request.value)
+        self._metrics.kv_config_writes.inc()
+        return kv_pb2.PutKVConfigResponse()
+
+    async def GetKVConfig(self, request: kv_pb2.GetKVConfigRequest, context: Context) -> kv_pb2.GetKVConfigResponse:  # noqa: N802
+        return kv_pb2.GetKVConfigResponse(value=self._ns.get_kv_config(request.namespace, request.key))
+
+    async def DeleteKVConfig(self, request: kv_pb2.DeleteKVConfigRequest, context: Context) -> kv_pb2.DeleteKVConfigResponse:  # noqa: N802
+        self._ns.delete_kv_config(request.namespace, request.key)
+        self._metrics.kv_config_writes.inc()
+        return kv_pb2.DeleteKVConfigResponse()
+
+    async def GetKVListByNamespace(self, request: kv_pb2.GetKVListByNamespaceRequest, context: Context) -> kv_pb2.GetKVListByNamespaceResponse:  # noqa: N802
+        return kv_pb2.GetKVListByNamespaceResponse(table=self._ns.get_kv_list_by_namespace(request.namespace))
+
+
+class AdminServicer(admin_grpc.AdminServiceServicer):  # type: ignore[misc]
+    """``namesrv.v1.AdminService`` (S23, S25, S26)."""
+
+    def __init__(self, nameserver: NameServer) -> None:
+        self._ns = nameserver
+
+    async def WipeWritePermOfBroker(self, request: admin_pb2.WipeWritePermOfBrokerRequest, context: Context) -> admin_pb2.WipeWritePermOfBrokerResponse:  # noqa: N802
+        count = self._ns.wipe_write_perm_of_broker(request.broker_name)
+        return admin_pb2.WipeWritePermOfBrokerResponse(wipe_topic_count=count)
+
+    async def AddWritePermOfBroker(self, request: admin_pb2.AddWritePermOfBrokerRequest, context: Context) -> admin_pb2.AddWritePermOfBrokerResponse:  # noqa: N802
+        count = self._ns.add_write_perm_of_broker(request.broker_name)
+        return admin_pb2.AddWritePermOfBrokerResponse(add_topic_count=count)
+
+    async def DeleteTopic(self, request: admin_pb2.DeleteTopicRequest, context: Context) -> admin_pb2.DeleteTopicResponse:  # noqa: N802
+        self._ns.delete_topic(request.topic, request.cluster_name)
+        return admin_pb2.DeleteTopicResponse()
+
+    async def RegisterTopic(self, request: admin_pb2.RegisterTopicRequest, context: Context) -> admin_pb2.RegisterTopicResponse:  # noqa: N802
+        self._ns.register_topic(request.topic, [queue_data_from_proto(q) for q in request.queue_datas])
+        return admin_pb2.RegisterTopicResponse()
+
+    async def GetNamesrvConfig(self, request: admin_pb2.GetNamesrvConfigRequest, context: Context) -> admin_pb2.GetNamesrvConfigResponse:  # noqa: N802
+        return admin_pb2.GetNamesrvConfigResponse(config=self._ns.get_namesrv_config())
+
+    async def UpdateNamesrvConfig(self, request: admin_pb2.UpdateNamesrvConfigRequest, context: Context) -> admin_pb2.UpdateNamesrvConfigResponse:  # noqa: N802
+        self._ns.update_namesrv_config(dict(request.config))
+        return admin_pb2.UpdateNamesrvConfigResponse()

@@ -1,0 +1,213 @@
+"""Helpers shared by the tests: real NameServer / agent processes on loopback, request builders,
+and readers of the rich error details."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+from google.rpc import error_details_pb2
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_status import rpc_status
+
+from namesrv.v1 import admin_service_pb2_grpc, kv_config_service_pb2_grpc, name_server_service_pb2_grpc
+from namesrv.v1 import name_server_service_pb2 as ns_pb2
+from namesrv_grpc.body import encode_body
+from namesrv_grpc.model import DataVersion, TopicConfig
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+FIXTURES = ROOT.parent / "shared" / "fixtures" / "rocketmq"
+"""The shared real broker files, when present beside the checkout; tests fall back to examples/."""
+
+
+def fixture_path(name: str) -> Path:
+    """A real broker file: ../shared/fixtures/rocketmq/NAME, else the copy in examples/."""
+    shared = FIXTURES / name
+    return shared if shared.exists() else EXAMPLES / name
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONUNBUFFERED"] = "1"
+    env["PYTHONPATH"] = str(ROOT / "src") + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+@dataclass
+class NamesrvProcess:
+    """A NameServer started as ``python -m namesrv_grpc`` on 127.0.0.1 and a free port."""
+
+    process: subprocess.Popen[str]
+    port: int
+    workdir: Path
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def channel(self) -> grpc.Channel:
+        return grpc.insecure_channel(self.address)
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 15) -> int:
+        """Send ``sig`` and return the exit code."""
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+        try:
+            return self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            raise
+
+    def output(self) -> tuple[str, str]:
+        """stdout and stderr, after the process ended."""
+        out, err = self.process.communicate(timeout=15)
+        return out, err
+
+
+@dataclass
+class Stubs:
+    """Blocking stubs of every service on one channel."""
+
+    channel: grpc.Channel
+
+    def __post_init__(self) -> None:
+        self.ns = name_server_service_pb2_grpc.NameServerServiceStub(self.channel)
+        self.kv = kv_config_service_pb2_grpc.KVConfigServiceStub(self.channel)
+        self.admin = admin_service_pb2_grpc.AdminServiceStub(self.channel)
+        self.health = health_pb2_grpc.HealthStub(self.channel)
+
+
+def spawn_namesrv(workdir: Path, *extra: str) -> NamesrvProcess:
+    """Start a NameServer process (kv config and config store inside ``workdir``), wait until it
+    answers health checks; raise RuntimeError with its stderr when it does not start in 20 s."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    args = [
+        sys.executable, "-m", "namesrv_grpc", "--host", "127.0.0.1", "--port", "0",
+        "--kv-config-path", str(workdir / "kvConfig.json"),
+        "--config-store-path", str(workdir / "namesrv.properties"),
+        *extra,
+    ]  # fmt: skip
+    process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
+    assert process.stdout is not None
+    line = process.stdout.readline()
+    if "boot success" not in line:
+        process.kill()
+        _, err = process.communicate(timeout=10)
+        raise RuntimeError(f"namesrv did not start: {line!r} {err}")
+    port = int(line.rsplit(":", 1)[1])
+    server = NamesrvProcess(process, port, workdir)
+    wait_serving(server.address)
+    return server
+
+
+def wait_serving(address: str, timeout: float = 20) -> None:
+    """Wait until the gRPC health check of ``address`` says SERVING."""
+    deadline = time.monotonic() + timeout
+    with grpc.insecure_channel(address) as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        while True:
+            try:
+                if stub.Check(health_pb2.HealthCheckRequest(), timeout=2).status == health_pb2.HealthCheckResponse.SERVING:
+                    return
+            except grpc.RpcError:
+                if time.monotonic() > deadline:
+                    raise
+            time.sleep(0.05)
+
+
+@contextmanager
+def running_namesrv(workdir: Path, *extra: str) -> Iterator[NamesrvProcess]:
+    """A NameServer process for the ``with`` block; stopped with SIGTERM afterwards."""
+    server = spawn_namesrv(workdir, *extra)
+    try:
+        yield server
+    finally:
+        if server.process.poll() is None:
+            server.stop()
+        server.process.stdout.close()  # type: ignore[union-attr]
+        server.process.stderr.close()  # type: ignore[union-attr]
+
+
+def spawn_agent(*args: str) -> subprocess.Popen[str]:
+    """Start ``python -m broker_agent ARGS`` with pipes for stdout and stderr."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "broker_agent", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(),
+    )
+
+
+def run_cli(module: str, *args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m MODULE ARGS`` to completion."""
+    return subprocess.run(
+        [sys.executable, "-m", module, *args], capture_output=True, text=True, env=_env(), timeout=timeout
+    )
+
+
+def topic(name: str, read: int = 4, write: int = 4, perm: int = 6, sys_flag: int = 0) -> TopicConfig:
+    """A TopicConfig with the given queue numbers and perm."""
+    return TopicConfig(name, read_queue_nums=read, write_queue_nums=write, perm=perm, topic_sys_flag=sys_flag)
+
+
+def register_request(
+    *,
+    cluster: str = "DefaultCluster",
+    broker_name: str = "broker-a",
+    broker_id: int = 0,
+    broker_addr: str = "127.0.0.1:10911",
+    ha_server_addr: str = "127.0.0.1:10912",
+    topics: Sequence[TopicConfig] | Mapping[str, TopicConfig] = (),
+    version: DataVersion = DataVersion(0, 1, 1),
+    filter_servers: Sequence[str] = (),
+    compressed: bool = False,
+    heartbeat_timeout_millis: int = 0,
+) -> ns_pb2.RegisterBrokerRequest:
+    """A valid RegisterBrokerRequest with a correctly encoded body and checksum."""
+    table = dict(topics) if isinstance(topics, Mapping) else {t.topic_name: t for t in topics}
+    body, crc = encode_body(table, version, filter_servers, compress=compressed)
+    return ns_pb2.RegisterBrokerRequest(
+        cluster_name=cluster,
+        broker_name=broker_name,
+        broker_id=broker_id,
+        broker_addr=broker_addr,
+        ha_server_addr=ha_server_addr,
+        body=body,
+        body_crc32c=crc,
+        compressed=compressed,
+        heartbeat_timeout_millis=heartbeat_timeout_millis,
+    )
+
+
+def error_info(error: grpc.RpcError) -> error_details_pb2.ErrorInfo:
+    """The ``google.rpc.ErrorInfo`` inside a failed call's ``google.rpc.Status`` details."""
+    status = rpc_status.from_call(error)  # type: ignore[arg-type]
+    assert status is not None, "no google.rpc.Status in the trailers"
+    for detail in status.details:
+        info = error_details_pb2.ErrorInfo()
+        if detail.Unpack(info):
+            return info
+    raise AssertionError("no ErrorInfo in the status details")
+
+
+class FakeClock:
+    """A clock for RouteInfoManager: milliseconds, moved by hand."""
+
+    def __init__(self, now: int = 1_700_000_000_000) -> None:
+        self.now = now
+
+    def __call__(self) -> int:
+        return self.now
+
+    def advance(self, millis: int) -> None:
+        self.now += millis
