@@ -116,7 +116,10 @@ def wait_serving(address: str, timeout: float = 20) -> None:
         stub = health_pb2_grpc.HealthStub(channel)
         while True:
             try:
-                if stub.Check(health_pb2.HealthCheckRequest(), timeout=2).status == health_pb2.HealthCheckResponse.SERVING:
+                if (
+                    stub.Check(health_pb2.HealthCheckRequest(), timeout=2).status
+                    == health_pb2.HealthCheckResponse.SERVING
+                ):
                     return
             except grpc.RpcError:
                 if time.monotonic() > deadline:
@@ -191,7 +194,7 @@ def register_request(
 
 def error_info(error: grpc.RpcError) -> error_details_pb2.ErrorInfo:
     """The ``google.rpc.ErrorInfo`` inside a failed call's ``google.rpc.Status`` details."""
-    status = rpc_status.from_call(error)  # type: ignore[arg-type]
+    status = rpc_status.from_call(error)
     assert status is not None, "no google.rpc.Status in the trailers"
     for detail in status.details:
         info = error_details_pb2.ErrorInfo()

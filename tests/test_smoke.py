@@ -1,6 +1,5 @@
-from tests.support import Stubs, register_request, topic
-
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
+from tests.support import Stubs, register_request, topic
 
 
 def test_register_then_route(stubs: Stubs) -> None:

@@ -229,7 +229,10 @@ class BrokerAgent:
 
 
 async def _wait_any(first: asyncio.Event, second: asyncio.Event, timeout: float) -> None:
-    waiters: Sequence[asyncio.Task[bool]] = [asyncio.create_task(first.wait()), asyncio.create_task(second.wait())]
+    waiters: Sequence[asyncio.Task[bool]] = [
+        asyncio.create_task(first.wait()),
+        asyncio.create_task(second.wait()),
+    ]
     try:
         await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
     finally:

@@ -41,9 +41,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--broker-config", "-c", required=True, type=Path, metavar="FILE", help="broker.conf")
     parser.add_argument(
-        "--topics-json", type=Path, metavar="FILE", help="topics.json (default ${storePathRootDir}/config/topics.json)"
+        "--topics-json",
+        type=Path,
+        metavar="FILE",
+        help="topics.json (default ${storePathRootDir}/config/topics.json)",
     )
-    parser.add_argument("--namesrv-addr", "-n", metavar="ADDRS", help='"host:port;host:port" (overrides broker.conf)')
+    parser.add_argument(
+        "--namesrv-addr", "-n", metavar="ADDRS", help='"host:port;host:port" (overrides broker.conf)'
+    )
     parser.add_argument(
         "--set",
         action="append",
@@ -77,7 +82,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the agent; return the process exit code."""
     args = build_parser().parse_args(argv)
     logging.basicConfig(
-        level=args.log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+        level=args.log_level.upper(),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     try:
         config, topics_path = load(args)

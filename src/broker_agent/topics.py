@@ -190,8 +190,16 @@ def apply_broker_permission(topics: dict[str, TopicConfig], broker_permission: i
     if broker_permission & PERM_READ and broker_permission & PERM_WRITE:
         return topics
     return {
-        name: TopicConfig(t.topic_name, t.read_queue_nums, t.write_queue_nums, broker_permission,
-                          t.topic_sys_flag, t.order, t.topic_filter_type, t.attributes)
+        name: TopicConfig(
+            t.topic_name,
+            t.read_queue_nums,
+            t.write_queue_nums,
+            broker_permission,
+            t.topic_sys_flag,
+            t.order,
+            t.topic_filter_type,
+            t.attributes,
+        )
         for name, t in topics.items()
     }
 

@@ -38,7 +38,7 @@ def status_code_of(error: errors.NamesrvError) -> grpc.StatusCode:
     """The gRPC code of a domain error (INTERNAL for one not in STATUS_CODES)."""
     for cls in type(error).__mro__:
         if cls in STATUS_CODES:
-            return STATUS_CODES[cls]  # type: ignore[index]
+            return STATUS_CODES[cls]
     return grpc.StatusCode.INTERNAL
 
 
@@ -46,16 +46,19 @@ def to_status(error: errors.NamesrvError) -> grpc.Status:
     """A domain error as a ``grpc.Status`` carrying ``google.rpc.Status`` + ``ErrorInfo``."""
     code = status_code_of(error)
     detail = any_pb2.Any()
-    detail.Pack(error_details_pb2.ErrorInfo(reason=error.reason, domain=ERROR_DOMAIN, metadata=error.metadata))
+    detail.Pack(
+        error_details_pb2.ErrorInfo(reason=error.reason, domain=ERROR_DOMAIN, metadata=error.metadata)
+    )
     status = status_pb2.Status(code=getattr(code_pb2, code.name), message=error.message, details=[detail])
-    return rpc_status.to_status(status)
+    result: grpc.Status = rpc_status.to_status(status)
+    return result
 
 
-Handler = Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]]
+Handler = Callable[[Any, grpc.aio.ServicerContext[Any, Any]], Awaitable[Any]]
 
 
 def _wrap_unary(behavior: Handler) -> Handler:
-    async def wrapped(request: Any, context: grpc.aio.ServicerContext) -> Any:
+    async def wrapped(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
         try:
             return await behavior(request, context)
         except errors.NamesrvError as error:
@@ -65,19 +68,19 @@ def _wrap_unary(behavior: Handler) -> Handler:
     return wrapped
 
 
-class ErrorInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+class ErrorInterceptor(grpc.aio.ServerInterceptor):
     """Turns domain errors of unary-unary handlers into rich gRPC statuses."""
 
     async def intercept_service(
         self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any] | None]],
         handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
+    ) -> grpc.RpcMethodHandler[Any, Any] | None:
         handler = await continuation(handler_call_details)
         if handler is None or handler.unary_unary is None:
             return handler
         return grpc.unary_unary_rpc_method_handler(
-            _wrap_unary(handler.unary_unary),
+            _wrap_unary(handler.unary_unary),  # type: ignore[arg-type]  # aio handlers are coroutines
             request_deserializer=handler.request_deserializer,
             response_serializer=handler.response_serializer,
         )

@@ -135,4 +135,6 @@ class KVConfigManager:
         try:
             write_atomically(self.path, text)
         except OSError as exc:
-            raise PersistError(f"cannot write KV config file {self.path}: {exc}", {"path": str(self.path)}) from None
+            raise PersistError(
+                f"cannot write KV config file {self.path}: {exc}", {"path": str(self.path)}
+            ) from None

@@ -19,7 +19,13 @@ from prometheus_client.registry import Collector
 from namesrv_grpc.errors import NamesrvError
 from namesrv_grpc.route_table import RouteInfoManager
 
-REGISTRATION_RESULTS = ("ok", "invalid_field", "malformed_body", "body_checksum_mismatch", "stale_broker_state")
+REGISTRATION_RESULTS = (
+    "ok",
+    "invalid_field",
+    "malformed_body",
+    "body_checksum_mismatch",
+    "stale_broker_state",
+)
 """Values of the ``result`` label of ``namesrv_registrations_total`` (initialised to 0)."""
 
 
@@ -39,11 +45,17 @@ class _RouteTableCollector(Collector):
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         stats = self._route_table.stats()
-        yield GaugeMetricFamily("namesrv_brokers_live", "Broker addresses in brokerLiveTable.", stats.brokers_live)
-        yield GaugeMetricFamily("namesrv_broker_names", "Broker names in brokerAddrTable.", stats.broker_names)
+        yield GaugeMetricFamily(
+            "namesrv_brokers_live", "Broker addresses in brokerLiveTable.", stats.brokers_live
+        )
+        yield GaugeMetricFamily(
+            "namesrv_broker_names", "Broker names in brokerAddrTable.", stats.broker_names
+        )
         yield GaugeMetricFamily("namesrv_clusters", "Clusters in clusterAddrTable.", stats.clusters)
         yield GaugeMetricFamily("namesrv_topics", "Topics in topicQueueTable.", stats.topics)
-        yield GaugeMetricFamily("namesrv_queue_datas", "QueueData entries over all topics.", stats.queue_datas)
+        yield GaugeMetricFamily(
+            "namesrv_queue_datas", "QueueData entries over all topics.", stats.queue_datas
+        )
 
 
 class NamesrvMetrics:
@@ -67,7 +79,9 @@ class NamesrvMetrics:
             "namesrv_kv_config_writes", "KV config changes persisted.", registry=self.registry
         )
         self.registration_seconds = Histogram(
-            "namesrv_registration_duration_seconds", "Time to process a RegisterBroker call.", registry=self.registry
+            "namesrv_registration_duration_seconds",
+            "Time to process a RegisterBroker call.",
+            registry=self.registry,
         )
         self.route_lookup_seconds = Histogram(
             "namesrv_route_lookup_duration_seconds",
@@ -75,7 +89,9 @@ class NamesrvMetrics:
             buckets=(0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.1, 1.0),
             registry=self.registry,
         )
-        Info("namesrv_build", "Build information.", registry=self.registry).info({"version": package_version()})
+        Info("namesrv_build", "Build information.", registry=self.registry).info(
+            {"version": package_version()}
+        )
 
     @contextmanager
     def registration(self) -> Iterator[None]:

@@ -54,7 +54,9 @@ def _require_broker(cluster_name: str, broker_name: str, broker_id: int, broker_
 class NameServer:
     """The NameServer's request handling: one object per server process, shared by every servicer."""
 
-    def __init__(self, config: NamesrvConfig, route_table: RouteInfoManager, kv_config: KVConfigManager) -> None:
+    def __init__(
+        self, config: NamesrvConfig, route_table: RouteInfoManager, kv_config: KVConfigManager
+    ) -> None:
         self.config = config
         self.route_table = route_table
         self.kv_config = kv_config
@@ -114,10 +116,14 @@ class NameServer:
             cluster_name=cluster_name, broker_name=broker_name, broker_id=broker_id, broker_addr=broker_addr
         )
         if removed is not None:
-            log.info("unregistered broker %s (%s/%s id %d)", broker_addr, cluster_name, broker_name, broker_id)
+            log.info(
+                "unregistered broker %s (%s/%s id %d)", broker_addr, cluster_name, broker_name, broker_id
+            )
         return removed
 
-    def broker_heartbeat(self, *, cluster_name: str, broker_name: str, broker_id: int, broker_addr: str) -> None:
+    def broker_heartbeat(
+        self, *, cluster_name: str, broker_name: str, broker_id: int, broker_addr: str
+    ) -> None:
         """BROKER_HEARTBEAT (S14). Raises InvalidFieldError, BrokerNotRegisteredError."""
         _require_broker(cluster_name, broker_name, broker_id, broker_addr)
         self.route_table.heartbeat(
@@ -125,7 +131,13 @@ class NameServer:
         )
 
     def query_data_version(
-        self, *, cluster_name: str, broker_name: str, broker_id: int, broker_addr: str, data_version: DataVersion
+        self,
+        *,
+        cluster_name: str,
+        broker_name: str,
+        broker_id: int,
+        broker_addr: str,
+        data_version: DataVersion,
     ) -> tuple[bool, DataVersion | None]:
         """QUERY_DATA_VERSION (S20): ``(changed, stored version or None)``. Raises InvalidFieldError."""
         _require_broker(cluster_name, broker_name, broker_id, broker_addr)
@@ -160,7 +172,9 @@ class NameServer:
             raise TopicRouteNotFoundError(topic)
         if self.config.order_message_enable:
             order_conf = self.kv_config.get_or_none(ORDER_TOPIC_CONFIG_NAMESPACE, topic) or ""
-            route = TopicRouteData(route.queue_datas, route.broker_datas, route.filter_server_table, order_conf)
+            route = TopicRouteData(
+                route.queue_datas, route.broker_datas, route.filter_server_table, order_conf
+            )
         return route
 
     def get_cluster_info(self) -> ClusterInfo:
@@ -257,6 +271,12 @@ class NameServer:
         except OSError as exc:
             raise PersistError(f"cannot write {new_config.config_store_path}: {exc}") from None
         self.config = new_config
-        self.route_table.delete_topic_with_broker_registration = new_config.delete_topic_with_broker_registration
+        self.route_table.delete_topic_with_broker_registration = (
+            new_config.delete_topic_with_broker_registration
+        )
         later = sorted(set(changes) & RESTART_KEYS)
-        log.info("configuration updated: %s%s", dict(changes), f" ({', '.join(later)} at next start)" if later else "")
+        log.info(
+            "configuration updated: %s%s",
+            dict(changes),
+            f" ({', '.join(later)} at next start)" if later else "",
+        )

@@ -11,15 +11,23 @@ import asyncio
 import contextlib
 import logging
 import signal
+import threading
 from pathlib import Path
+from wsgiref.simple_server import WSGIServer
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from prometheus_client import start_http_server
 
-from namesrv.v1 import admin_service_pb2, admin_service_pb2_grpc, kv_config_service_pb2, kv_config_service_pb2_grpc
-from namesrv.v1 import name_server_service_pb2, name_server_service_pb2_grpc
+from namesrv.v1 import (
+    admin_service_pb2,
+    admin_service_pb2_grpc,
+    kv_config_service_pb2,
+    kv_config_service_pb2_grpc,
+    name_server_service_pb2,
+    name_server_service_pb2_grpc,
+)
 from namesrv_grpc.config import NamesrvConfig
 from namesrv_grpc.grpc_errors import ErrorInterceptor
 from namesrv_grpc.kvconfig import KVConfigManager
@@ -54,7 +62,7 @@ class NamesrvServer:
         self.port = 0
         self._server: grpc.aio.Server | None = None
         self._scan_task: asyncio.Task[None] | None = None
-        self._metrics_server: object | None = None
+        self._metrics_server: tuple[WSGIServer, threading.Thread] | None = None
 
     @property
     def config(self) -> NamesrvConfig:
@@ -81,7 +89,9 @@ class NamesrvServer:
         )
         admin_service_pb2_grpc.add_AdminServiceServicer_to_server(AdminServicer(self.nameserver), server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
-        reflection.enable_server_reflection((*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
+        reflection.enable_server_reflection(
+            (*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server
+        )
         address = f"{_host_for_bind(config.bind_address)}:{config.listen_port}"
         try:
             self.port = server.add_insecure_port(address)
@@ -96,7 +106,12 @@ class NamesrvServer:
             self._metrics_server = start_http_server(
                 config.metrics_port, addr=config.bind_address, registry=self.metrics.registry
             )
-        log.info("listening on %s:%d (gRPC), metrics %s", config.bind_address, self.port, config.metrics_port or "off")
+        log.info(
+            "listening on %s:%d (gRPC), metrics %s",
+            config.bind_address,
+            self.port,
+            config.metrics_port or "off",
+        )
         return self.port
 
     async def _scan_loop(self) -> None:
@@ -123,7 +138,7 @@ class NamesrvServer:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._scan_task
         if self._metrics_server is not None:
-            http_server, thread = self._metrics_server  # type: ignore[misc]
+            http_server, thread = self._metrics_server
             http_server.shutdown()
             thread.join(timeout=5)
 

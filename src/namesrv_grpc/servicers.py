@@ -4,6 +4,8 @@ and results back. No rules live here; domain errors become statuses in
 
 from __future__ import annotations
 
+from typing import Any
+
 import grpc
 
 from namesrv.v1 import admin_service_pb2 as admin_pb2
@@ -17,7 +19,7 @@ from namesrv_grpc.convert import cluster_info_to_proto, queue_data_from_proto, r
 from namesrv_grpc.metrics import NamesrvMetrics
 from namesrv_grpc.processor import NameServer
 
-Context = grpc.aio.ServicerContext
+Context = grpc.aio.ServicerContext[Any, Any]
 
 
 class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[misc]
@@ -27,7 +29,9 @@ class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[mis
         self._ns = nameserver
         self._metrics = metrics
 
-    async def RegisterBroker(self, request: ns_pb2.RegisterBrokerRequest, context: Context) -> ns_pb2.RegisterBrokerResponse:  # noqa: N802
+    async def RegisterBroker(
+        self, request: ns_pb2.RegisterBrokerRequest, context: Context
+    ) -> ns_pb2.RegisterBrokerResponse:
         with self._metrics.registration():
             result, kv_table = self._ns.register_broker(
                 cluster_name=request.cluster_name,
@@ -46,7 +50,9 @@ class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[mis
             master_addr=result.master_addr, ha_server_addr=result.ha_server_addr, kv_table=kv_table
         )
 
-    async def UnregisterBroker(self, request: ns_pb2.UnregisterBrokerRequest, context: Context) -> ns_pb2.UnregisterBrokerResponse:  # noqa: N802
+    async def UnregisterBroker(
+        self, request: ns_pb2.UnregisterBrokerRequest, context: Context
+    ) -> ns_pb2.UnregisterBrokerResponse:
         removed = self._ns.unregister_broker(
             cluster_name=request.cluster_name,
             broker_name=request.broker_name,
@@ -57,7 +63,9 @@ class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[mis
             self._metrics.unregistrations.inc()
         return ns_pb2.UnregisterBrokerResponse()
 
-    async def BrokerHeartbeat(self, request: ns_pb2.BrokerHeartbeatRequest, context: Context) -> ns_pb2.BrokerHeartbeatResponse:  # noqa: N802
+    async def BrokerHeartbeat(
+        self, request: ns_pb2.BrokerHeartbeatRequest, context: Context
+    ) -> ns_pb2.BrokerHeartbeatResponse:
         self._ns.broker_heartbeat(
             cluster_name=request.cluster_name,
             broker_name=request.broker_name,
@@ -66,7 +74,9 @@ class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[mis
         )
         return ns_pb2.BrokerHeartbeatResponse()
 
-    async def QueryDataVersion(self, request: ns_pb2.QueryDataVersionRequest, context: Context) -> ns_pb2.QueryDataVersionResponse:  # noqa: N802
+    async def QueryDataVersion(
+        self, request: ns_pb2.QueryDataVersionRequest, context: Context
+    ) -> ns_pb2.QueryDataVersionResponse:
         changed, stored = self._ns.query_data_version(
             cluster_name=request.cluster_name,
             broker_name=request.broker_name,
@@ -79,31 +89,49 @@ class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[mis
             response.name_server_data_version.CopyFrom(data_version_to_proto(stored))
         return response
 
-    async def PickupTopicRoute(self, request: ns_pb2.PickupTopicRouteRequest, context: Context) -> ns_pb2.PickupTopicRouteResponse:  # noqa: N802
+    async def PickupTopicRoute(
+        self, request: ns_pb2.PickupTopicRouteRequest, context: Context
+    ) -> ns_pb2.PickupTopicRouteResponse:
         with self._metrics.route_lookup():
             route = self._ns.pickup_topic_route(request.topic)
             return ns_pb2.PickupTopicRouteResponse(route=route_to_proto(route))
 
-    async def GetBrokerClusterInfo(self, request: ns_pb2.GetBrokerClusterInfoRequest, context: Context) -> ns_pb2.GetBrokerClusterInfoResponse:  # noqa: N802
+    async def GetBrokerClusterInfo(
+        self, request: ns_pb2.GetBrokerClusterInfoRequest, context: Context
+    ) -> ns_pb2.GetBrokerClusterInfoResponse:
         return cluster_info_to_proto(self._ns.get_cluster_info())
 
-    async def GetAllTopicList(self, request: ns_pb2.GetAllTopicListRequest, context: Context) -> ns_pb2.GetAllTopicListResponse:  # noqa: N802
+    async def GetAllTopicList(
+        self, request: ns_pb2.GetAllTopicListRequest, context: Context
+    ) -> ns_pb2.GetAllTopicListResponse:
         return ns_pb2.GetAllTopicListResponse(topics=self._ns.route_table.get_all_topic_list())
 
-    async def GetTopicsByCluster(self, request: ns_pb2.GetTopicsByClusterRequest, context: Context) -> ns_pb2.GetTopicsByClusterResponse:  # noqa: N802
+    async def GetTopicsByCluster(
+        self, request: ns_pb2.GetTopicsByClusterRequest, context: Context
+    ) -> ns_pb2.GetTopicsByClusterResponse:
         return ns_pb2.GetTopicsByClusterResponse(topics=self._ns.get_topics_by_cluster(request.cluster_name))
 
-    async def GetSystemTopicList(self, request: ns_pb2.GetSystemTopicListRequest, context: Context) -> ns_pb2.GetSystemTopicListResponse:  # noqa: N802
+    async def GetSystemTopicList(
+        self, request: ns_pb2.GetSystemTopicListRequest, context: Context
+    ) -> ns_pb2.GetSystemTopicListResponse:
         topics, broker_addr = self._ns.route_table.get_system_topic_list()
         return ns_pb2.GetSystemTopicListResponse(topics=topics, broker_addr=broker_addr)
 
-    async def GetUnitTopicList(self, request: ns_pb2.GetUnitTopicListRequest, context: Context) -> ns_pb2.GetUnitTopicListResponse:  # noqa: N802
+    async def GetUnitTopicList(
+        self, request: ns_pb2.GetUnitTopicListRequest, context: Context
+    ) -> ns_pb2.GetUnitTopicListResponse:
         return ns_pb2.GetUnitTopicListResponse(topics=self._ns.route_table.get_unit_topic_list())
 
-    async def GetHasUnitSubTopicList(self, request: ns_pb2.GetHasUnitSubTopicListRequest, context: Context) -> ns_pb2.GetHasUnitSubTopicListResponse:  # noqa: N802
-        return ns_pb2.GetHasUnitSubTopicListResponse(topics=self._ns.route_table.get_has_unit_sub_topic_list())
+    async def GetHasUnitSubTopicList(
+        self, request: ns_pb2.GetHasUnitSubTopicListRequest, context: Context
+    ) -> ns_pb2.GetHasUnitSubTopicListResponse:
+        return ns_pb2.GetHasUnitSubTopicListResponse(
+            topics=self._ns.route_table.get_has_unit_sub_topic_list()
+        )
 
-    async def GetHasUnitSubUnUnitTopicList(self, request: ns_pb2.GetHasUnitSubUnUnitTopicListRequest, context: Context) -> ns_pb2.GetHasUnitSubUnUnitTopicListResponse:  # noqa: N802
+    async def GetHasUnitSubUnUnitTopicList(
+        self, request: ns_pb2.GetHasUnitSubUnUnitTopicListRequest, context: Context
+    ) -> ns_pb2.GetHasUnitSubUnUnitTopicListResponse:
         topics = self._ns.route_table.get_has_unit_sub_ununit_topic_list()
         return ns_pb2.GetHasUnitSubUnUnitTopicListResponse(topics=topics)
 
@@ -115,20 +143,28 @@ class KVConfigServicer(kv_grpc.KVConfigServiceServicer):  # type: ignore[misc]
         self._ns = nameserver
         self._metrics = metrics
 
-    async def PutKVConfig(self, request: kv_pb2.PutKVConfigRequest, context: Context) -> kv_pb2.PutKVConfigResponse:  # noqa: N802
+    async def PutKVConfig(
+        self, request: kv_pb2.PutKVConfigRequest, context: Context
+    ) -> kv_pb2.PutKVConfigResponse:
         self._ns.put_kv_config(request.namespace, request.key, request.value)
         self._metrics.kv_config_writes.inc()
         return kv_pb2.PutKVConfigResponse()
 
-    async def GetKVConfig(self, request: kv_pb2.GetKVConfigRequest, context: Context) -> kv_pb2.GetKVConfigResponse:  # noqa: N802
+    async def GetKVConfig(
+        self, request: kv_pb2.GetKVConfigRequest, context: Context
+    ) -> kv_pb2.GetKVConfigResponse:
         return kv_pb2.GetKVConfigResponse(value=self._ns.get_kv_config(request.namespace, request.key))
 
-    async def DeleteKVConfig(self, request: kv_pb2.DeleteKVConfigRequest, context: Context) -> kv_pb2.DeleteKVConfigResponse:  # noqa: N802
+    async def DeleteKVConfig(
+        self, request: kv_pb2.DeleteKVConfigRequest, context: Context
+    ) -> kv_pb2.DeleteKVConfigResponse:
         self._ns.delete_kv_config(request.namespace, request.key)
         self._metrics.kv_config_writes.inc()
         return kv_pb2.DeleteKVConfigResponse()
 
-    async def GetKVListByNamespace(self, request: kv_pb2.GetKVListByNamespaceRequest, context: Context) -> kv_pb2.GetKVListByNamespaceResponse:  # noqa: N802
+    async def GetKVListByNamespace(
+        self, request: kv_pb2.GetKVListByNamespaceRequest, context: Context
+    ) -> kv_pb2.GetKVListByNamespaceResponse:
         return kv_pb2.GetKVListByNamespaceResponse(table=self._ns.get_kv_list_by_namespace(request.namespace))
 
 
@@ -138,25 +174,37 @@ class AdminServicer(admin_grpc.AdminServiceServicer):  # type: ignore[misc]
     def __init__(self, nameserver: NameServer) -> None:
         self._ns = nameserver
 
-    async def WipeWritePermOfBroker(self, request: admin_pb2.WipeWritePermOfBrokerRequest, context: Context) -> admin_pb2.WipeWritePermOfBrokerResponse:  # noqa: N802
+    async def WipeWritePermOfBroker(
+        self, request: admin_pb2.WipeWritePermOfBrokerRequest, context: Context
+    ) -> admin_pb2.WipeWritePermOfBrokerResponse:
         count = self._ns.wipe_write_perm_of_broker(request.broker_name)
         return admin_pb2.WipeWritePermOfBrokerResponse(wipe_topic_count=count)
 
-    async def AddWritePermOfBroker(self, request: admin_pb2.AddWritePermOfBrokerRequest, context: Context) -> admin_pb2.AddWritePermOfBrokerResponse:  # noqa: N802
+    async def AddWritePermOfBroker(
+        self, request: admin_pb2.AddWritePermOfBrokerRequest, context: Context
+    ) -> admin_pb2.AddWritePermOfBrokerResponse:
         count = self._ns.add_write_perm_of_broker(request.broker_name)
         return admin_pb2.AddWritePermOfBrokerResponse(add_topic_count=count)
 
-    async def DeleteTopic(self, request: admin_pb2.DeleteTopicRequest, context: Context) -> admin_pb2.DeleteTopicResponse:  # noqa: N802
+    async def DeleteTopic(
+        self, request: admin_pb2.DeleteTopicRequest, context: Context
+    ) -> admin_pb2.DeleteTopicResponse:
         self._ns.delete_topic(request.topic, request.cluster_name)
         return admin_pb2.DeleteTopicResponse()
 
-    async def RegisterTopic(self, request: admin_pb2.RegisterTopicRequest, context: Context) -> admin_pb2.RegisterTopicResponse:  # noqa: N802
+    async def RegisterTopic(
+        self, request: admin_pb2.RegisterTopicRequest, context: Context
+    ) -> admin_pb2.RegisterTopicResponse:
         self._ns.register_topic(request.topic, [queue_data_from_proto(q) for q in request.queue_datas])
         return admin_pb2.RegisterTopicResponse()
 
-    async def GetNamesrvConfig(self, request: admin_pb2.GetNamesrvConfigRequest, context: Context) -> admin_pb2.GetNamesrvConfigResponse:  # noqa: N802
+    async def GetNamesrvConfig(
+        self, request: admin_pb2.GetNamesrvConfigRequest, context: Context
+    ) -> admin_pb2.GetNamesrvConfigResponse:
         return admin_pb2.GetNamesrvConfigResponse(config=self._ns.get_namesrv_config())
 
-    async def UpdateNamesrvConfig(self, request: admin_pb2.UpdateNamesrvConfigRequest, context: Context) -> admin_pb2.UpdateNamesrvConfigResponse:  # noqa: N802
+    async def UpdateNamesrvConfig(
+        self, request: admin_pb2.UpdateNamesrvConfigRequest, context: Context
+    ) -> admin_pb2.UpdateNamesrvConfigResponse:
         self._ns.update_namesrv_config(dict(request.config))
         return admin_pb2.UpdateNamesrvConfigResponse()
