@@ -1,0 +1,139 @@
+"""``make demo``: a NameServer and three broker agents from the real broker files in examples/.
+
+1. Start a NameServer on a free loopback port (built-in defaults, state in a temporary directory).
+2. Start broker agents for broker-a master, broker-a slave (listenPort 10921) and broker-b master
+   (listenPort 10931), all with brokerIP1=127.0.0.1.
+3. Print the route of TopicTest: its queue data and its brokers with master and slave addresses.
+4. Stop the slave (SIGTERM: it unregisters) and show the route without it.
+5. Stop everything with SIGTERM and check that every process exited 0.
+
+Exit code 0 when all of that happened; 1 with the reason otherwise.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import grpc
+
+from namesrv.v1 import name_server_service_pb2 as ns_pb2
+from namesrv.v1 import name_server_service_pb2_grpc as ns_grpc
+from namesrv.v1 import types_pb2
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+PERM_NAMES = ((8, "PRIORITY"), (4, "READ"), (2, "WRITE"), (1, "INHERIT"))
+
+
+def perm_text(perm: int) -> str:
+    """``6`` -> ``READ|WRITE``."""
+    return "|".join(name for bit, name in PERM_NAMES if perm & bit) or "-"
+
+
+def print_route(topic: str, route: types_pb2.TopicRouteData) -> None:
+    """The route as a person reads it."""
+    print(f"\nRoute of {topic}:")
+    print(f"  {'broker name':<12} {'read':>5} {'write':>5}  perm")
+    for q in route.queue_datas:
+        print(f"  {q.broker_name:<12} {q.read_queue_nums:>5} {q.write_queue_nums:>5}  {perm_text(q.perm)}")
+    for b in route.broker_datas:
+        addrs = ", ".join(
+            f"{'master' if broker_id == 0 else f'slave {broker_id}'} {addr}" for broker_id, addr in sorted(b.broker_addrs.items())
+        )
+        print(f"  {b.broker_name} ({b.cluster}): {addrs}")
+
+
+def wait_for(what: str, check: Callable[[], bool], timeout: float = 20) -> None:
+    """Poll ``check`` every 0.1 s; raise TimeoutError naming ``what``."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+def main() -> int:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    processes: dict[str, subprocess.Popen[str]] = {}
+    with tempfile.TemporaryDirectory(prefix="namesrv-demo-") as tmp:
+        try:
+            namesrv = subprocess.Popen(
+                [sys.executable, "-m", "namesrv_grpc", "--host", "127.0.0.1", "--port", "0",
+                 "--kv-config-path", f"{tmp}/kvConfig.json", "--config-store-path", f"{tmp}/namesrv.properties"],
+                stdout=subprocess.PIPE, text=True, env=env,
+            )  # fmt: skip
+            processes["namesrv"] = namesrv
+            assert namesrv.stdout is not None
+            line = namesrv.stdout.readline().strip()
+            print(line)
+            address = f"127.0.0.1:{int(line.rsplit(':', 1)[1])}"
+            agents = {
+                "broker-a master": ("broker-a.properties", "topics-quickstart.json", []),
+                "broker-a slave": ("broker-a-s.properties", "topics-quickstart.json", ["--set", "listenPort=10921"]),
+                "broker-b master": ("broker-b.properties", "topics-dev.json", ["--set", "listenPort=10931"]),
+            }
+            for name, (conf, topics, extra) in agents.items():
+                processes[name] = subprocess.Popen(
+                    [sys.executable, "-m", "broker_agent", "--broker-config", str(EXAMPLES / conf),
+                     "--topics-json", str(EXAMPLES / topics), "--namesrv-addr", address,
+                     "--set", "brokerIP1=127.0.0.1", *extra],
+                    text=True, env=env,
+                )  # fmt: skip
+            with grpc.insecure_channel(address) as channel:
+                stub = ns_grpc.NameServerServiceStub(channel)
+
+                def route(topic: str) -> types_pb2.TopicRouteData | None:
+                    try:
+                        request = ns_pb2.PickupTopicRouteRequest(topic=topic)
+                        return stub.PickupTopicRoute(request, timeout=5).route
+                    except grpc.RpcError:
+                        return None
+
+                def broker_a_addrs() -> dict[int, str]:
+                    r = route("TopicTest")
+                    return dict(r.broker_datas[0].broker_addrs) if r and r.broker_datas else {}
+
+                wait_for("broker-a master and slave", lambda: len(broker_a_addrs()) == 2)
+                wait_for("broker-b", lambda: route("test_order_message_topic") is not None)
+                print_route("TopicTest", route("TopicTest"))  # type: ignore[arg-type]
+                print_route("TBW102", route("TBW102"))  # type: ignore[arg-type]
+
+                print("\nStopping the broker-a slave (SIGTERM: it unregisters) ...")
+                slave = processes.pop("broker-a slave")
+                slave.send_signal(signal.SIGTERM)
+                if slave.wait(15) != 0:
+                    raise RuntimeError(f"broker-a slave agent exited {slave.returncode}")
+                wait_for("the slave to leave the route", lambda: list(broker_a_addrs()) == [0])
+                print_route("TopicTest", route("TopicTest"))  # type: ignore[arg-type]
+        except (TimeoutError, RuntimeError, OSError, ValueError) as exc:
+            print(f"demo failed: {exc}", file=sys.stderr)
+            return 1
+        finally:
+            print("\nStopping everything ...")
+            codes = {}
+            for name in [n for n in processes if n != "namesrv"] + ["namesrv"]:
+                process = processes[name]
+                if process.poll() is None:
+                    process.send_signal(signal.SIGTERM)
+                try:
+                    codes[name] = process.wait(15)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    codes[name] = -9
+        bad = {name: code for name, code in codes.items() if code != 0}
+        if bad:
+            print(f"demo failed: processes exited with {bad}", file=sys.stderr)
+            return 1
+    print("Demo finished: every process stopped cleanly.")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
