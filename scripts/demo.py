@@ -45,7 +45,8 @@ def print_route(topic: str, route: types_pb2.TopicRouteData) -> None:
         print(f"  {q.broker_name:<12} {q.read_queue_nums:>5} {q.write_queue_nums:>5}  {perm_text(q.perm)}")
     for b in route.broker_datas:
         addrs = ", ".join(
-            f"{'master' if broker_id == 0 else f'slave {broker_id}'} {addr}" for broker_id, addr in sorted(b.broker_addrs.items())
+            f"{'master' if broker_id == 0 else f'slave {broker_id}'} {addr}"
+            for broker_id, addr in sorted(b.broker_addrs.items())
         )
         print(f"  {b.broker_name} ({b.cluster}): {addrs}")
 

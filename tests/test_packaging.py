@@ -14,9 +14,7 @@ from tests.support import ROOT
 def test_generated_code_matches_protos(tmp_path: Path) -> None:
     subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_protos.py"), str(tmp_path)], check=True)
     generated = sorted(p.relative_to(tmp_path) for p in (tmp_path / "namesrv" / "v1").iterdir() if p.is_file())
-    committed = sorted(
-        p.relative_to(ROOT / "src") for p in (ROOT / "src" / "namesrv" / "v1").iterdir() if p.is_file()
-    )
+    committed = sorted(p.relative_to(ROOT / "src") for p in (ROOT / "src" / "namesrv" / "v1").iterdir() if p.is_file())
     assert generated == committed
     for relative in generated:
         assert (tmp_path / relative).read_bytes() == (ROOT / "src" / relative).read_bytes(), (
@@ -26,7 +24,18 @@ def test_generated_code_matches_protos(tmp_path: Path) -> None:
 
 def test_wheel_ships_generated_code_and_commands(tmp_path: Path) -> None:
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "-w", str(tmp_path), str(ROOT)],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(tmp_path),
+            str(ROOT),
+        ],
         check=True,
         capture_output=True,
     )
@@ -54,4 +63,5 @@ def test_wheel_ships_generated_code_and_commands(tmp_path: Path) -> None:
          "from broker_agent.cli import main; raise SystemExit(main(['--help']))", str(tmp_path / "site")],
         capture_output=True, text=True, env=env,
     )  # fmt: skip
-    assert helped.returncode == 0 and "--broker-config" in helped.stdout
+    assert helped.returncode == 0
+    assert "--broker-config" in helped.stdout

@@ -46,9 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="topics.json (default ${storePathRootDir}/config/topics.json)",
     )
-    parser.add_argument(
-        "--namesrv-addr", "-n", metavar="ADDRS", help='"host:port;host:port" (overrides broker.conf)'
-    )
+    parser.add_argument("--namesrv-addr", "-n", metavar="ADDRS", help='"host:port;host:port" (overrides broker.conf)')
     parser.add_argument(
         "--set",
         action="append",

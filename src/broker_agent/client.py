@@ -62,9 +62,7 @@ class GrpcNamesrvClient:
     async def query_data_version(
         self, request: ns_pb2.QueryDataVersionRequest, timeout: float
     ) -> ns_pb2.QueryDataVersionResponse:
-        response: ns_pb2.QueryDataVersionResponse = await self._stub.QueryDataVersion(
-            request, timeout=timeout
-        )
+        response: ns_pb2.QueryDataVersionResponse = await self._stub.QueryDataVersion(request, timeout=timeout)
         return response
 
     async def close(self) -> None:

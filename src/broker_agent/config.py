@@ -168,9 +168,7 @@ def load_broker_config(
     dledger = r.boolean("enableDLegerCommitLog", False)
     if not dledger:
         if broker_role in MASTER_ROLES and broker_id != 0:
-            log.warning(
-                "%s: brokerId: %d ignored, a %s always registers as id 0", source, broker_id, broker_role
-            )
+            log.warning("%s: brokerId: %d ignored, a %s always registers as id 0", source, broker_id, broker_role)
             broker_id = 0
         elif broker_role == "SLAVE" and broker_id <= 0:
             raise ConfigError(source, "brokerId", "a SLAVE needs a brokerId greater than 0")
@@ -180,13 +178,9 @@ def load_broker_config(
     elif r.text("namesrvAddr") is not None:
         namesrv_addrs = parse_namesrv_addr(r.text("namesrvAddr") or "", source)
     elif environ.get("NAMESRV_ADDR"):
-        namesrv_addrs = parse_namesrv_addr(
-            environ["NAMESRV_ADDR"], "environment NAMESRV_ADDR", "NAMESRV_ADDR"
-        )
+        namesrv_addrs = parse_namesrv_addr(environ["NAMESRV_ADDR"], "environment NAMESRV_ADDR", "NAMESRV_ADDR")
     else:
-        raise ConfigError(
-            source, "namesrvAddr", "not set: set it in the file, with --namesrv-addr or NAMESRV_ADDR"
-        )
+        raise ConfigError(source, "namesrvAddr", "not set: set it in the file, with --namesrv-addr or NAMESRV_ADDR")
 
     listen_port = r.integer("listenPort", 10911, 1, 65535)
     broker_ip1 = r.text("brokerIP1") or local_address()
@@ -225,9 +219,7 @@ def load_broker_config(
 def _name(r: _Reader, key: str, default: str) -> str:
     value = r.text(key, default) or default
     if any(c.isspace() or ord(c) < 0x20 for c in value) or len(value) > 255:
-        raise ConfigError(
-            r.source, key, f"{value!r} is not a valid name (no white space, at most 255 characters)"
-        )
+        raise ConfigError(r.source, key, f"{value!r} is not a valid name (no white space, at most 255 characters)")
     return value
 
 

@@ -67,9 +67,7 @@ def topic_config_to_proto(config: TopicConfig) -> types_pb2.TopicConfig:
         perm=config.perm,
         topic_sys_flag=config.topic_sys_flag,
         order=config.order,
-        topic_filter_type=_FILTER_NAME_TO_TYPE.get(
-            config.topic_filter_type, types_pb2.TOPIC_FILTER_TYPE_SINGLE_TAG
-        ),
+        topic_filter_type=_FILTER_NAME_TO_TYPE.get(config.topic_filter_type, types_pb2.TOPIC_FILTER_TYPE_SINGLE_TAG),
         attributes=config.attributes,
     )
 
@@ -136,9 +134,7 @@ def parse_body(body: bytes, *, compressed: bool) -> RegisterBrokerBody:
         message.ParseFromString(raw)
     except DecodeError as exc:
         hint = " (is it zlib-compressed? then set compressed)" if raw[:1] == b"\x78" else ""
-        raise MalformedBodyError(
-            f"body is not a serialized namesrv.v1.RegisterBrokerBody: {exc}{hint}"
-        ) from None
+        raise MalformedBodyError(f"body is not a serialized namesrv.v1.RegisterBrokerBody: {exc}{hint}") from None
     topics: dict[str, TopicConfig] = {}
     for key, config in message.topic_config_table.items():
         path = f"body.topic_config_table[{key!r}]"
@@ -154,9 +150,7 @@ def parse_body(body: bytes, *, compressed: bool) -> RegisterBrokerBody:
             topic_filter_type=_FILTER_TYPE_TO_NAME.get(config.topic_filter_type, "SINGLE_TAG"),
             attributes=dict(config.attributes),
         )
-    return RegisterBrokerBody(
-        topics, data_version_from_proto(message.data_version), tuple(message.filter_server_list)
-    )
+    return RegisterBrokerBody(topics, data_version_from_proto(message.data_version), tuple(message.filter_server_list))
 
 
 def _decompress(body: bytes) -> bytes:

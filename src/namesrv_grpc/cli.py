@@ -31,15 +31,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "-c", "--config-file", metavar="FILE", type=Path, help="Java properties file with RocketMQ keys"
     )
-    parser.add_argument(
-        "-p", "--print-config", action="store_true", help="print the effective configuration and exit"
-    )
+    parser.add_argument("-p", "--print-config", action="store_true", help="print the effective configuration and exit")
     parser.add_argument("--host", help="address to listen on (bindAddress, default 0.0.0.0)")
     parser.add_argument("--port", type=int, help="gRPC port (listenPort, default 9876; 0 = any free port)")
     parser.add_argument("--metrics-port", type=int, help="Prometheus /metrics port (metricsPort; 0 = off)")
-    parser.add_argument(
-        "--kv-config-path", help="KV config file (kvConfigPath, default ~/namesrv/kvConfig.json)"
-    )
+    parser.add_argument("--kv-config-path", help="KV config file (kvConfigPath, default ~/namesrv/kvConfig.json)")
     parser.add_argument("--config-store-path", help="where UpdateNamesrvConfig persists (configStorePath)")
     parser.add_argument(
         "--scan-not-active-broker-interval",
@@ -74,9 +70,7 @@ def load_config(args: argparse.Namespace) -> tuple[NamesrvConfig, list[str]]:
         config, warnings = apply_properties(
             config, read_properties(args.config_file), str(args.config_file), strict=False
         )
-    flags = {
-        key: str(getattr(args, dest)) for dest, key in FLAG_KEYS.items() if getattr(args, dest) is not None
-    }
+    flags = {key: str(getattr(args, dest)) for dest, key in FLAG_KEYS.items() if getattr(args, dest) is not None}
     config, _ = apply_properties(config, flags, "command line", strict=True)
     return config, warnings
 

@@ -46,9 +46,7 @@ def to_status(error: errors.NamesrvError) -> grpc.Status:
     """A domain error as a ``grpc.Status`` carrying ``google.rpc.Status`` + ``ErrorInfo``."""
     code = status_code_of(error)
     detail = any_pb2.Any()
-    detail.Pack(
-        error_details_pb2.ErrorInfo(reason=error.reason, domain=ERROR_DOMAIN, metadata=error.metadata)
-    )
+    detail.Pack(error_details_pb2.ErrorInfo(reason=error.reason, domain=ERROR_DOMAIN, metadata=error.metadata))
     status = status_pb2.Status(code=getattr(code_pb2, code.name), message=error.message, details=[detail])
     result: grpc.Status = rpc_status.to_status(status)
     return result

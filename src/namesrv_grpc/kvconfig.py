@@ -135,6 +135,4 @@ class KVConfigManager:
         try:
             write_atomically(self.path, text)
         except OSError as exc:
-            raise PersistError(
-                f"cannot write KV config file {self.path}: {exc}", {"path": str(self.path)}
-            ) from None
+            raise PersistError(f"cannot write KV config file {self.path}: {exc}", {"path": str(self.path)}) from None

@@ -45,17 +45,11 @@ class _RouteTableCollector(Collector):
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         stats = self._route_table.stats()
-        yield GaugeMetricFamily(
-            "namesrv_brokers_live", "Broker addresses in brokerLiveTable.", stats.brokers_live
-        )
-        yield GaugeMetricFamily(
-            "namesrv_broker_names", "Broker names in brokerAddrTable.", stats.broker_names
-        )
+        yield GaugeMetricFamily("namesrv_brokers_live", "Broker addresses in brokerLiveTable.", stats.brokers_live)
+        yield GaugeMetricFamily("namesrv_broker_names", "Broker names in brokerAddrTable.", stats.broker_names)
         yield GaugeMetricFamily("namesrv_clusters", "Clusters in clusterAddrTable.", stats.clusters)
         yield GaugeMetricFamily("namesrv_topics", "Topics in topicQueueTable.", stats.topics)
-        yield GaugeMetricFamily(
-            "namesrv_queue_datas", "QueueData entries over all topics.", stats.queue_datas
-        )
+        yield GaugeMetricFamily("namesrv_queue_datas", "QueueData entries over all topics.", stats.queue_datas)
 
 
 class NamesrvMetrics:
@@ -89,9 +83,7 @@ class NamesrvMetrics:
             buckets=(0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.1, 1.0),
             registry=self.registry,
         )
-        Info("namesrv_build", "Build information.", registry=self.registry).info(
-            {"version": package_version()}
-        )
+        Info("namesrv_build", "Build information.", registry=self.registry).info({"version": package_version()})
 
     @contextmanager
     def registration(self) -> Iterator[None]:

@@ -54,9 +54,7 @@ def _require_broker(cluster_name: str, broker_name: str, broker_id: int, broker_
 class NameServer:
     """The NameServer's request handling: one object per server process, shared by every servicer."""
 
-    def __init__(
-        self, config: NamesrvConfig, route_table: RouteInfoManager, kv_config: KVConfigManager
-    ) -> None:
+    def __init__(self, config: NamesrvConfig, route_table: RouteInfoManager, kv_config: KVConfigManager) -> None:
         self.config = config
         self.route_table = route_table
         self.kv_config = kv_config
@@ -116,14 +114,10 @@ class NameServer:
             cluster_name=cluster_name, broker_name=broker_name, broker_id=broker_id, broker_addr=broker_addr
         )
         if removed is not None:
-            log.info(
-                "unregistered broker %s (%s/%s id %d)", broker_addr, cluster_name, broker_name, broker_id
-            )
+            log.info("unregistered broker %s (%s/%s id %d)", broker_addr, cluster_name, broker_name, broker_id)
         return removed
 
-    def broker_heartbeat(
-        self, *, cluster_name: str, broker_name: str, broker_id: int, broker_addr: str
-    ) -> None:
+    def broker_heartbeat(self, *, cluster_name: str, broker_name: str, broker_id: int, broker_addr: str) -> None:
         """BROKER_HEARTBEAT (S14). Raises InvalidFieldError, BrokerNotRegisteredError."""
         _require_broker(cluster_name, broker_name, broker_id, broker_addr)
         self.route_table.heartbeat(
@@ -172,9 +166,7 @@ class NameServer:
             raise TopicRouteNotFoundError(topic)
         if self.config.order_message_enable:
             order_conf = self.kv_config.get_or_none(ORDER_TOPIC_CONFIG_NAMESPACE, topic) or ""
-            route = TopicRouteData(
-                route.queue_datas, route.broker_datas, route.filter_server_table, order_conf
-            )
+            route = TopicRouteData(route.queue_datas, route.broker_datas, route.filter_server_table, order_conf)
         return route
 
     def get_cluster_info(self) -> ClusterInfo:
@@ -271,9 +263,7 @@ class NameServer:
         except OSError as exc:
             raise PersistError(f"cannot write {new_config.config_store_path}: {exc}") from None
         self.config = new_config
-        self.route_table.delete_topic_with_broker_registration = (
-            new_config.delete_topic_with_broker_registration
-        )
+        self.route_table.delete_topic_with_broker_registration = new_config.delete_topic_with_broker_registration
         later = sorted(set(changes) & RESTART_KEYS)
         log.info(
             "configuration updated: %s%s",

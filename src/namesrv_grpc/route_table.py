@@ -83,9 +83,7 @@ class RouteTableStats:
 class RouteInfoManager:
     """The NameServer's in-memory route table (RocketMQ ``RouteInfoManager``). Thread-safe."""
 
-    def __init__(
-        self, clock: Clock = wall_clock_millis, *, delete_topic_with_broker_registration: bool = False
-    ):
+    def __init__(self, clock: Clock = wall_clock_millis, *, delete_topic_with_broker_registration: bool = False):
         """``clock`` returns ms since the epoch. ``delete_topic_with_broker_registration`` is RocketMQ
         5.x's ``deleteTopicWithBrokerRegistration`` (default off): a master's changed registration
         also removes its topics that the body no longer lists."""
@@ -178,9 +176,7 @@ class RouteInfoManager:
             # S06/S07: a master with a changed DataVersion (or a first registration) carries topics.
             if broker_id == MASTER_ID and topic_configs is not None:
                 changed = (
-                    previous is None
-                    or previous.broker_name != broker_name
-                    or previous.data_version != data_version
+                    previous is None or previous.broker_name != broker_name or previous.data_version != data_version
                 )
                 if register_first or changed:
                     if self.delete_topic_with_broker_registration:
@@ -214,9 +210,7 @@ class RouteInfoManager:
                 master_addr = broker_data.broker_addrs.get(MASTER_ID)
                 master_live = self.broker_live_table.get(master_addr) if master_addr else None
                 if master_addr and master_live is not None:
-                    return RegisterBrokerResult(
-                        master_addr=master_addr, ha_server_addr=master_live.ha_server_addr
-                    )
+                    return RegisterBrokerResult(master_addr=master_addr, ha_server_addr=master_live.ha_server_addr)
             return RegisterBrokerResult()
 
     def _create_and_update_queue_data(self, broker_name: str, topic_config: TopicConfig) -> None:
@@ -274,9 +268,7 @@ class RouteInfoManager:
                 live.last_update_timestamp = self._clock()
             return changed, live.data_version
 
-    def _matching_live(
-        self, cluster_name: str, broker_name: str, broker_id: int, addr: str
-    ) -> BrokerLiveInfo | None:
+    def _matching_live(self, cluster_name: str, broker_name: str, broker_id: int, addr: str) -> BrokerLiveInfo | None:
         live = self.broker_live_table.get(addr)
         if live is None or (live.cluster, live.broker_name, live.broker_id) != (
             cluster_name,
@@ -481,9 +473,7 @@ class RouteInfoManager:
             if queue_data_map is None:
                 return
             if cluster_name:
-                broker_names = [
-                    n for n in self.cluster_addr_table.get(cluster_name, ()) if n in queue_data_map
-                ]
+                broker_names = [n for n in self.cluster_addr_table.get(cluster_name, ()) if n in queue_data_map]
             else:
                 broker_names = list(queue_data_map)
             if broker_names:

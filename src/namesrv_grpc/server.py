@@ -89,9 +89,7 @@ class NamesrvServer:
         )
         admin_service_pb2_grpc.add_AdminServiceServicer_to_server(AdminServicer(self.nameserver), server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
-        reflection.enable_server_reflection(
-            (*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server
-        )
+        reflection.enable_server_reflection((*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
         address = f"{_host_for_bind(config.bind_address)}:{config.listen_port}"
         try:
             self.port = server.add_insecure_port(address)

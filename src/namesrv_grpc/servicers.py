@@ -125,9 +125,7 @@ class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[mis
     async def GetHasUnitSubTopicList(
         self, request: ns_pb2.GetHasUnitSubTopicListRequest, context: Context
     ) -> ns_pb2.GetHasUnitSubTopicListResponse:
-        return ns_pb2.GetHasUnitSubTopicListResponse(
-            topics=self._ns.route_table.get_has_unit_sub_topic_list()
-        )
+        return ns_pb2.GetHasUnitSubTopicListResponse(topics=self._ns.route_table.get_has_unit_sub_topic_list())
 
     async def GetHasUnitSubUnUnitTopicList(
         self, request: ns_pb2.GetHasUnitSubUnUnitTopicListRequest, context: Context
@@ -143,16 +141,12 @@ class KVConfigServicer(kv_grpc.KVConfigServiceServicer):  # type: ignore[misc]
         self._ns = nameserver
         self._metrics = metrics
 
-    async def PutKVConfig(
-        self, request: kv_pb2.PutKVConfigRequest, context: Context
-    ) -> kv_pb2.PutKVConfigResponse:
+    async def PutKVConfig(self, request: kv_pb2.PutKVConfigRequest, context: Context) -> kv_pb2.PutKVConfigResponse:
         self._ns.put_kv_config(request.namespace, request.key, request.value)
         self._metrics.kv_config_writes.inc()
         return kv_pb2.PutKVConfigResponse()
 
-    async def GetKVConfig(
-        self, request: kv_pb2.GetKVConfigRequest, context: Context
-    ) -> kv_pb2.GetKVConfigResponse:
+    async def GetKVConfig(self, request: kv_pb2.GetKVConfigRequest, context: Context) -> kv_pb2.GetKVConfigResponse:
         return kv_pb2.GetKVConfigResponse(value=self._ns.get_kv_config(request.namespace, request.key))
 
     async def DeleteKVConfig(

@@ -75,9 +75,7 @@ def require_queue_nums(field: str, value: int) -> int:
 def require_perm(field: str, value: int) -> int:
     """Return ``value`` if it is a combination of the perm bits (0..15)."""
     if not 0 <= value <= MAX_PERM:
-        raise InvalidFieldError(
-            field, f"must be a combination of PRIORITY=8 READ=4 WRITE=2 INHERIT=1, got {value}"
-        )
+        raise InvalidFieldError(field, f"must be a combination of PRIORITY=8 READ=4 WRITE=2 INHERIT=1, got {value}")
     return value
 
 
