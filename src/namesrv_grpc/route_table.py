@@ -232,11 +232,12 @@ class RouteInfoManager:
     def heartbeat(self, *, cluster_name: str, broker_name: str, broker_id: int, broker_addr: str) -> None:
         """S14: refresh ``last_update_timestamp`` of a registered broker.
 
-        Raises BrokerNotRegisteredError when the address is not registered as this cluster, broker
-        name and id (the broker should register in full).
+        The broker is found by (cluster, address), as RocketMQ 5.x keys its live table
+        (``BrokerAddrInfo``); broker name and id are only reported. Raises BrokerNotRegisteredError
+        when no broker of that cluster is registered at that address (it should register in full).
         """
         with self._lock:
-            live = self._matching_live(cluster_name, broker_name, broker_id, broker_addr)
+            live = self._live_in_cluster(cluster_name, broker_addr)
             if live is None:
                 raise BrokerNotRegisteredError(
                     f"broker {broker_addr} ({cluster_name}/{broker_name}/{broker_id}) is not registered; "
@@ -256,17 +257,22 @@ class RouteInfoManager:
     ) -> tuple[bool, DataVersion | None]:
         """S20: return ``(changed, stored version)``; refresh liveness when unchanged.
 
-        ``changed`` is True when the address is not registered (as this broker) or its stored
-        DataVersion differs; the stored version is None when it is not registered.
+        The broker is found by (cluster, address) as in :meth:`heartbeat`. ``changed`` is True when it
+        is not registered or its stored DataVersion differs; the stored version is None when it is not
+        registered.
         """
         with self._lock:
-            live = self._matching_live(cluster_name, broker_name, broker_id, broker_addr)
+            live = self._live_in_cluster(cluster_name, broker_addr)
             if live is None:
                 return True, None
             changed = live.data_version != data_version
             if not changed:
                 live.last_update_timestamp = self._clock()
             return changed, live.data_version
+
+    def _live_in_cluster(self, cluster_name: str, addr: str) -> BrokerLiveInfo | None:
+        live = self.broker_live_table.get(addr)
+        return live if live is not None and live.cluster == cluster_name else None
 
     def _matching_live(self, cluster_name: str, broker_name: str, broker_id: int, addr: str) -> BrokerLiveInfo | None:
         live = self.broker_live_table.get(addr)
