@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 BUF := npx --yes @bufbuild/buf@1.75.0
 
-.PHONY: demo test lint proto proto-check clean
+.PHONY: demo test lint deploy-check prometheus-tools proto proto-check clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -17,15 +17,27 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(PY) scripts/demo.py
 
-## test: lint (ruff, mypy, buf) and the whole test suite
-test: $(STAMP) lint
-	$(PY) -m pytest -q
+## test: lint (ruff, mypy, buf), the Prometheus config and alert checks, and the whole test suite
+## (NAMESRV_REQUIRE_PROMETHEUS=1: the tests that need the prometheus binary fail instead of skipping)
+test: $(STAMP) lint deploy-check
+	NAMESRV_REQUIRE_PROMETHEUS=1 $(PY) -m pytest -q
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests scripts
 	$(VENV)/bin/ruff format --check src tests scripts
 	$(VENV)/bin/mypy
 	$(BUF) lint protos
+
+## prometheus-tools: prometheus and promtool from Debian's package, when missing
+prometheus-tools:
+	bash scripts/install-prometheus.sh
+
+## deploy-check: promtool checks of deploy/prometheus: both configs, the alert rules, their unit tests
+deploy-check: prometheus-tools
+	promtool check config deploy/prometheus/prometheus.yml
+	promtool check config deploy/prometheus/prometheus-kubernetes.yml
+	promtool check rules deploy/prometheus/alerts.yml
+	promtool test rules deploy/prometheus/alerts_test.yml
 
 ## proto: regenerate src/namesrv/v1 from protos/ (commit the result)
 proto: $(STAMP)

@@ -74,6 +74,8 @@ def main() -> int:
             assert namesrv.stdout is not None
             line = namesrv.stdout.readline().strip()
             print(line)
+            if "boot success" not in line:
+                raise RuntimeError("the NameServer did not start (see its messages above)")
             address = f"127.0.0.1:{int(line.rsplit(':', 1)[1])}"
             agents = {
                 "broker-a master": ("broker-a.properties", "topics-quickstart.json", []),

@@ -14,24 +14,36 @@ Schedule (S30): a forced round at start, then every ``max(10 s, min(registerName
 with the first periodic round 10 s after start. Between rounds topics.json is checked once a
 second; when its topics change a forced round runs at once (as a broker registers a new topic at
 once). SIGHUP also forces a round. Orderly shutdown unregisters from every NameServer (S36).
+
+NameServer addresses may be DNS names (a Kubernetes headless service): every round resolves each
+name again and registers with every address behind it, so NameServers added or replaced are picked
+up without restarting the broker. With ``sessions`` on, a :class:`~broker_agent.session.SessionKeeper`
+keeps a liveness session open to every NameServer (S15).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import ipaddress
 import logging
+import socket
 import time
-from collections.abc import Callable, Sequence
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 import grpc
 
 from broker_agent.client import GrpcNamesrvClient, NamesrvClient
 from broker_agent.config import BrokerConfig
+from broker_agent.metrics import SESSION_STATES, AgentMetrics
+from broker_agent.session import SessionKeeper
 from broker_agent.topics import BrokerTopics, TopicSource
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv_grpc.body import data_version_to_proto, encode_body
 from namesrv_grpc.model import MASTER_ID
+from namesrv_grpc.validation import parse_host_port
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +57,27 @@ TOPICS_POLL_SECONDS = 1.0
 def registration_period_millis(register_name_server_period: int) -> int:
     """S30: ``max(10 000, min(registerNameServerPeriod, 60 000))`` ms."""
     return max(10_000, min(register_name_server_period, 60_000))
+
+
+Resolver = Callable[[str], Awaitable[list[str]]]
+"""Host name -> IP addresses."""
+
+
+async def resolve_host(host: str) -> list[str]:
+    """The IPv4 addresses of ``host`` (IPv6 ones when it has no IPv4), sorted; raises OSError.
+
+    IPv4 first, as Java's default: ``localhost`` is one NameServer, not two."""
+    infos = await asyncio.get_running_loop().getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    v4 = sorted({str(info[4][0]) for info in infos if info[0] == socket.AF_INET})
+    return v4 or sorted({str(info[4][0]) for info in infos if info[0] == socket.AF_INET6})
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return False
+    return True
 
 
 def describe_error(error: BaseException) -> str:
@@ -74,16 +107,108 @@ class BrokerAgent:
         config: BrokerConfig,
         topic_source: TopicSource,
         client_factory: Callable[[str], NamesrvClient] = GrpcNamesrvClient,
+        *,
+        sessions: bool = False,
+        resolver: Resolver = resolve_host,
+        metrics: AgentMetrics | None = None,
     ) -> None:
+        """``sessions`` keeps a liveness session open to every NameServer (needs clients with a
+        ``channel``, as GrpcNamesrvClient has). ``resolver`` resolves NameServer host names.
+        ``metrics`` records every registration (broker_agent.metrics; a registry of its own when None)."""
         self.config = config
         self.topic_source = topic_source
-        self.clients: list[NamesrvClient] = [client_factory(addr) for addr in config.namesrv_addrs]
+        self.metrics = metrics or AgentMetrics()
+        self.instance_id = uuid.uuid4().hex
+        """Identifies this run of the broker to the NameServers (sessions guard only their own)."""
+        self._client_factory = client_factory
+        self._resolver = resolver
+        self._resolved: dict[str, list[str]] = {}
+        self.clients: list[NamesrvClient] = []
+        self.sessions_enabled = sessions
+        self.keepers: dict[str, SessionKeeper] = {}
+        self._keeper_tasks: dict[str, asyncio.Task[None]] = {}
         self.master_addr = ""
         self.ha_master_addr = ""
         self.order_topic_config: dict[str, str] = {}
         self.rounds = 0
         self._wakeup = asyncio.Event()
         self._registered_topics: BrokerTopics | None = None
+        self._sync_clients([a for a in config.namesrv_addrs if _is_ip(parse_host_port(a)[0])] or [])
+
+    async def refresh_namesrv_addrs(self) -> list[str]:
+        """Resolve every configured NameServer address again; open clients for new addresses and
+        close those of vanished ones. A name that fails to resolve keeps its previous addresses."""
+        addresses: list[str] = []
+        for entry in self.config.namesrv_addrs:
+            host, port = parse_host_port(entry)
+            if _is_ip(host):
+                addresses.append(entry)
+                continue
+            try:
+                ips = await self._resolver(host)
+            except OSError as exc:
+                log.warning("cannot resolve NameServer %s (%s); keeping %s", entry, exc, self._resolved.get(entry, []))
+                ips = None
+            if ips is not None:
+                resolved = [f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}" for ip in ips]
+                if resolved != self._resolved.get(entry):
+                    log.info("NameServer %s resolves to %s", entry, ", ".join(resolved) or "nothing")
+                self._resolved[entry] = resolved
+            addresses.extend(self._resolved.get(entry, []))
+        await self._close_clients(self._sync_clients(list(dict.fromkeys(addresses))))
+        return [c.address for c in self.clients]
+
+    def _sync_clients(self, addresses: list[str]) -> list[NamesrvClient]:
+        """Make ``self.clients`` match ``addresses``; return the clients dropped."""
+        current = {c.address: c for c in self.clients}
+        self.clients = [current.get(addr) or self._client_factory(addr) for addr in addresses]
+        return [c for addr, c in current.items() if addr not in addresses]
+
+    async def _close_clients(self, dropped: list[NamesrvClient]) -> None:
+        for client in dropped:
+            task = self._keeper_tasks.pop(client.address, None)
+            self.keepers.pop(client.address, None)
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+            await client.close()
+            self.metrics.forget_namesrv(client.address)
+            log.info("NameServer %s is gone from the address list", client.address)
+
+    def _start_sessions(self) -> None:
+        """Start a session keeper for every NameServer that has none."""
+        if not self.sessions_enabled:
+            return
+        hello = ns_pb2.SessionHello(**self._identity(), instance_id=self.instance_id)  # type: ignore[arg-type]
+        for client in self.clients:
+            channel = getattr(client, "channel", None)
+            if client.address in self._keeper_tasks or channel is None:
+                continue
+            keeper = SessionKeeper(
+                client.address, channel, hello, self.register_with, self._master_changed, self._session_state
+            )
+            self.keepers[client.address] = keeper
+            self._keeper_tasks[client.address] = asyncio.create_task(keeper.run(), name=f"session {client.address}")
+
+    async def _stop_sessions(self) -> None:
+        tasks = list(self._keeper_tasks.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._keeper_tasks.clear()
+
+    def _session_state(self, address: str, state: str) -> None:
+        self.metrics.session_state.labels(address).set(SESSION_STATES[state])
+
+    def _master_changed(self, master_addr: str, ha_server_addr: str) -> None:
+        if self.config.broker_id == MASTER_ID:
+            return
+        if master_addr != self.master_addr:
+            log.info("master address of %s is now %r", self.config.broker_name, master_addr)
+        self.master_addr = master_addr
+        if ha_server_addr:
+            self.ha_master_addr = ha_server_addr
 
     @property
     def timeout_seconds(self) -> float:
@@ -124,17 +249,12 @@ class BrokerAgent:
                 need = True
         return need
 
-    async def register_all(self, *, force: bool) -> RoundResult:
-        """One round (S31-S34). ``force`` skips the QueryDataVersion check (forceRegister)."""
-        self.rounds += 1
-        topics = self.topic_source.current()
-        if not force and not await self.need_register(topics):
-            log.debug("round %d: no NameServer saw a change; registration skipped", self.rounds)
-            return RoundResult(skipped=True)
+    def _register_request(self, topics: BrokerTopics) -> ns_pb2.RegisterBrokerRequest:
+        """S32: the request, with the body encoded once (optionally compressed) and its CRC32C."""
         body, crc = encode_body(
             topics.topic_config_table, topics.data_version, compress=self.config.compressed_register
         )
-        request = ns_pb2.RegisterBrokerRequest(
+        return ns_pb2.RegisterBrokerRequest(
             **self._identity(),  # type: ignore[arg-type]
             ha_server_addr=self.config.ha_server_addr,
             body=body,
@@ -143,9 +263,24 @@ class BrokerAgent:
             heartbeat_timeout_millis=self.config.heartbeat_timeout_millis,
             enable_acting_master=self.config.enable_slave_acting_master,
             zone_name=self.config.zone_name,
+            instance_id=self.instance_id,
         )
+
+    async def register_all(self, *, force: bool) -> RoundResult:
+        """One round (S31-S34). ``force`` skips the QueryDataVersion check (forceRegister)."""
+        self.rounds += 1
+        await self.refresh_namesrv_addrs()
+        self._start_sessions()
+        topics = self.topic_source.current()
+        self.metrics.observe_topics(len(topics.topic_config_table), topics.data_version.counter)
+        if not force and not await self.need_register(topics):
+            log.debug("round %d: no NameServer saw a change; registration skipped", self.rounds)
+            return RoundResult(skipped=True)
+        request = self._register_request(topics)
         started = time.perf_counter()
-        results = await self._each(lambda c: c.register_broker(request, self.timeout_seconds))
+        results = await self._each(
+            lambda c: self.metrics.timed_registration(c.address, c.register_broker(request, self.timeout_seconds))
+        )
         elapsed_ms = (time.perf_counter() - started) * 1000
         outcome = RoundResult()
         for addr, result in results.items():
@@ -168,14 +303,27 @@ class BrokerAgent:
             self._apply_first_result(next(iter(outcome.responses.values())))
         return outcome
 
+    async def register_with(self, address: str) -> bool:
+        """Register with one NameServer now (a session asked for it); True on success."""
+        client = next((c for c in self.clients if c.address == address), None)
+        if client is None:
+            return False
+        request = self._register_request(self.topic_source.current())
+        try:
+            response = await asyncio.wait_for(
+                self.metrics.timed_registration(address, client.register_broker(request, self.timeout_seconds)),
+                self.timeout_seconds,
+            )
+        except (grpc.aio.AioRpcError, TimeoutError) as error:
+            log.warning("register with %s failed: %s", address, describe_error(error))
+            return False
+        log.info("registered with %s (it asked)", address)
+        self._apply_first_result(response)
+        return True
+
     def _apply_first_result(self, response: ns_pb2.RegisterBrokerResponse) -> None:
         """S34: a slave follows its master; the ORDER_TOPIC_CONFIG table is kept."""
-        if self.config.broker_id != MASTER_ID:
-            if response.master_addr != self.master_addr:
-                log.info("master address of %s is now %r", self.config.broker_name, response.master_addr)
-            self.master_addr = response.master_addr
-            if response.ha_server_addr:
-                self.ha_master_addr = response.ha_server_addr
+        self._master_changed(response.master_addr, response.ha_server_addr)
         kv_table = dict(response.kv_table)
         if kv_table != self.order_topic_config:
             log.info("ORDER_TOPIC_CONFIG from NameServer: %s", kv_table)
@@ -217,6 +365,7 @@ class BrokerAgent:
                 await self.register_all(force=self.config.force_register)
                 next_round = loop.time() + period
         await self.unregister_all()
+        await self._stop_sessions()
 
     def _topics_changed(self) -> bool:
         if not self.topic_source.changed_on_disk():
@@ -224,7 +373,8 @@ class BrokerAgent:
         return self.topic_source.current() != self._registered_topics
 
     async def close(self) -> None:
-        """Close every NameServer channel."""
+        """Stop the sessions and close every NameServer channel."""
+        await self._stop_sessions()
         await asyncio.gather(*(c.close() for c in self.clients), return_exceptions=True)
 
 

@@ -15,8 +15,11 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from prometheus_client import start_http_server
+
 from broker_agent.agent import BrokerAgent
 from broker_agent.config import BrokerConfig, load_broker_config, warn_unused_placeholders
+from broker_agent.metrics import AgentMetrics
 from broker_agent.topics import TopicsFileError, TopicSource
 from namesrv_grpc.properties import ConfigError, read_properties
 from namesrv_grpc.route_table import wall_clock_millis
@@ -54,26 +57,56 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="override one broker.conf key (repeatable), e.g. --set listenPort=10921",
     )
+    parser.add_argument(
+        "--no-sessions",
+        action="store_true",
+        help="no liveness sessions (S15): NameServers then notice a dead broker only by its silence",
+    )
+    parser.add_argument(
+        "--metrics-port",
+        type=_port,
+        default=0,
+        metavar="PORT",
+        help="serve Prometheus /metrics on this port, all interfaces (default 0 = off)",
+    )
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default INFO)")
     return parser
 
 
-def load(args: argparse.Namespace) -> tuple[BrokerConfig, Path]:
-    """Read broker.conf with ``--set`` overrides; return the config and the topics.json path.
+def _port(text: str) -> int:
+    """A TCP port number, 0-65535."""
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}")
+    return port
 
-    Raises ConfigError.
+
+def load(args: argparse.Namespace) -> tuple[BrokerConfig, Path, list[str]]:
+    """Read broker.conf with ``--set`` overrides; return the config, the topics.json path and the
+    warnings to log once the whole configuration is known to be good.
+
+    Raises ConfigError; a bad value given with ``--set`` is reported against ``--set``.
     """
     source = str(args.broker_config)
     properties = read_properties(args.broker_config)
+    overridden: set[str] = set()
     for item in args.set:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise ConfigError("--set", item, "expected KEY=VALUE")
         properties[key.strip()] = value.strip()
-    for warning in warn_unused_placeholders(properties, source, USED_KEYS):
-        log.warning("%s", warning)
-    config = load_broker_config(properties, source, namesrv_addr_override=args.namesrv_addr)
-    return config, args.topics_json or config.default_topics_json
+        overridden.add(key.strip())
+    warnings = warn_unused_placeholders(properties, source, USED_KEYS)
+    try:
+        config = load_broker_config(properties, source, namesrv_addr_override=args.namesrv_addr, warnings=warnings)
+    except ConfigError as exc:
+        if exc.source == source and exc.key in overridden:
+            raise ConfigError("--set", exc.key, exc.problem) from None
+        raise
+    return config, args.topics_json or config.default_topics_json, warnings
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -85,17 +118,32 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     try:
-        config, topics_path = load(args)
+        config, topics_path, warnings = load(args)
         topic_source = TopicSource(config, topics_path, wall_clock_millis)
         topic_source.load_initial()
     except (ConfigError, TopicsFileError) as exc:
         print(f"broker-agent: {exc}", file=sys.stderr)
         return 2
-    return asyncio.run(_run(config, topic_source))
+    for warning in warnings:
+        log.warning("%s", warning)
+    metrics = AgentMetrics()
+    metrics_server = None
+    if args.metrics_port:
+        try:
+            metrics_server, _ = start_http_server(args.metrics_port, registry=metrics.registry)
+        except OSError as exc:
+            print(f"broker-agent: --metrics-port {args.metrics_port}: {exc.strerror or exc}", file=sys.stderr)
+            return 2
+        log.info("metrics on port %d (/metrics)", args.metrics_port)
+    try:
+        return asyncio.run(_run(config, topic_source, sessions=not args.no_sessions, metrics=metrics))
+    finally:
+        if metrics_server is not None:
+            metrics_server.shutdown()
 
 
-async def _run(config: BrokerConfig, topic_source: TopicSource) -> int:
-    agent = BrokerAgent(config, topic_source)
+async def _run(config: BrokerConfig, topic_source: TopicSource, *, sessions: bool, metrics: AgentMetrics) -> int:
+    agent = BrokerAgent(config, topic_source, sessions=sessions, metrics=metrics)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set)

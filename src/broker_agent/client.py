@@ -46,9 +46,22 @@ class GrpcNamesrvClient:
                 ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
                 ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
                 ("grpc.enable_retries", 0),
+                # Reconnect fast after a NameServer restart (gRPC jitters these itself).
+                ("grpc.initial_reconnect_backoff_ms", 100),
+                ("grpc.min_reconnect_backoff_ms", 100),
+                ("grpc.max_reconnect_backoff_ms", 500),
+                # Notice a dead NameServer on an idle session.
+                ("grpc.keepalive_time_ms", 10_000),
+                ("grpc.keepalive_timeout_ms", 5_000),
+                ("grpc.keepalive_permit_without_calls", 1),
             ],
         )
         self._stub = ns_grpc.NameServerServiceStub(self._channel)
+
+    @property
+    def channel(self) -> grpc.aio.Channel:
+        """The channel, shared with the broker's liveness session."""
+        return self._channel
 
     async def register_broker(
         self, request: ns_pb2.RegisterBrokerRequest, timeout: float

@@ -154,11 +154,13 @@ def load_broker_config(
     *,
     namesrv_addr_override: str | None = None,
     environ: Mapping[str, str] = os.environ,
+    warnings: list[str] | None = None,
 ) -> BrokerConfig:
     """Build a BrokerConfig from broker.conf properties (raises ConfigError).
 
     ``namesrvAddr`` comes from ``namesrv_addr_override`` (``--namesrv-addr``), else the file, else
-    the ``NAMESRV_ADDR`` environment variable, as RocketMQ does.
+    the ``NAMESRV_ADDR`` environment variable, as RocketMQ does. Warnings (settings RocketMQ
+    overrides) are appended to ``warnings`` when given, else logged.
     """
     r = _Reader(properties, source)
     broker_role = (r.text("brokerRole", "ASYNC_MASTER") or "ASYNC_MASTER").upper()
@@ -168,7 +170,11 @@ def load_broker_config(
     dledger = r.boolean("enableDLegerCommitLog", False)
     if not dledger:
         if broker_role in MASTER_ROLES and broker_id != 0:
-            log.warning("%s: brokerId: %d ignored, a %s always registers as id 0", source, broker_id, broker_role)
+            message = f"{source}: brokerId: {broker_id} ignored, a {broker_role} always registers as id 0"
+            if warnings is None:
+                log.warning("%s", message)
+            else:
+                warnings.append(message)
             broker_id = 0
         elif broker_role == "SLAVE" and broker_id <= 0:
             raise ConfigError(source, "brokerId", "a SLAVE needs a brokerId greater than 0")

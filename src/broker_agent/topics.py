@@ -240,6 +240,8 @@ class TopicSource:
             log.warning("%s; using %s.bak", exc, self.path.name)
         if loaded is None:
             loaded = self._read_bak()
+            if loaded is not None:
+                log.warning("%s does not exist; using %s.bak", self.path, self.path.name)
         if loaded is None:
             log.info("%s does not exist: registering the system topics of a fresh broker", self.path)
             loaded = ({}, DataVersion(0, self._clock(), 0))
@@ -280,11 +282,10 @@ class TopicSource:
         self.topics = BrokerTopics(apply_broker_permission(topics, self.config.broker_permission), version)
 
     def _read_bak(self) -> tuple[dict[str, TopicConfig], DataVersion] | None:
-        bak = self.path.with_name(self.path.name + ".bak")
+        """The ``.bak`` copy RocketMQ keeps, or None when it is missing or unusable."""
         try:
-            return read_topics_file(bak)
-        except TopicsFileError as exc:
-            log.warning("%s", exc)
+            return read_topics_file(self.path.with_name(self.path.name + ".bak"))
+        except TopicsFileError:
             return None
 
     def _report(self, message: str) -> None:

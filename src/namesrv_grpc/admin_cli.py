@@ -12,7 +12,7 @@ import json
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import grpc
 from google.protobuf.json_format import MessageToDict
@@ -124,7 +124,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             response = _command(args, channel)()
         except grpc.RpcError as error:
-            print(f"namesrv-admin: {error.code().name}: {error.details()}", file=sys.stderr)  # type: ignore[attr-defined]
+            call = cast(grpc.Call, error)
+            print(f"namesrv-admin: {call.code().name}: {call.details()}", file=sys.stderr)
             return 1
     print(to_json(response))
     return 0

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
 from pathlib import Path
+
+log = logging.getLogger(__name__)
 
 
 def write_atomically(path: Path, text: str) -> None:
     """Replace ``path`` with ``text`` (UTF-8) via temp file + fsync + rename + directory fsync.
 
-    Raises OSError when any step fails; the old file is then untouched.
+    Raises OSError when a step before the rename fails; the old file is then untouched. Once the
+    rename is done the new file is what readers see, so a failing directory fsync (some filesystems
+    refuse it) is logged, not raised.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -23,8 +28,11 @@ def write_atomically(path: Path, text: str) -> None:
     except BaseException:
         Path(tmp_name).unlink(missing_ok=True)
         raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
     try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+    except OSError as exc:
+        log.warning("%s written, but fsync of its directory failed: %s", path, exc)

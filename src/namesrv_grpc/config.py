@@ -39,6 +39,8 @@ class NamesrvConfig:
     config_black_list: str = DEFAULT_CONFIG_BLACKLIST
     grpc_max_message_size: int = 128 * 1024 * 1024
     shutdown_grace_period_millis: int = 5_000
+    need_wait_for_service: bool = False
+    wait_seconds_for_service: int = 45
 
     def to_properties(self) -> dict[str, str]:
         """The configuration as RocketMQ key -> text, sorted by key (``-p``, ``GetNamesrvConfig``)."""
@@ -107,6 +109,10 @@ KEYS: dict[str, _Key] = {
     "shutdownGracePeriodMillis": _Key(
         "shutdown_grace_period_millis", _int_parser(0, 600_000), "drain time on SIGTERM, ms"
     ),
+    "needWaitForService": _Key(
+        "need_wait_for_service", _parse_bool, "answer route lookups UNAVAILABLE during the warm-up after start"
+    ),
+    "waitSecondsForService": _Key("wait_seconds_for_service", _int_parser(0, 3600), "warm-up length, seconds"),
 }
 """Every configuration key, in RocketMQ spelling."""
 

@@ -13,6 +13,7 @@
     ├── KVConfigNotFoundError       KV_CONFIG_NOT_FOUND           NOT_FOUND
     ├── StaleBrokerStateError       STALE_BROKER_STATE            FAILED_PRECONDITION
     ├── ConfigKeyBlacklistedError   CONFIG_KEY_BLACKLISTED        PERMISSION_DENIED
+    ├── ServiceWarmingUpError       NAMESRV_WARMING_UP            UNAVAILABLE
     └── PersistError                KV_CONFIG_PERSIST_FAILED      INTERNAL
 
 Every error is raised before any state changes: a rejected request changes nothing.
@@ -98,3 +99,10 @@ class PersistError(NamesrvError):
     """The KV config file could not be written; the change was not kept (S21)."""
 
     reason = "KV_CONFIG_PERSIST_FAILED"
+
+
+class ServiceWarmingUpError(NamesrvError):
+    """Route lookups are refused for ``waitSecondsForService`` after start (``needWaitForService``),
+    so clients ask another NameServer instead of trusting a table brokers have not filled yet."""
+
+    reason = "NAMESRV_WARMING_UP"

@@ -31,6 +31,7 @@ STATUS_CODES: dict[type[errors.NamesrvError], grpc.StatusCode] = {
     errors.StaleBrokerStateError: grpc.StatusCode.FAILED_PRECONDITION,
     errors.ConfigKeyBlacklistedError: grpc.StatusCode.PERMISSION_DENIED,
     errors.PersistError: grpc.StatusCode.INTERNAL,
+    errors.ServiceWarmingUpError: grpc.StatusCode.UNAVAILABLE,
 }
 
 

@@ -3,6 +3,23 @@
 Names follow Prometheus practice: prefix ``namesrv_``, base units (seconds), counters end in
 ``_total``, and no topic or address is ever a label value. Table sizes are read from the route table
 at scrape time, so they are never stale.
+
+- ``namesrv_brokers_live`` (gauge): broker addresses in brokerLiveTable
+- ``namesrv_broker_names`` (gauge): broker names in brokerAddrTable
+- ``namesrv_clusters`` (gauge): clusters in clusterAddrTable
+- ``namesrv_topics`` (gauge): topics in topicQueueTable
+- ``namesrv_queue_datas`` (gauge): QueueData entries over all topics
+- ``namesrv_registrations_total{result}`` (counter): RegisterBroker calls by result (REGISTRATION_RESULTS)
+- ``namesrv_unregistrations_total`` (counter): brokers removed by UnregisterBroker
+- ``namesrv_broker_expirations_total`` (counter): brokers removed for silence (S13)
+- ``namesrv_broker_session_losses_total`` (counter): brokers removed because their session ended (S15)
+- ``namesrv_body_checksum_failures_total`` (counter): registrations refused with BODY_CHECKSUM_MISMATCH
+- ``namesrv_kv_config_writes_total`` (counter): KV config changes persisted
+- ``namesrv_registration_duration_seconds`` (histogram): time to process a RegisterBroker call
+- ``namesrv_route_lookup_duration_seconds`` (histogram): time to answer a PickupTopicRoute call
+- ``namesrv_build_info{version}`` (gauge): always 1
+- ``grpc_server_started_total``, ``grpc_server_handled_total``, ``grpc_server_handling_seconds``: see
+  :mod:`namesrv_grpc.grpc_metrics`
 """
 
 from __future__ import annotations
@@ -16,7 +33,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, Info
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from namesrv_grpc.errors import NamesrvError
+from namesrv_grpc.errors import BodyChecksumMismatchError, NamesrvError
 from namesrv_grpc.route_table import RouteInfoManager
 
 REGISTRATION_RESULTS = (
@@ -25,8 +42,10 @@ REGISTRATION_RESULTS = (
     "malformed_body",
     "body_checksum_mismatch",
     "stale_broker_state",
+    "internal",
 )
-"""Values of the ``result`` label of ``namesrv_registrations_total`` (initialised to 0)."""
+"""Values of the ``result`` label of ``namesrv_registrations_total`` (initialised to 0): ``ok``, the
+reason of a refusal in lower case, ``internal`` for an unexpected exception."""
 
 
 def package_version() -> str:
@@ -69,12 +88,23 @@ class NamesrvMetrics:
         self.expirations = Counter(
             "namesrv_broker_expirations", "Brokers removed for silence (S13).", registry=self.registry
         )
+        self.session_losses = Counter(
+            "namesrv_broker_session_losses",
+            "Brokers removed because their session with this NameServer ended (S15).",
+            registry=self.registry,
+        )
+        self.body_checksum_failures = Counter(
+            "namesrv_body_checksum_failures",
+            "RegisterBroker calls refused because the body's CRC32C did not match (BODY_CHECKSUM_MISMATCH).",
+            registry=self.registry,
+        )
         self.kv_config_writes = Counter(
             "namesrv_kv_config_writes", "KV config changes persisted.", registry=self.registry
         )
         self.registration_seconds = Histogram(
             "namesrv_registration_duration_seconds",
             "Time to process a RegisterBroker call.",
+            buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0),
             registry=self.registry,
         )
         self.route_lookup_seconds = Histogram(
@@ -93,6 +123,11 @@ class NamesrvMetrics:
             yield
         except NamesrvError as error:
             self.registrations.labels(error.reason.lower()).inc()
+            if isinstance(error, BodyChecksumMismatchError):
+                self.body_checksum_failures.inc()
+            raise
+        except Exception:
+            self.registrations.labels("internal").inc()
             raise
         else:
             self.registrations.labels("ok").inc()

@@ -103,8 +103,9 @@ class BrokerLiveInfo:
 
     ``last_update_timestamp`` is ms since the epoch; the broker is expired once
     ``last_update_timestamp + heartbeat_timeout_millis < now`` (S13).
-    ``registration_epoch`` increases with every registration of the address in this process, so a
-    removal decided against an older registration can tell that a newer one arrived (S17).
+    ``instance_id`` names the broker run that registered the address (empty = unknown);
+    ``session_id`` is the liveness session bound to it (0 = none). A session only removes the
+    broker while it is still the bound one (S15, S17).
     """
 
     cluster: str
@@ -114,7 +115,8 @@ class BrokerLiveInfo:
     heartbeat_timeout_millis: int
     data_version: DataVersion
     ha_server_addr: str
-    registration_epoch: int = 0
+    instance_id: str = ""
+    session_id: int = 0
 
     def expired(self, now_millis: int) -> bool:
         """True when the broker has been silent for longer than its heartbeat timeout."""

@@ -9,7 +9,8 @@ before changing anything.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+import time
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 from namesrv_grpc.body import parse_body, verify_checksum
@@ -18,10 +19,12 @@ from namesrv_grpc.errors import (
     ConfigKeyBlacklistedError,
     InvalidFieldError,
     PersistError,
+    ServiceWarmingUpError,
     TopicRouteNotFoundError,
 )
 from namesrv_grpc.kvconfig import KVConfigManager
 from namesrv_grpc.model import (
+    MASTER_ID,
     ORDER_TOPIC_CONFIG_NAMESPACE,
     ClusterInfo,
     DataVersion,
@@ -51,14 +54,41 @@ def _require_broker(cluster_name: str, broker_name: str, broker_id: int, broker_
     require_addr("broker_addr", broker_addr)
 
 
+MasterListener = Callable[[str, str, str], None]
+"""Called with (broker name, master address, master HA address) when a broker name's live master
+changes; both addresses are "" when it has none."""
+
+
 class NameServer:
     """The NameServer's request handling: one object per server process, shared by every servicer."""
 
-    def __init__(self, config: NamesrvConfig, route_table: RouteInfoManager, kv_config: KVConfigManager) -> None:
+    def __init__(
+        self,
+        config: NamesrvConfig,
+        route_table: RouteInfoManager,
+        kv_config: KVConfigManager,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """``monotonic`` (seconds) times the warm-up window (``needWaitForService``)."""
         self.config = config
+        self._monotonic = monotonic
+        self.started_at = monotonic()
         self.route_table = route_table
         self.kv_config = kv_config
+        self.master_listeners: list[MasterListener] = []
         route_table.delete_topic_with_broker_registration = config.delete_topic_with_broker_registration
+
+    def _notify_if_master_changed(self, broker_name: str, before: tuple[str, str]) -> None:
+        after = self.route_table.master_of(broker_name)
+        if after != before:
+            for listener in self.master_listeners:
+                listener(broker_name, *after)
+
+    def _after_removals(self, removed: Iterable[RemovedBroker]) -> None:
+        for broker in removed:
+            if broker.broker_id == MASTER_ID:
+                for listener in self.master_listeners:
+                    listener(broker.broker_name, *self.route_table.master_of(broker.broker_name))
 
     # ------------------------------------------------------------------ brokers
 
@@ -76,6 +106,7 @@ class NameServer:
         heartbeat_timeout_millis: int,
         enable_acting_master: bool = False,
         zone_name: str = "",
+        instance_id: str = "",
     ) -> tuple[RegisterBrokerResult, dict[str, str]]:
         """REGISTER_BROKER (S01-S12): returns the registration result (S10) and the
         ORDER_TOPIC_CONFIG table (S11).
@@ -90,6 +121,7 @@ class NameServer:
         decoded = parse_body(body, compressed=compressed)
         for index, addr in enumerate(decoded.filter_server_list):
             require_addr(f"body.filter_server_list[{index}]", addr)
+        master_before = self.route_table.master_of(broker_name)
         result = self.route_table.register_broker(
             cluster_name=cluster_name,
             broker_name=broker_name,
@@ -102,7 +134,9 @@ class NameServer:
             heartbeat_timeout_millis=heartbeat_timeout_millis,
             zone_name=zone_name,
             enable_acting_master=enable_acting_master,
+            instance_id=instance_id,
         )
+        self._notify_if_master_changed(broker_name, master_before)
         return result, self.kv_config.list_namespace(ORDER_TOPIC_CONFIG_NAMESPACE)
 
     def unregister_broker(
@@ -115,6 +149,7 @@ class NameServer:
         )
         if removed is not None:
             log.info("unregistered broker %s (%s/%s id %d)", broker_addr, cluster_name, broker_name, broker_id)
+            self._after_removals([removed])
         return removed
 
     def broker_heartbeat(self, *, cluster_name: str, broker_name: str, broker_id: int, broker_addr: str) -> None:
@@ -154,13 +189,53 @@ class NameServer:
                 broker.broker_name,
                 broker.broker_id,
             )
+        self._after_removals(removed)
+        return removed
+
+    # ------------------------------------------------------------------ sessions (S15)
+
+    def bind_session(
+        self, *, cluster_name: str, broker_name: str, broker_id: int, broker_addr: str, instance_id: str
+    ) -> tuple[int, int] | None:
+        """A session's hello: ``(session id, heartbeat timeout ms)``, or None when the broker must
+        register first. Raises InvalidFieldError."""
+        _require_broker(cluster_name, broker_name, broker_id, broker_addr)
+        return self.route_table.bind_session(
+            cluster_name=cluster_name,
+            broker_name=broker_name,
+            broker_id=broker_id,
+            broker_addr=broker_addr,
+            instance_id=instance_id,
+        )
+
+    def session_ended(self, broker_addr: str, session_id: int) -> RemovedBroker | None:
+        """S15: the session's stream ended; remove the broker if the session was still bound."""
+        removed = self.route_table.remove_if_session(broker_addr, session_id, "session ended")
+        if removed is not None:
+            log.warning(
+                "broker %s (%s/%s id %d) removed: its session ended",
+                broker_addr,
+                removed.cluster,
+                removed.broker_name,
+                removed.broker_id,
+            )
+            self._after_removals([removed])
         return removed
 
     # ------------------------------------------------------------------ routes
 
     def pickup_topic_route(self, topic: str) -> TopicRouteData:
-        """GET_ROUTEINFO_BY_TOPIC (S18, S19). Raises InvalidFieldError, TopicRouteNotFoundError."""
+        """GET_ROUTEINFO_BY_TOPIC (S18, S19). Raises InvalidFieldError, TopicRouteNotFoundError,
+        ServiceWarmingUpError (``needWaitForService``: for ``waitSecondsForService`` after start)."""
         require_name("topic", topic)
+        if self.config.need_wait_for_service:
+            remaining = self.config.wait_seconds_for_service - (self._monotonic() - self.started_at)
+            if remaining > 0:
+                raise ServiceWarmingUpError(
+                    f"NameServer started {self.config.wait_seconds_for_service - remaining:.0f} s ago and waits "
+                    f"{remaining:.0f} s more for brokers to register (needWaitForService); ask another NameServer",
+                    {"retry_after_seconds": f"{remaining:.0f}"},
+                )
         route = self.route_table.pickup_topic_route_data(topic)
         if route is None:
             raise TopicRouteNotFoundError(topic)

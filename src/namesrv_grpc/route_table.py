@@ -23,8 +23,9 @@ Settled where the rules are silent (RocketMQ 4.9/5.x source decides, improved wh
   moves to a new address drops the old address's live entry, so every live address is in exactly
   one BrokerData and every BrokerData address is live.
 - Removals re-check under the lock (S17, RocketMQ #11043): an expiry only removes a broker that is
-  still expired, an unregister only removes ``broker_addrs[broker_id]`` when it still is that address
-  and the live entry still belongs to that broker name and id.
+  still expired; an unregister only removes an address whose live entry still belongs to that
+  cluster, broker name and id; a session's end only removes the broker while that session is still
+  bound to it (a newer session, or a registration by another broker instance, unbinds it).
 - A broker name removed from ``broker_addr_table`` leaves every cluster set that held it.
 """
 
@@ -96,7 +97,7 @@ class RouteInfoManager:
         self.broker_live_table: dict[str, BrokerLiveInfo] = {}
         self.filter_server_table: dict[str, list[str]] = {}
         self.topics_by_broker_name: dict[str, set[str]] = {}
-        self._epoch = 0
+        self._session_seq = 0
         self.version = 0
         """Increases on every change of any table; cheap change detection for caches and snapshots."""
 
@@ -116,13 +117,15 @@ class RouteInfoManager:
         heartbeat_timeout_millis: int = 0,
         zone_name: str = "",
         enable_acting_master: bool = False,
+        instance_id: str = "",
     ) -> RegisterBrokerResult:
         """Register (or refresh) one broker address; RocketMQ ``registerBroker``.
 
         ``topic_configs`` maps topic name -> TopicConfig; it enters the route table only for a master
         (id 0) whose ``data_version`` differs from the stored one, or on a first registration (S06).
         ``heartbeat_timeout_millis`` 0 means 120 000 ms (S08). Returns the live master's address and HA
-        address for a slave (S10).
+        address for a slave (S10). A re-registration by the same broker (same non-empty
+        ``instance_id``, cluster, name and id) keeps its liveness session; any other drops it (S17).
 
         Raises StaleBrokerStateError (S12) before changing anything when the broker id is held by
         another live address with a higher ``state_version``.
@@ -185,8 +188,13 @@ class RouteInfoManager:
                     for topic_config in topic_configs.values():
                         self._create_and_update_queue_data(broker_name, topic_config)
 
-            # S08: the live entry.
-            self._epoch += 1
+            # S08: the live entry (the session stays only with the same broker instance).
+            same_instance = (
+                previous is not None
+                and instance_id != ""
+                and (previous.instance_id, previous.cluster, previous.broker_name, previous.broker_id)
+                == (instance_id, cluster_name, broker_name, broker_id)
+            )
             self.broker_live_table[broker_addr] = BrokerLiveInfo(
                 cluster=cluster_name,
                 broker_name=broker_name,
@@ -195,7 +203,8 @@ class RouteInfoManager:
                 heartbeat_timeout_millis=heartbeat_timeout_millis or DEFAULT_HEARTBEAT_TIMEOUT_MILLIS,
                 data_version=data_version,
                 ha_server_addr=ha_server_addr,
-                registration_epoch=self._epoch,
+                instance_id=instance_id,
+                session_id=previous.session_id if same_instance and previous is not None else 0,
             )
 
             # S09: filter servers.
@@ -312,21 +321,55 @@ class RouteInfoManager:
         left alone and None is returned; that is not an error.
         """
         with self._lock:
-            live = self._matching_live(cluster_name, broker_name, broker_id, broker_addr)
-            broker_data = self.broker_addr_table.get(broker_name)
-            in_table = broker_data is not None and broker_data.broker_addrs.get(broker_id) == broker_addr
-            if live is None and not in_table:
+            # Every BrokerData address is live with its current name and id, so the live entry decides.
+            if self._matching_live(cluster_name, broker_name, broker_id, broker_addr) is None:
                 return None
             return self._remove_addr(broker_addr, "unregistered")
 
-    def remove_if_epoch(self, broker_addr: str, registration_epoch: int, reason: str) -> RemovedBroker | None:
-        """S15: remove an address whose connection/session ended, but only when its live entry is still
-        the registration with ``registration_epoch`` (a newer registration is never wiped, S17)."""
+    # ------------------------------------------------------------------ sessions (S15, S17)
+
+    def bind_session(
+        self, *, cluster_name: str, broker_name: str, broker_id: int, broker_addr: str, instance_id: str
+    ) -> tuple[int, int] | None:
+        """Bind a new liveness session to a registered broker; return ``(session id, heartbeat
+        timeout ms)``, or None when the address is not registered as exactly this cluster, broker
+        name, id and instance (the broker must register first). A newer session replaces an older
+        one, whose end then removes nothing. Binding refreshes ``last_update_timestamp``."""
+        with self._lock:
+            live = self._matching_live(cluster_name, broker_name, broker_id, broker_addr)
+            if live is None or live.instance_id != instance_id:
+                return None
+            self._session_seq += 1
+            live.session_id = self._session_seq
+            live.last_update_timestamp = self._clock()
+            return live.session_id, live.heartbeat_timeout_millis
+
+    def session_heartbeat(self, broker_addr: str, session_id: int) -> bool:
+        """S14 over a session: refresh the broker when ``session_id`` is still bound to it; False
+        when it is not (the broker was removed or re-registered by another instance)."""
         with self._lock:
             live = self.broker_live_table.get(broker_addr)
-            if live is None or live.registration_epoch != registration_epoch:
+            if live is None or not session_id or live.session_id != session_id:
+                return False
+            live.last_update_timestamp = self._clock()
+            return True
+
+    def remove_if_session(self, broker_addr: str, session_id: int, reason: str) -> RemovedBroker | None:
+        """S15: the session ended; remove the broker when that session is still the bound one
+        (a newer session or another instance's registration is never wiped, S17)."""
+        with self._lock:
+            live = self.broker_live_table.get(broker_addr)
+            if live is None or not session_id or live.session_id != session_id:
                 return None
             return self._remove_addr(broker_addr, reason)
+
+    def master_of(self, broker_name: str) -> tuple[str, str]:
+        """``(address, HA address)`` of the live master (id 0) of ``broker_name``, or ``("", "")``."""
+        with self._lock:
+            broker_data = self.broker_addr_table.get(broker_name)
+            master_addr = broker_data.broker_addrs.get(MASTER_ID, "") if broker_data else ""
+            live = self.broker_live_table.get(master_addr) if master_addr else None
+            return (master_addr, live.ha_server_addr) if live is not None else ("", "")
 
     def _remove_addr(self, broker_addr: str, reason: str) -> RemovedBroker:
         """S16: drop an address from the live and filter tables and from its BrokerData, cascading."""
@@ -493,6 +536,8 @@ class RouteInfoManager:
         Raises BrokerNameNotRegisteredError, changing nothing, when a broker name has no BrokerData.
         """
         queue_datas = list(queue_datas)
+        if not queue_datas:
+            return
         with self._lock:
             for queue_data in queue_datas:
                 if queue_data.broker_name not in self.broker_addr_table:

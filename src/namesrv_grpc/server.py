@@ -17,7 +17,7 @@ from wsgiref.simple_server import WSGIServer
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
+from grpc_reflection.v1alpha import reflection, reflection_pb2
 from prometheus_client import start_http_server
 
 from namesrv.v1 import (
@@ -30,11 +30,13 @@ from namesrv.v1 import (
 )
 from namesrv_grpc.config import NamesrvConfig
 from namesrv_grpc.grpc_errors import ErrorInterceptor
+from namesrv_grpc.grpc_metrics import GrpcMetricsInterceptor, GrpcServerMetrics
 from namesrv_grpc.kvconfig import KVConfigManager
 from namesrv_grpc.metrics import NamesrvMetrics
 from namesrv_grpc.processor import NameServer
 from namesrv_grpc.route_table import Clock, RouteInfoManager, wall_clock_millis
 from namesrv_grpc.servicers import AdminServicer, KVConfigServicer, NameServerServicer
+from namesrv_grpc.sessions import BrokerSessions
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +46,15 @@ SERVICE_NAMES = (
     admin_service_pb2.DESCRIPTOR.services_by_name["AdminService"].full_name,
 )
 """Fully qualified names of our services, as health checking and reflection list them."""
+
+SERVICE_DESCRIPTORS = (
+    name_server_service_pb2.DESCRIPTOR.services_by_name["NameServerService"],
+    kv_config_service_pb2.DESCRIPTOR.services_by_name["KVConfigService"],
+    admin_service_pb2.DESCRIPTOR.services_by_name["AdminService"],
+    health_pb2.DESCRIPTOR.services_by_name["Health"],
+    reflection_pb2.DESCRIPTOR.services_by_name["ServerReflection"],
+)
+"""Every service on the server; their gRPC metrics exist from the start (go-grpc-prometheus)."""
 
 FIRST_SCAN_DELAY_MILLIS = 5_000
 """The first expiry scan runs this long after start (or one interval, when shorter) (S13)."""
@@ -58,6 +69,9 @@ class NamesrvServer:
         kv_path = Path(config.kv_config_path).expanduser()
         self.nameserver = NameServer(config, self.route_table, KVConfigManager(kv_path))
         self.metrics = NamesrvMetrics(self.route_table)
+        self.grpc_metrics = GrpcServerMetrics(self.metrics.registry)
+        self.grpc_metrics.preregister(SERVICE_DESCRIPTORS)
+        self.sessions = BrokerSessions(self.nameserver, self.metrics)
         self.health = health.aio.HealthServicer()
         self.port = 0
         self._server: grpc.aio.Server | None = None
@@ -79,10 +93,18 @@ class NamesrvServer:
             ("grpc.max_receive_message_length", config.grpc_max_message_size),
             ("grpc.max_send_message_length", config.grpc_max_message_size),
             ("grpc.so_reuseport", 0),
+            # Find dead broker sessions (S15) even when no packet says so: ping every 10 s, give up after 5 s.
+            ("grpc.keepalive_time_ms", 10_000),
+            ("grpc.keepalive_timeout_ms", 5_000),
+            ("grpc.keepalive_permit_without_calls", 1),
+            ("grpc.http2.min_ping_interval_without_data_ms", 5_000),
+            ("grpc.http2.max_pings_without_data", 0),
         ]
-        server = grpc.aio.server(interceptors=[ErrorInterceptor()], options=options)
+        # The metrics interceptor wraps the error interceptor, so it counts the final status code.
+        interceptors = [GrpcMetricsInterceptor(self.grpc_metrics), ErrorInterceptor()]
+        server = grpc.aio.server(interceptors=interceptors, options=options)
         name_server_service_pb2_grpc.add_NameServerServiceServicer_to_server(
-            NameServerServicer(self.nameserver, self.metrics), server
+            NameServerServicer(self.nameserver, self.metrics, self.sessions), server
         )
         kv_config_service_pb2_grpc.add_KVConfigServiceServicer_to_server(
             KVConfigServicer(self.nameserver, self.metrics), server
@@ -129,6 +151,7 @@ class NamesrvServer:
         if grace_seconds is None:
             grace_seconds = self.config.shutdown_grace_period_millis / 1000
         await self.health.enter_graceful_shutdown()
+        self.sessions.close_all()
         if self._server is not None:
             await self._server.stop(grace_seconds)
         if self._scan_task is not None:

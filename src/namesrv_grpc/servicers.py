@@ -4,6 +4,7 @@ and results back. No rules live here; domain errors become statuses in
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc
@@ -18,6 +19,7 @@ from namesrv_grpc.body import data_version_from_proto, data_version_to_proto
 from namesrv_grpc.convert import cluster_info_to_proto, queue_data_from_proto, route_to_proto
 from namesrv_grpc.metrics import NamesrvMetrics
 from namesrv_grpc.processor import NameServer
+from namesrv_grpc.sessions import BrokerSessions
 
 Context = grpc.aio.ServicerContext[Any, Any]
 
@@ -25,9 +27,15 @@ Context = grpc.aio.ServicerContext[Any, Any]
 class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[misc]
     """``namesrv.v1.NameServerService``."""
 
-    def __init__(self, nameserver: NameServer, metrics: NamesrvMetrics) -> None:
+    def __init__(self, nameserver: NameServer, metrics: NamesrvMetrics, sessions: BrokerSessions) -> None:
         self._ns = nameserver
         self._metrics = metrics
+        self._sessions = sessions
+
+    def OpenBrokerSession(
+        self, request_iterator: AsyncIterator[ns_pb2.OpenBrokerSessionRequest], context: Context
+    ) -> AsyncIterator[ns_pb2.OpenBrokerSessionResponse]:
+        return self._sessions.serve(request_iterator, context)
 
     async def RegisterBroker(
         self, request: ns_pb2.RegisterBrokerRequest, context: Context
@@ -45,6 +53,7 @@ class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[mis
                 heartbeat_timeout_millis=request.heartbeat_timeout_millis,
                 enable_acting_master=request.enable_acting_master,
                 zone_name=request.zone_name,
+                instance_id=request.instance_id,
             )
         return ns_pb2.RegisterBrokerResponse(
             master_addr=result.master_addr, ha_server_addr=result.ha_server_addr, kv_table=kv_table

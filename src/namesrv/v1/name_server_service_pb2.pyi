@@ -8,7 +8,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class RegisterBrokerRequest(_message.Message):
-    __slots__ = ("cluster_name", "broker_name", "broker_id", "broker_addr", "ha_server_addr", "body", "body_crc32c", "compressed", "heartbeat_timeout_millis", "enable_acting_master", "zone_name")
+    __slots__ = ("cluster_name", "broker_name", "broker_id", "broker_addr", "ha_server_addr", "body", "body_crc32c", "compressed", "heartbeat_timeout_millis", "enable_acting_master", "zone_name", "instance_id")
     CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
     BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
@@ -20,6 +20,7 @@ class RegisterBrokerRequest(_message.Message):
     HEARTBEAT_TIMEOUT_MILLIS_FIELD_NUMBER: _ClassVar[int]
     ENABLE_ACTING_MASTER_FIELD_NUMBER: _ClassVar[int]
     ZONE_NAME_FIELD_NUMBER: _ClassVar[int]
+    INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
     cluster_name: str
     broker_name: str
     broker_id: int
@@ -31,7 +32,8 @@ class RegisterBrokerRequest(_message.Message):
     heartbeat_timeout_millis: int
     enable_acting_master: bool
     zone_name: str
-    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., broker_addr: _Optional[str] = ..., ha_server_addr: _Optional[str] = ..., body: _Optional[bytes] = ..., body_crc32c: _Optional[int] = ..., compressed: _Optional[bool] = ..., heartbeat_timeout_millis: _Optional[int] = ..., enable_acting_master: _Optional[bool] = ..., zone_name: _Optional[str] = ...) -> None: ...
+    instance_id: str
+    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., broker_addr: _Optional[str] = ..., ha_server_addr: _Optional[str] = ..., body: _Optional[bytes] = ..., body_crc32c: _Optional[int] = ..., compressed: _Optional[bool] = ..., heartbeat_timeout_millis: _Optional[int] = ..., enable_acting_master: _Optional[bool] = ..., zone_name: _Optional[str] = ..., instance_id: _Optional[str] = ...) -> None: ...
 
 class RegisterBrokerResponse(_message.Message):
     __slots__ = ("master_addr", "ha_server_addr", "kv_table")
@@ -205,3 +207,59 @@ class GetHasUnitSubUnUnitTopicListResponse(_message.Message):
     TOPICS_FIELD_NUMBER: _ClassVar[int]
     topics: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, topics: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class SessionHello(_message.Message):
+    __slots__ = ("cluster_name", "broker_name", "broker_id", "broker_addr", "instance_id")
+    CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
+    BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    BROKER_ADDR_FIELD_NUMBER: _ClassVar[int]
+    INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    cluster_name: str
+    broker_name: str
+    broker_id: int
+    broker_addr: str
+    instance_id: str
+    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., broker_addr: _Optional[str] = ..., instance_id: _Optional[str] = ...) -> None: ...
+
+class SessionHeartbeat(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class OpenBrokerSessionRequest(_message.Message):
+    __slots__ = ("hello", "heartbeat")
+    HELLO_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
+    hello: SessionHello
+    heartbeat: SessionHeartbeat
+    def __init__(self, hello: _Optional[_Union[SessionHello, _Mapping]] = ..., heartbeat: _Optional[_Union[SessionHeartbeat, _Mapping]] = ...) -> None: ...
+
+class SessionAccepted(_message.Message):
+    __slots__ = ("heartbeat_timeout_millis",)
+    HEARTBEAT_TIMEOUT_MILLIS_FIELD_NUMBER: _ClassVar[int]
+    heartbeat_timeout_millis: int
+    def __init__(self, heartbeat_timeout_millis: _Optional[int] = ...) -> None: ...
+
+class SessionRegisterRequired(_message.Message):
+    __slots__ = ("reason",)
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    reason: str
+    def __init__(self, reason: _Optional[str] = ...) -> None: ...
+
+class SessionMasterChanged(_message.Message):
+    __slots__ = ("master_addr", "ha_server_addr")
+    MASTER_ADDR_FIELD_NUMBER: _ClassVar[int]
+    HA_SERVER_ADDR_FIELD_NUMBER: _ClassVar[int]
+    master_addr: str
+    ha_server_addr: str
+    def __init__(self, master_addr: _Optional[str] = ..., ha_server_addr: _Optional[str] = ...) -> None: ...
+
+class OpenBrokerSessionResponse(_message.Message):
+    __slots__ = ("accepted", "register_required", "master_changed")
+    ACCEPTED_FIELD_NUMBER: _ClassVar[int]
+    REGISTER_REQUIRED_FIELD_NUMBER: _ClassVar[int]
+    MASTER_CHANGED_FIELD_NUMBER: _ClassVar[int]
+    accepted: SessionAccepted
+    register_required: SessionRegisterRequired
+    master_changed: SessionMasterChanged
+    def __init__(self, accepted: _Optional[_Union[SessionAccepted, _Mapping]] = ..., register_required: _Optional[_Union[SessionRegisterRequired, _Mapping]] = ..., master_changed: _Optional[_Union[SessionMasterChanged, _Mapping]] = ...) -> None: ...

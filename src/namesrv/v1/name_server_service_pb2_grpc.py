@@ -95,6 +95,11 @@ class NameServerServiceStub:
                 request_serializer=namesrv_dot_v1_dot_name__server__service__pb2.GetHasUnitSubUnUnitTopicListRequest.SerializeToString,
                 response_deserializer=namesrv_dot_v1_dot_name__server__service__pb2.GetHasUnitSubUnUnitTopicListResponse.FromString,
                 _registered_method=True)
+        self.OpenBrokerSession = channel.stream_stream(
+                '/namesrv.v1.NameServerService/OpenBrokerSession',
+                request_serializer=namesrv_dot_v1_dot_name__server__service__pb2.OpenBrokerSessionRequest.SerializeToString,
+                response_deserializer=namesrv_dot_v1_dot_name__server__service__pb2.OpenBrokerSessionResponse.FromString,
+                _registered_method=True)
 
 
 class NameServerServiceServicer:
@@ -136,7 +141,9 @@ class NameServerServiceServicer:
 
     def PickupTopicRoute(self, request, context):
         """Returns where a topic's queues live (GET_ROUTEINFO_BY_TOPIC, S18-S19).
-        Errors: INVALID_ARGUMENT / INVALID_FIELD; NOT_FOUND / TOPIC_ROUTE_NOT_FOUND.
+        Errors: INVALID_ARGUMENT / INVALID_FIELD; NOT_FOUND / TOPIC_ROUTE_NOT_FOUND; UNAVAILABLE /
+        NAMESRV_WARMING_UP during the warm-up after start when needWaitForService is on (ask another
+        NameServer; metadata "retry_after_seconds").
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -187,6 +194,20 @@ class NameServerServiceServicer:
 
     def GetHasUnitSubUnUnitTopicList(self, request, context):
         """Returns topics with UNIT_SUB but not UNIT (GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST, S24).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def OpenBrokerSession(self, request_iterator, context):
+        """A registered broker's liveness session (S15; RocketMQ: the broker's channel, whose close calls
+        onChannelDestroy). The broker sends `hello` first, then `heartbeat`s; the server answers each
+        `hello` with `accepted` or `register_required`, and pushes `register_required` when it no longer
+        knows the broker and `master_changed` to a slave whose master address changed.
+        When the stream ends for any reason (the agent exits or dies, the connection resets, keepalive
+        finds the peer dead), the broker is removed at once, unless a newer session or a registration
+        from another broker instance took over the address (S17).
+        Errors: INVALID_ARGUMENT / INVALID_FIELD (first message is not a valid hello).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -254,6 +275,11 @@ def add_NameServerServiceServicer_to_server(servicer, server):
                     servicer.GetHasUnitSubUnUnitTopicList,
                     request_deserializer=namesrv_dot_v1_dot_name__server__service__pb2.GetHasUnitSubUnUnitTopicListRequest.FromString,
                     response_serializer=namesrv_dot_v1_dot_name__server__service__pb2.GetHasUnitSubUnUnitTopicListResponse.SerializeToString,
+            ),
+            'OpenBrokerSession': grpc.stream_stream_rpc_method_handler(
+                    servicer.OpenBrokerSession,
+                    request_deserializer=namesrv_dot_v1_dot_name__server__service__pb2.OpenBrokerSessionRequest.FromString,
+                    response_serializer=namesrv_dot_v1_dot_name__server__service__pb2.OpenBrokerSessionResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -581,6 +607,33 @@ class NameServerService:
             '/namesrv.v1.NameServerService/GetHasUnitSubUnUnitTopicList',
             namesrv_dot_v1_dot_name__server__service__pb2.GetHasUnitSubUnUnitTopicListRequest.SerializeToString,
             namesrv_dot_v1_dot_name__server__service__pb2.GetHasUnitSubUnUnitTopicListResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def OpenBrokerSession(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/namesrv.v1.NameServerService/OpenBrokerSession',
+            namesrv_dot_v1_dot_name__server__service__pb2.OpenBrokerSessionRequest.SerializeToString,
+            namesrv_dot_v1_dot_name__server__service__pb2.OpenBrokerSessionResponse.FromString,
             options,
             channel_credentials,
             insecure,

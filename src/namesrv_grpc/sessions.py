@@ -1,0 +1,171 @@
+"""Broker liveness sessions (``OpenBrokerSession``, rule S15): RocketMQ removes a broker the moment its
+channel to the NameServer closes (``onChannelDestroy``); a gRPC stream plays that channel here.
+
+One session, as the server sees it::
+
+    broker                                   server
+    hello(cluster, name, id, addr, instance) -> bind to the registration  -> accepted(timeout)
+                                                 (not registered / other instance) -> register_required
+    heartbeat                                -> refresh lastUpdateTimestamp (no answer)
+                                                 (no longer bound)        -> register_required
+                                              <- master_changed (slaves, when their master changes)
+    stream ends (exit, crash, reset, keepalive) -> remove the broker if this session is still bound
+
+Outbound messages go through a bounded queue per session; a master-change notice that does not fit
+is dropped (the slave also learns its master from every registration answer, S10).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import grpc
+
+from namesrv.v1 import name_server_service_pb2 as ns_pb2
+from namesrv_grpc.errors import InvalidFieldError, NamesrvError
+from namesrv_grpc.grpc_errors import to_status
+from namesrv_grpc.metrics import NamesrvMetrics
+from namesrv_grpc.model import MASTER_ID
+from namesrv_grpc.processor import NameServer
+
+log = logging.getLogger(__name__)
+
+OUTBOUND_QUEUE_SIZE = 16
+"""Messages waiting to be sent on one session before notices are dropped."""
+
+Response = ns_pb2.OpenBrokerSessionResponse
+
+
+@dataclass(eq=False)
+class _Session:
+    outbound: asyncio.Queue[Response | None] = field(default_factory=lambda: asyncio.Queue(OUTBOUND_QUEUE_SIZE))
+    hello: ns_pb2.SessionHello | None = None
+    session_id: int = 0
+
+
+class BrokerSessions:
+    """Every open session of one NameServer, and the stream handler that serves them."""
+
+    def __init__(self, nameserver: NameServer, metrics: NamesrvMetrics) -> None:
+        self._ns = nameserver
+        self._metrics = metrics
+        self._open: set[_Session] = set()
+        self._slaves: dict[str, set[_Session]] = {}
+        nameserver.master_listeners.append(self._master_changed)
+
+    @property
+    def open_sessions(self) -> int:
+        """Streams open now (bound or not)."""
+        return len(self._open)
+
+    def close_all(self) -> None:
+        """End every session stream (server shutdown): sessions never complete by themselves, so
+        draining would otherwise wait out the whole grace period."""
+        for session in list(self._open):
+            with contextlib.suppress(asyncio.QueueFull):
+                session.outbound.put_nowait(None)
+
+    def _master_changed(self, broker_name: str, master_addr: str, ha_server_addr: str) -> None:
+        notice = Response(
+            master_changed=ns_pb2.SessionMasterChanged(master_addr=master_addr, ha_server_addr=ha_server_addr)
+        )
+        for session in self._slaves.get(broker_name, ()):
+            try:
+                session.outbound.put_nowait(notice)
+            except asyncio.QueueFull:
+                log.warning("session of %s: outbound queue full, master notice dropped", session.hello)
+
+    async def serve(
+        self, requests: AsyncIterator[ns_pb2.OpenBrokerSessionRequest], context: grpc.aio.ServicerContext[Any, Any]
+    ) -> AsyncIterator[Response]:
+        """The ``OpenBrokerSession`` handler: yields responses until the stream ends, then ends the
+        session (S15)."""
+        session = _Session()
+        self._open.add(session)
+        reader = asyncio.create_task(self._read(requests, session))
+        try:
+            while True:
+                response = await session.outbound.get()
+                if response is None:
+                    break
+                yield response
+            error = reader.exception() if reader.done() else None
+            if isinstance(error, NamesrvError):
+                status = to_status(error)
+                await context.abort(status.code, status.details, status.trailing_metadata)
+        finally:
+            reader.cancel()
+            self._open.discard(session)
+            self._end(session)
+
+    async def _read(self, requests: AsyncIterator[ns_pb2.OpenBrokerSessionRequest], session: _Session) -> None:
+        """Handle incoming messages; put None on the outbound queue when the stream ends or fails."""
+        try:
+            async for request in requests:
+                for response in self._handle(session, request):
+                    await session.outbound.put(response)
+        except asyncio.CancelledError:
+            raise
+        except BaseException:
+            await session.outbound.put(None)
+            raise
+        await session.outbound.put(None)
+
+    def _handle(self, session: _Session, request: ns_pb2.OpenBrokerSessionRequest) -> list[Response]:
+        kind = request.WhichOneof("kind")
+        if kind == "hello":
+            return self._hello(session, request.hello)
+        if kind != "heartbeat":
+            raise InvalidFieldError("kind", "a session message must be a hello or a heartbeat")
+        if session.hello is None:
+            raise InvalidFieldError("hello", "the first message of a session must be a hello")
+        if session.session_id and self._ns.route_table.session_heartbeat(session.hello.broker_addr, session.session_id):
+            return []
+        session.session_id = 0
+        reason = "this broker instance is not registered here any more (removed, expired or replaced)"
+        return [Response(register_required=ns_pb2.SessionRegisterRequired(reason=reason))]
+
+    def _hello(self, session: _Session, hello: ns_pb2.SessionHello) -> list[Response]:
+        self._forget(session)
+        bound = self._ns.bind_session(
+            cluster_name=hello.cluster_name,
+            broker_name=hello.broker_name,
+            broker_id=hello.broker_id,
+            broker_addr=hello.broker_addr,
+            instance_id=hello.instance_id,
+        )
+        session.hello = hello
+        if bound is None:
+            session.session_id = 0
+            reason = f"{hello.broker_addr} is not registered here as {hello.broker_name} id {hello.broker_id}"
+            return [Response(register_required=ns_pb2.SessionRegisterRequired(reason=reason))]
+        session.session_id, timeout = bound
+        responses = [Response(accepted=ns_pb2.SessionAccepted(heartbeat_timeout_millis=timeout))]
+        if hello.broker_id != MASTER_ID:
+            self._slaves.setdefault(hello.broker_name, set()).add(session)
+            master_addr, ha_addr = self._ns.route_table.master_of(hello.broker_name)
+            notice = ns_pb2.SessionMasterChanged(master_addr=master_addr, ha_server_addr=ha_addr)
+            responses.append(Response(master_changed=notice))
+        return responses
+
+    def _forget(self, session: _Session) -> None:
+        if session.hello is not None:
+            slaves = self._slaves.get(session.hello.broker_name)
+            if slaves is not None:
+                slaves.discard(session)
+                if not slaves:
+                    del self._slaves[session.hello.broker_name]
+
+    def _end(self, session: _Session) -> None:
+        self._forget(session)
+        if (
+            session.hello is not None
+            and session.session_id
+            and self._ns.session_ended(session.hello.broker_addr, session.session_id) is not None
+        ):
+            self._metrics.session_losses.inc()
