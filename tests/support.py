@@ -8,7 +8,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,10 +67,15 @@ class NamesrvProcess:
             self.process.kill()
             raise
 
+    @property
+    def stderr_path(self) -> Path:
+        """Where the server's log (stderr) goes: a file, so a chatty server never blocks on a full pipe."""
+        return self.workdir / "namesrv.stderr"
+
     def output(self) -> tuple[str, str]:
         """stdout and stderr, after the process ended."""
         out, err = self.process.communicate(timeout=15)
-        return out, err
+        return out, err if err is not None else self.stderr_path.read_text()
 
 
 @dataclass
@@ -96,13 +101,14 @@ def spawn_namesrv(workdir: Path, *extra: str) -> NamesrvProcess:
         "--config-store-path", str(workdir / "namesrv.properties"),
         *extra,
     ]  # fmt: skip
-    process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
+    with (workdir / "namesrv.stderr").open("a") as stderr:
+        process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=stderr, text=True, env=_env())
     assert process.stdout is not None
     line = process.stdout.readline()
     if "boot success" not in line:
         process.kill()
-        _, err = process.communicate(timeout=10)
-        raise RuntimeError(f"namesrv did not start: {line!r} {err}")
+        process.communicate(timeout=10)
+        raise RuntimeError(f"namesrv did not start: {line!r} {(workdir / 'namesrv.stderr').read_text()}")
     port = int(line.rsplit(":", 1)[1])
     server = NamesrvProcess(process, port, workdir)
     wait_serving(server.address)
@@ -137,7 +143,6 @@ def running_namesrv(workdir: Path, *extra: str) -> Iterator[NamesrvProcess]:
         if server.process.poll() is None:
             server.stop()
         server.process.stdout.close()  # type: ignore[union-attr]
-        server.process.stderr.close()  # type: ignore[union-attr]
 
 
 def spawn_agent(*args: str) -> subprocess.Popen[str]:
@@ -214,3 +219,51 @@ class FakeClock:
 
     def advance(self, millis: int) -> None:
         self.now += millis
+
+
+class LineWatcher:
+    """Collects a process's stderr (or stdout) lines in a background thread, so tests can wait for a
+    log line without blocking on the pipe."""
+
+    def __init__(self, stream: object) -> None:
+        import threading
+
+        self.lines: list[str] = []
+        self._cond = threading.Condition()
+        self._thread = threading.Thread(target=self._pump, args=(stream,), daemon=True)
+        self._thread.start()
+
+    def _pump(self, stream: object) -> None:
+        for line in stream:  # type: ignore[attr-defined]
+            with self._cond:
+                self.lines.append(line)
+                self._cond.notify_all()
+
+    def wait_for(self, text: str, count: int = 1, timeout: float = 20) -> None:
+        """Wait until ``count`` lines contain ``text``; raise AssertionError with the lines otherwise."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while sum(text in line for line in self.lines) < count:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise AssertionError(f"no {count} lines with {text!r} in:\n" + "".join(self.lines[-40:]))
+                self._cond.wait(left)
+
+
+def free_port() -> int:
+    """A TCP port that was free on 127.0.0.1 a moment ago."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def poll_until(check: Callable[[], bool], timeout: float, interval: float = 0.01) -> float:
+    """Poll ``check`` until it is true; return the seconds it took. Raise AssertionError on timeout."""
+    start = time.monotonic()
+    while not check():
+        if time.monotonic() - start > timeout:
+            raise AssertionError(f"condition not met within {timeout} s")
+        time.sleep(interval)
+    return time.monotonic() - start

@@ -1,0 +1,293 @@
+"""Stateful property test of the route table: random sequences of registrations, unregistrations,
+heartbeats, expiry scans and admin operations keep the five tables consistent with each other."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+from namesrv_grpc.errors import BrokerNameNotRegisteredError, BrokerNotRegisteredError, StaleBrokerStateError
+from namesrv_grpc.model import PERM_WRITE, DataVersion, QueueData, TopicConfig
+from namesrv_grpc.route_table import RouteInfoManager
+from tests.support import FakeClock
+
+CLUSTERS = ["c1", "c2"]
+BROKER_NAMES = ["broker-a", "broker-b", "broker-c"]
+ADDRS = [f"10.0.0.{i}:10911" for i in range(1, 6)]
+TOPICS = ["T0", "T1", "T2", "T3"]
+
+clusters = st.sampled_from(CLUSTERS)
+broker_names = st.sampled_from(BROKER_NAMES)
+broker_ids = st.integers(0, 2)
+addrs = st.sampled_from(ADDRS)
+topic_names = st.sampled_from(TOPICS)
+topic_configs = st.builds(
+    TopicConfig,
+    topic_name=topic_names,
+    read_queue_nums=st.integers(0, 8),
+    write_queue_nums=st.integers(0, 8),
+    perm=st.integers(0, 15),
+    topic_sys_flag=st.integers(0, 3),
+)
+topic_sets = st.lists(topic_configs, max_size=4, unique_by=lambda t: t.topic_name)
+data_versions = st.builds(DataVersion, st.integers(0, 2), st.integers(0, 2), st.integers(0, 2))
+filter_lists = st.lists(st.sampled_from(["10.9.0.1:1", "10.9.0.2:1"]), max_size=2)
+timeouts = st.sampled_from([0, 1_000, 10_000, 60_000])
+
+
+def snapshot(rt: RouteInfoManager) -> Any:
+    return copy.deepcopy(
+        (
+            rt.topic_queue_table,
+            rt.broker_addr_table,
+            rt.cluster_addr_table,
+            rt.broker_live_table,
+            rt.filter_server_table,
+            rt.topics_by_broker_name,
+        )
+    )
+
+
+class RouteTableMachine(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.clock = FakeClock()
+        self.rt = RouteInfoManager(self.clock)
+        self.sessions: list[tuple[str, int]] = []
+
+    @initialize(delete_topics=st.booleans())
+    def configure(self, delete_topics: bool) -> None:
+        self.rt.delete_topic_with_broker_registration = delete_topics
+
+    # ------------------------------------------------------------------ rules
+
+    @rule(
+        cluster=clusters,
+        name=broker_names,
+        broker_id=broker_ids,
+        addr=addrs,
+        topics=topic_sets,
+        version=data_versions,
+        filters=filter_lists,
+        timeout=timeouts,
+        instance=st.sampled_from(["", "run-1", "run-2"]),
+    )
+    def register(
+        self,
+        cluster: str,
+        name: str,
+        broker_id: int,
+        addr: str,
+        topics: list[TopicConfig],
+        version: DataVersion,
+        filters: list[str],
+        timeout: int,
+        instance: str,
+    ) -> None:
+        before = snapshot(self.rt)
+        try:
+            self.rt.register_broker(
+                cluster_name=cluster,
+                broker_name=name,
+                broker_id=broker_id,
+                broker_addr=addr,
+                data_version=version,
+                topic_configs={t.topic_name: t for t in topics},
+                filter_server_list=filters,
+                heartbeat_timeout_millis=timeout,
+                instance_id=instance,
+            )
+        except StaleBrokerStateError:
+            assert snapshot(self.rt) == before
+            return
+        live = self.rt.broker_live_table[addr]
+        assert (live.cluster, live.broker_name, live.broker_id) == (cluster, name, broker_id)
+        assert (live.data_version, live.last_update_timestamp) == (version, self.clock.now)
+        assert self.rt.broker_addr_table[name].broker_addrs[broker_id] == addr
+        assert name in self.rt.cluster_addr_table[cluster]
+        assert self.rt.filter_server_table.get(addr, []) == filters
+
+    @rule(cluster=clusters, name=broker_names, broker_id=broker_ids, addr=addrs)
+    def unregister_random(self, cluster: str, name: str, broker_id: int, addr: str) -> None:
+        self.rt.unregister_broker(cluster_name=cluster, broker_name=name, broker_id=broker_id, broker_addr=addr)
+
+    @precondition(lambda self: bool(self.rt.broker_live_table))
+    @rule(data=st.data())
+    def unregister_registered(self, data: st.DataObject) -> None:
+        addr = data.draw(st.sampled_from(sorted(self.rt.broker_live_table)))
+        live = self.rt.broker_live_table[addr]
+        removed = self.rt.unregister_broker(
+            cluster_name=live.cluster, broker_name=live.broker_name, broker_id=live.broker_id, broker_addr=addr
+        )
+        assert removed is not None
+        assert addr not in self.rt.broker_live_table
+
+    @rule(cluster=clusters, name=broker_names, broker_id=broker_ids, addr=addrs)
+    def heartbeat(self, cluster: str, name: str, broker_id: int, addr: str) -> None:
+        try:
+            self.rt.heartbeat(cluster_name=cluster, broker_name=name, broker_id=broker_id, broker_addr=addr)
+        except BrokerNotRegisteredError:
+            live = self.rt.broker_live_table.get(addr)
+            assert live is None or live.cluster != cluster
+        else:
+            assert self.rt.broker_live_table[addr].last_update_timestamp == self.clock.now
+
+    @rule(millis=st.integers(0, 130_000))
+    def advance_and_scan(self, millis: int) -> None:
+        self.clock.advance(millis)
+        now = self.clock.now
+        expired = {a for a, live in self.rt.broker_live_table.items() if live.expired(now)}
+        removed = self.rt.scan_not_active_broker()
+        assert {r.broker_addr for r in removed} == expired
+        assert all(r.reason == "expired" for r in removed)
+        for live in self.rt.broker_live_table.values():
+            assert live.last_update_timestamp + live.heartbeat_timeout_millis >= now
+
+    @precondition(lambda self: bool(self.rt.broker_live_table))
+    @rule(data=st.data())
+    def bind_session(self, data: st.DataObject) -> None:
+        addr = data.draw(st.sampled_from(sorted(self.rt.broker_live_table)))
+        live = self.rt.broker_live_table[addr]
+        bound = self.rt.bind_session(
+            cluster_name=live.cluster,
+            broker_name=live.broker_name,
+            broker_id=live.broker_id,
+            broker_addr=addr,
+            instance_id=live.instance_id,
+        )
+        assert bound is not None
+        assert bound[0] not in {sid for _, sid in self.sessions}
+        assert live.last_update_timestamp == self.clock.now
+        self.sessions.append((addr, bound[0]))
+
+    @precondition(lambda self: bool(self.sessions))
+    @rule(data=st.data(), end=st.booleans())
+    def session_event(self, data: st.DataObject, end: bool) -> None:
+        addr, session_id = data.draw(st.sampled_from(self.sessions))
+        live = self.rt.broker_live_table.get(addr)
+        bound = live is not None and live.session_id == session_id
+        before = snapshot(self.rt)
+        if end:
+            removed = self.rt.remove_if_session(addr, session_id, "session ended")
+            assert (removed is not None) == bound
+            if removed is None:
+                assert snapshot(self.rt) == before
+        else:
+            assert self.rt.session_heartbeat(addr, session_id) == bound
+
+    @rule(name=broker_names, wipe=st.booleans())
+    def write_perm(self, name: str, wipe: bool) -> None:
+        expected = len(self.rt.topics_by_broker_name.get(name, ()))
+        if wipe:
+            assert self.rt.wipe_write_perm_of_broker(name) == expected
+            assert all(q.perm & PERM_WRITE == 0 for m in self.rt.topic_queue_table.values() if (q := m.get(name)))
+        else:
+            assert self.rt.add_write_perm_of_broker(name) == expected
+            assert all(q.perm == 6 for m in self.rt.topic_queue_table.values() if (q := m.get(name)))
+
+    @rule(topic=topic_names, cluster=st.sampled_from(["", *CLUSTERS]))
+    def delete_topic(self, topic: str, cluster: str) -> None:
+        self.rt.delete_topic(topic, cluster)
+        if not cluster:
+            assert topic not in self.rt.topic_queue_table
+        else:
+            remaining = self.rt.topic_queue_table.get(topic, {})
+            assert not set(remaining) & self.rt.cluster_addr_table.get(cluster, set())
+
+    @rule(
+        topic=topic_names,
+        names=st.lists(broker_names, min_size=1, max_size=3, unique=True),
+        read=st.integers(0, 8),
+        perm=st.integers(0, 15),
+    )
+    def register_topic(self, topic: str, names: list[str], read: int, perm: int) -> None:
+        before = snapshot(self.rt)
+        queue_datas = [QueueData(n, read, read, perm) for n in names]
+        try:
+            self.rt.register_topic(topic, queue_datas)
+        except BrokerNameNotRegisteredError:
+            assert any(n not in self.rt.broker_addr_table for n in names)
+            assert snapshot(self.rt) == before
+        else:
+            for q in queue_datas:
+                assert self.rt.topic_queue_table[topic][q.broker_name] == q
+
+    @rule(cluster=clusters, name=broker_names, broker_id=broker_ids, addr=addrs, version=data_versions)
+    def query_data_version(self, cluster: str, name: str, broker_id: int, addr: str, version: DataVersion) -> None:
+        changed, stored = self.rt.query_data_version(
+            cluster_name=cluster, broker_name=name, broker_id=broker_id, broker_addr=addr, data_version=version
+        )
+        if stored is None:
+            assert changed
+        else:
+            assert changed == (stored != version)
+
+    # ------------------------------------------------------------------ invariants
+
+    @invariant()
+    def cluster_sets_name_registered_broker_names(self) -> None:
+        for cluster, names in self.rt.cluster_addr_table.items():
+            assert names, f"empty cluster set {cluster}"
+            for name in names:
+                assert name in self.rt.broker_addr_table, f"{name} of {cluster} has no BrokerData"
+        in_some_cluster = set().union(*self.rt.cluster_addr_table.values())
+        assert set(self.rt.broker_addr_table) <= in_some_cluster
+
+    @invariant()
+    def queue_data_broker_names_registered(self) -> None:
+        for topic, queue_data_map in self.rt.topic_queue_table.items():
+            assert queue_data_map, f"topic {topic} left with no QueueData"
+            for name, queue_data in queue_data_map.items():
+                assert queue_data.broker_name == name
+                assert name in self.rt.broker_addr_table, f"QueueData of {topic} on {name} has no BrokerData"
+
+    @invariant()
+    def broker_data_addresses_unique_and_live(self) -> None:
+        seen: dict[str, str] = {}
+        for name, broker_data in self.rt.broker_addr_table.items():
+            assert broker_data.broker_name == name
+            assert broker_data.broker_addrs, f"empty BrokerData {name}"
+            addresses = list(broker_data.broker_addrs.values())
+            assert len(addresses) == len(set(addresses)), f"address twice in {name}: {broker_data.broker_addrs}"
+            for broker_id, addr in broker_data.broker_addrs.items():
+                assert addr not in seen, f"{addr} in both {seen.get(addr)} and {name}"
+                seen[addr] = name
+                live = self.rt.broker_live_table.get(addr)
+                assert live is not None, f"{addr} of {name} is not live"
+                assert (live.broker_name, live.broker_id) == (name, broker_id)
+        assert set(self.rt.broker_live_table) == set(seen), "a live address is in no BrokerData"
+
+    @invariant()
+    def filter_servers_only_for_live_addresses(self) -> None:
+        for addr, servers in self.rt.filter_server_table.items():
+            assert servers, f"empty filter-server list for {addr}"
+            assert addr in self.rt.broker_live_table
+
+    @invariant()
+    def topic_index_agrees_with_topic_queue_table(self) -> None:
+        expected: dict[str, set[str]] = {}
+        for topic, queue_data_map in self.rt.topic_queue_table.items():
+            for name in queue_data_map:
+                expected.setdefault(name, set()).add(topic)
+        assert self.rt.topics_by_broker_name == expected
+
+    @invariant()
+    def routes_readable(self) -> None:
+        for topic in self.rt.topic_queue_table:
+            route = self.rt.pickup_topic_route_data(topic)
+            assert route is not None
+            assert [q.broker_name for q in route.queue_datas] == [b.broker_name for b in route.broker_datas]
+
+
+RouteTableMachine.TestCase.settings = settings(
+    max_examples=200,
+    stateful_step_count=30,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+TestRouteTableStateMachine = RouteTableMachine.TestCase
