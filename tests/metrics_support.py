@@ -1,0 +1,93 @@
+"""Helpers of the metrics and deployment tests: free ports, scraping /metrics over HTTP, and the
+prometheus / promtool binaries."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import time
+import urllib.request
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@dataclass(frozen=True)
+class Sample:
+    name: str
+    labels: Mapping[str, str]
+    value: float
+
+
+@dataclass(frozen=True)
+class Scrape:
+    """One scrape of a /metrics page: family types by family name, and every sample."""
+
+    types: Mapping[str, str]
+    samples: tuple[Sample, ...]
+
+    def find(self, name: str, **labels: str) -> list[Sample]:
+        """Samples named ``name`` whose labels include ``labels``."""
+        return [s for s in self.samples if s.name == name and all(s.labels.get(k) == v for k, v in labels.items())]
+
+    def value(self, name: str, **labels: str) -> float:
+        """The value of the one sample named ``name`` with (at least) ``labels``."""
+        found = self.find(name, **labels)
+        assert len(found) == 1, f"{name}{labels}: {len(found)} samples: {found[:5]}"
+        return found[0].value
+
+    def names(self) -> set[str]:
+        return {s.name for s in self.samples}
+
+
+def parse(text: str) -> Scrape:
+    types: dict[str, str] = {}
+    samples: list[Sample] = []
+    for family in text_string_to_metric_families(text):
+        types[family.name] = family.type
+        samples.extend(Sample(s.name, dict(s.labels), s.value) for s in family.samples)
+    return Scrape(types, tuple(samples))
+
+
+def scrape(url: str, timeout: float = 10) -> Scrape:
+    """GET ``url`` (a /metrics page), retrying while it does not answer yet, and parse it."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                return parse(response.read().decode("utf-8"))
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float, what: str, interval: float = 0.05) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(interval)
+
+
+def require_binary(name: str) -> str:
+    """The path of ``name`` (promtool, prometheus). Missing: the test is skipped, or fails when
+    NAMESRV_REQUIRE_PROMETHEUS=1 (``make test`` sets it; scripts/install-prometheus.sh installs it)."""
+    path = shutil.which(name)
+    if path is None:
+        message = f"{name} is not installed (run scripts/install-prometheus.sh)"
+        if os.environ.get("NAMESRV_REQUIRE_PROMETHEUS") == "1":
+            pytest.fail(message)
+        pytest.skip(message)
+    return path

@@ -1,0 +1,457 @@
+"""deploy/: Prometheus config and alert rules (promtool, offline), the Grafana dashboard's PromQL
+(promtool) and provisioning, the Kubernetes manifests (kubernetes-validate, strict schemas), and
+docker-compose.yml and the Dockerfile checked structurally (no Docker engine here), plus the two
+container health-check scripts run against real processes."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate.utils as kv  # type: ignore[import-untyped]
+import pytest
+import yaml
+from prometheus_client import generate_latest, start_http_server
+
+from broker_agent.config import load_broker_config
+from broker_agent.metrics import AgentMetrics
+from namesrv_grpc.grpc_metrics import GrpcServerMetrics
+from namesrv_grpc.metrics import NamesrvMetrics
+from namesrv_grpc.properties import read_properties
+from namesrv_grpc.route_table import RouteInfoManager
+from namesrv_grpc.server import SERVICE_DESCRIPTORS
+from tests.metrics_support import free_port, parse, require_binary
+from tests.support import ROOT, NamesrvProcess
+
+DEPLOY = ROOT / "deploy"
+PROMETHEUS = DEPLOY / "prometheus"
+GRAFANA = DEPLOY / "grafana"
+DASHBOARD = GRAFANA / "dashboards" / "namesrv.json"
+KUBERNETES = DEPLOY / "kubernetes"
+KUBERNETES_VERSIONS = ("1.33", kv.latest_version())
+"""Native sidecars are GA from 1.33; the newest schema kubernetes-validate ships."""
+
+ALERTS = {
+    "NamesrvDown",
+    "NamesrvNoLiveBrokers",
+    "NamesrvBrokerExpirationBurst",
+    "NamesrvBrokerSessionLossBurst",
+    "NamesrvLiveBrokersDisagree",
+    "NamesrvTopicsDisagree",
+    "NamesrvRegistrationLatencyHigh",
+    "NamesrvRouteLookupLatencyHigh",
+    "BrokerAgentDown",
+    "BrokerAgentCannotRegister",
+}
+GRAFANA_VARIABLES = {"$__rate_interval": "5m", "$__interval": "1m", "$__range": "1h"}
+
+
+def load_yaml(path: Path) -> Any:
+    return yaml.safe_load(path.read_text(encoding="utf-8"))
+
+
+def promtool(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([require_binary("promtool"), *args], capture_output=True, text=True, timeout=60)
+
+
+# --- Prometheus ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("config", ["prometheus.yml", "prometheus-kubernetes.yml"])
+def test_promtool_check_config(config: str) -> None:
+    result = promtool("check", "config", str(PROMETHEUS / config))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "SUCCESS" in result.stdout
+
+
+def test_promtool_check_and_test_rules() -> None:
+    checked = promtool("check", "rules", str(PROMETHEUS / "alerts.yml"))
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert f"SUCCESS: {len(ALERTS)} rules found" in checked.stdout
+    tested = promtool("test", "rules", str(PROMETHEUS / "alerts_test.yml"))
+    assert tested.returncode == 0, tested.stdout + tested.stderr
+
+
+def alert_rules() -> list[dict[str, Any]]:
+    return [rule for group in load_yaml(PROMETHEUS / "alerts.yml")["groups"] for rule in group["rules"]]
+
+
+def test_every_alert_has_firing_and_quiet_unit_tests() -> None:
+    rules = alert_rules()
+    assert {rule["alert"] for rule in rules} == ALERTS
+    for rule in rules:
+        assert rule["labels"]["severity"] in {"critical", "warning"}, rule["alert"]
+        assert {"summary", "description"} <= set(rule["annotations"]), rule["alert"]
+    firing: set[str] = set()
+    quiet: set[str] = set()
+    for test in load_yaml(PROMETHEUS / "alerts_test.yml")["tests"]:
+        for case in test["alert_rule_test"]:
+            (firing if case["exp_alerts"] else quiet).add(case["alertname"])
+    assert firing == ALERTS, "alerts without a test that expects them to fire"
+    assert quiet == ALERTS, "alerts without a test that expects them not to fire"
+
+
+def test_scrape_configs_name_the_jobs_the_alerts_use() -> None:
+    for config in ("prometheus.yml", "prometheus-kubernetes.yml"):
+        document = load_yaml(PROMETHEUS / config)
+        assert document["rule_files"] == ["alerts.yml"]
+        assert [job["job_name"] for job in document["scrape_configs"]] == ["namesrv", "broker-agent"]
+    jobs = set(re.findall(r'job="([^"]+)"', (PROMETHEUS / "alerts.yml").read_text(encoding="utf-8")))
+    assert jobs == {"namesrv", "broker-agent"}
+
+
+def exported_names() -> set[str]:
+    """Every sample name the NameServer and the agent export (in-process registries)."""
+    namesrv = NamesrvMetrics(RouteInfoManager())
+    GrpcServerMetrics(namesrv.registry).preregister(SERVICE_DESCRIPTORS)
+    agent = AgentMetrics()
+    agent.observe_registration("10.0.0.1:9876", None, 0.01)
+    names = {"up"}
+    for registry in (namesrv.registry, agent.registry):
+        names |= parse(generate_latest(registry).decode()).names()
+    return names
+
+
+def dashboard_exprs() -> dict[str, str]:
+    """Every PromQL expression of the dashboard, by "panel title/refId"."""
+    dashboard = json.loads(DASHBOARD.read_text(encoding="utf-8"))
+    exprs = {}
+    for panel in dashboard["panels"]:
+        for target in panel.get("targets", []):
+            exprs[f"{panel['title']}/{target['refId']}"] = target["expr"]
+    return exprs
+
+
+def test_every_metric_in_alerts_and_dashboard_is_exported() -> None:
+    names = exported_names()
+    used = set()
+    texts = [rule["expr"] for rule in alert_rules()] + list(dashboard_exprs().values())
+    for text in texts:
+        used |= set(re.findall(r"\b(?:namesrv|broker_agent|grpc_server)_[a-z0-9_]+\b", text))
+    assert used, "no metric names found"
+    assert used <= names, f"not exported: {sorted(used - names)}"
+
+
+# --- Grafana ------------------------------------------------------------------------------------
+
+
+def test_dashboard_promql_checked_by_promtool(tmp_path: Path) -> None:
+    """Every expression, with Grafana's variables replaced, as a recording rule for promtool."""
+    rules = []
+    for index, (where, expr) in enumerate(sorted(dashboard_exprs().items())):
+        for variable, value in GRAFANA_VARIABLES.items():
+            expr = expr.replace(variable, value)
+        assert "$" not in expr, f"{where}: unknown variable in {expr}"
+        rules.append({"record": f"dashboard:expr_{index}", "expr": expr})
+    path = tmp_path / "dashboard_rules.yml"
+    path.write_text(yaml.safe_dump({"groups": [{"name": "dashboard", "rules": rules}]}), encoding="utf-8")
+    result = promtool("check", "rules", str(path))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"SUCCESS: {len(rules)} rules found" in result.stdout
+
+
+def test_dashboard_panels_and_provisioning() -> None:
+    dashboard = json.loads(DASHBOARD.read_text(encoding="utf-8"))
+    panels = dashboard["panels"]
+    titles = {panel["title"] for panel in panels}
+    for wanted in (
+        "Live brokers per NameServer",
+        "Route lookups/s",
+        "Route lookup p99",
+        "Registrations by result",
+        "Expirations and session losses",
+        "NameServer disagreement",
+    ):
+        assert wanted in titles
+    ids = [panel["id"] for panel in panels]
+    assert len(ids) == len(set(ids))
+    datasources = load_yaml(GRAFANA / "provisioning" / "datasources" / "prometheus.yaml")["datasources"]
+    assert [(d["type"], d["uid"]) for d in datasources] == [("prometheus", "prometheus")]
+    for panel in panels:
+        if panel["type"] != "row":
+            assert panel["datasource"] == {"type": "prometheus", "uid": "prometheus"}, panel["title"]
+            assert panel["targets"], panel["title"]
+    provider = load_yaml(GRAFANA / "provisioning" / "dashboards" / "namesrv.yaml")["providers"][0]
+    grafana = load_yaml(DEPLOY / "docker-compose.yml")["services"]["grafana"]
+    mounts = dict(volume.split(":")[:2] for volume in grafana["volumes"])
+    assert mounts["./grafana/dashboards"] == provider["options"]["path"]
+    assert mounts["./grafana/provisioning"] == "/etc/grafana/provisioning"
+    assert datasources[0]["url"] == "http://prometheus:9090"
+
+
+# --- Kubernetes ---------------------------------------------------------------------------------
+
+
+def manifests() -> list[tuple[str, dict[str, Any]]]:
+    documents = []
+    for path in sorted(KUBERNETES.glob("*.yaml")):
+        for document in yaml.safe_load_all(path.read_text(encoding="utf-8")):
+            if document:
+                documents.append((path.name, document))
+    return documents
+
+
+@pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
+def test_kubernetes_manifests_validate(version: str) -> None:
+    documents = manifests()
+    kinds = sorted(document["kind"] for _, document in documents)
+    namesrv_kinds = ["Namespace", "Service", "Service", "StatefulSet", "PodDisruptionBudget"]
+    assert kinds == sorted([*namesrv_kinds, "ConfigMap", "Service", "StatefulSet"])
+    for name, document in documents:
+        try:
+            kv.validate(document, version, strict=True)
+        except kv.ValidationError as error:
+            pytest.fail(f"{name} {document['kind']}/{document['metadata']['name']}: {error.message}")
+
+
+def test_kubernetes_validation_rejects_a_broken_manifest() -> None:
+    """The validator really looks: a misspelled field and a wrong type are refused."""
+    statefulset = next(d for _, d in manifests() if d["kind"] == "StatefulSet")
+    misspelled = json.loads(json.dumps(statefulset))
+    misspelled["spec"]["template"]["spec"]["containers"][0]["readinessProbes"] = {}
+    wrong_type = json.loads(json.dumps(statefulset))
+    wrong_type["spec"]["replicas"] = "two"
+    for broken in (misspelled, wrong_type):
+        with pytest.raises(kv.ValidationError):
+            kv.validate(broken, KUBERNETES_VERSIONS[0], strict=True)
+
+
+def find(kind: str, name: str) -> dict[str, Any]:
+    return next(d for _, d in manifests() if d["kind"] == kind and d["metadata"]["name"] == name)
+
+
+def test_namesrv_statefulset_headless_service_probes_and_budget() -> None:
+    statefulset = find("StatefulSet", "namesrv")
+    service = find("Service", statefulset["spec"]["serviceName"])
+    assert service["spec"]["clusterIP"] == "None"
+    pod = statefulset["spec"]["template"]
+    labels = pod["metadata"]["labels"]
+    assert service["spec"]["selector"].items() <= labels.items()
+    assert statefulset["spec"]["replicas"] >= 2
+    container = pod["spec"]["containers"][0]
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert {p["name"] for p in service["spec"]["ports"]} == {"grpc", "metrics"}
+    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+        assert container[probe]["grpc"]["port"] == ports["grpc"], probe
+    assert f"--port={ports['grpc']}" in container["args"]
+    assert f"--metrics-port={ports['metrics']}" in container["args"]
+    assert {"cpu", "memory"} <= set(container["resources"]["requests"])
+    assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
+    budget = find("PodDisruptionBudget", "namesrv")
+    assert budget["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    assert budget["spec"]["minAvailable"] < statefulset["spec"]["replicas"]
+
+
+def test_broker_pod_runs_the_agent_as_a_native_sidecar(tmp_path: Path) -> None:
+    statefulset = find("StatefulSet", "broker-a")
+    pod = statefulset["spec"]["template"]["spec"]
+    (agent,) = pod["initContainers"]
+    assert agent["restartPolicy"] == "Always"
+    broker = next(c for c in pod["containers"] if c["name"] == "broker")
+    args = dict(arg.split("=", 1) for arg in agent["args"][1:] if "=" in arg)
+    assert agent["args"][0] == "broker-agent"
+    namesrv = find("StatefulSet", "namesrv")
+    namespace = namesrv["metadata"]["namespace"]
+    assert args["--namesrv-addr"] == f"{namesrv['spec']['serviceName']}.{namespace}.svc.cluster.local:9876"
+    # broker.conf and topics.json come from volumes the broker mounts too; the agent only reads them
+    agent_mounts = {m["mountPath"]: m for m in agent["volumeMounts"]}
+    broker_mounts = {m["mountPath"]: m["name"] for m in broker["volumeMounts"]}
+    config_dir = str(Path(args["--broker-config"]).parent)
+    store_dir = str(Path(args["--topics-json"]).parent.parent)
+    for path in (config_dir, store_dir):
+        assert agent_mounts[path]["readOnly"] is True
+        assert broker_mounts[path] == agent_mounts[path]["name"]
+    assert args["--topics-json"].endswith("/config/topics.json")
+    ports = {p["name"]: p["containerPort"] for p in agent["ports"]}
+    assert args["--metrics-port"] == str(ports["agent-metrics"])
+    assert {"cpu", "memory"} <= set(agent["resources"]["requests"])
+    # The broker.conf of the ConfigMap is one the agent accepts, and it says where topics.json is.
+    config_map = find("ConfigMap", pod["volumes"][0]["configMap"]["name"])
+    conf = tmp_path / "broker.conf"
+    conf.write_text(config_map["data"]["broker.conf"], encoding="utf-8")
+    config = load_broker_config(read_properties(conf), str(conf), namesrv_addr_override="ns:9876", environ={})
+    assert str(config.default_topics_json) == args["--topics-json"]
+    # Prometheus finds the sidecars through the headless Service's SRV record of the named port.
+    service = find("Service", statefulset["spec"]["serviceName"])
+    assert service["spec"]["clusterIP"] == "None"
+    assert "agent-metrics" in {p["name"] for p in service["spec"]["ports"]}
+    k8s_prometheus = load_yaml(PROMETHEUS / "prometheus-kubernetes.yml")
+    srv = {job["job_name"]: job["dns_sd_configs"][0]["names"][0] for job in k8s_prometheus["scrape_configs"]}
+    assert srv["broker-agent"] == f"_agent-metrics._tcp.{service['metadata']['name']}.{namespace}.svc.cluster.local"
+    assert srv["namesrv"] == f"_metrics._tcp.{namesrv['spec']['serviceName']}.{namespace}.svc.cluster.local"
+
+
+# --- docker-compose.yml and Dockerfile ----------------------------------------------------------
+
+
+def compose_services() -> dict[str, Any]:
+    services: dict[str, Any] = load_yaml(DEPLOY / "docker-compose.yml")["services"]
+    return services
+
+
+def flags(command: list[str]) -> dict[str, list[str]]:
+    """``--key=value`` arguments by key."""
+    found: dict[str, list[str]] = {}
+    for arg in command[1:]:
+        key, _, value = arg.partition("=")
+        found.setdefault(key, []).append(value)
+    return found
+
+
+def test_compose_services_healthchecks_and_dependencies() -> None:
+    services = compose_services()
+    namesrvs = {name for name, s in services.items() if s.get("command", [""])[0] == "namesrv"}
+    agents = {name for name, s in services.items() if s.get("command", [""])[0] == "broker-agent"}
+    assert namesrvs == {"namesrv-1", "namesrv-2"}
+    assert {"prometheus", "grafana"} <= set(services)
+    for name, service in services.items():
+        assert service["healthcheck"]["test"][0] in {"CMD", "CMD-SHELL"}, name
+        for dependency, condition in service.get("depends_on", {}).items():
+            assert dependency in services, name
+            assert condition == {"condition": "service_healthy"}, name
+    for name in namesrvs:
+        assert services[name]["healthcheck"]["test"][1] == "grpc-health-check"
+        assert "build" in services[name]
+    # one agent per example broker, with files that exist and a configuration the agent accepts
+    brokers = set()
+    for name in agents:
+        service = services[name]
+        assert set(service["depends_on"]) == namesrvs
+        assert service["healthcheck"]["test"][1] == "agent-health-check"
+        targets = {volume.split(":")[1]: volume.split(":")[0] for volume in service["volumes"]}
+        args = flags(service["command"])
+        host_dir = (DEPLOY / targets["/examples"]).resolve()
+        conf = host_dir / Path(args["--broker-config"][0]).name
+        assert (host_dir / Path(args["--topics-json"][0]).name).is_file()
+        addrs = args["--namesrv-addr"][0].split(";")
+        assert sorted(a.split(":")[0] for a in addrs) == sorted(namesrvs)
+        overrides = dict(item.split("=", 1) for item in args.get("--set", []))
+        properties = {**read_properties(conf), **overrides}
+        config = load_broker_config(properties, str(conf), namesrv_addr_override=";".join(addrs), environ={})
+        brokers.add((config.broker_name, config.broker_id))
+        metrics_port = args["--metrics-port"][0]
+        assert metrics_port in service["healthcheck"]["test"][2]
+    assert brokers == {("broker-a", 0), ("broker-a", 1), ("broker-b", 0)}
+    assert len({*(f"{b}:{i}" for b, i in brokers)}) == len(agents)
+    # Prometheus scrapes exactly these services on their metrics ports
+    scrape_configs = load_yaml(PROMETHEUS / "prometheus.yml")["scrape_configs"]
+    jobs = {job["job_name"]: sorted(job["static_configs"][0]["targets"]) for job in scrape_configs}
+
+    def targets_of(names: set[str]) -> list[str]:
+        return sorted(f"{n}:{flags(services[n]['command'])['--metrics-port'][0]}" for n in names)
+
+    assert jobs == {"namesrv": targets_of(namesrvs), "broker-agent": targets_of(agents)}
+    prometheus = services["prometheus"]
+    assert "./prometheus:/etc/prometheus:ro" in prometheus["volumes"]
+    assert "--config.file=/etc/prometheus/prometheus.yml" in prometheus["command"]
+
+
+def dockerfile_instructions() -> list[tuple[str, str]]:
+    text = (DEPLOY / "Dockerfile").read_text(encoding="utf-8")
+    logical = re.sub(r"\\\n", " ", text)
+    instructions = []
+    for line in logical.splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            keyword, _, rest = line.partition(" ")
+            instructions.append((keyword.upper(), rest.strip()))
+    return instructions
+
+
+def test_dockerfile_slim_non_root_healthcheck_both_programs() -> None:
+    instructions = dockerfile_instructions()
+    stages = [rest for keyword, rest in instructions if keyword == "FROM"]
+    assert stages
+    assert all("-slim" in stage for stage in stages), stages
+    final = max(i for i, (keyword, _) in enumerate(instructions) if keyword == "FROM")
+    last_stage = instructions[final:]
+    users = [rest for keyword, rest in last_stage if keyword == "USER"]
+    assert users
+    assert users[-1].split(":")[0] not in {"root", "0"}
+    (healthcheck,) = [rest for keyword, rest in last_stage if keyword == "HEALTHCHECK"]
+    command = json.loads(healthcheck.split("CMD", 1)[1])
+    assert command == ["grpc-health-check", "127.0.0.1:9876"]
+    (cmd,) = [json.loads(rest) for keyword, rest in last_stage if keyword == "CMD"]
+    assert cmd[0] == "namesrv"
+    assert "--port" in cmd
+    run = " ".join(rest for keyword, rest in last_stage if keyword == "RUN")
+    assert "namesrv --help" in run
+    assert "broker-agent --help" in run
+    for keyword, rest in instructions:
+        if keyword == "COPY" and "--from" not in rest:
+            sources = [s for s in shlex.split(rest) if not s.startswith("--")][:-1]
+            for source in sources:
+                assert (ROOT / source).exists(), source
+    exposed = {rest for keyword, rest in last_stage if keyword == "EXPOSE"}
+    assert exposed == {"9876 9877"}
+    ignore = (DEPLOY / "Dockerfile.dockerignore").read_text(encoding="utf-8").split()
+    for needed in ("!pyproject.toml", "!README.md", "!src/", "!deploy/docker/"):
+        assert needed in ignore
+
+
+# --- the health-check scripts -------------------------------------------------------------------
+
+
+def run_script(name: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(DEPLOY / "docker" / name), *args], capture_output=True, text=True, timeout=30
+    )
+
+
+def test_grpc_health_check_script(namesrv: NamesrvProcess) -> None:
+    serving = run_script("grpc-health-check", namesrv.address)
+    assert serving.returncode == 0, serving.stderr
+    assert "SERVING" in serving.stdout
+    service = run_script("grpc-health-check", namesrv.address, "namesrv.v1.NameServerService")
+    assert service.returncode == 0, service.stderr
+    down = run_script("grpc-health-check", f"127.0.0.1:{free_port()}")
+    assert down.returncode == 1
+    assert "UNAVAILABLE" in down.stderr
+
+
+@pytest.fixture
+def agent_metrics_url() -> Iterator[tuple[AgentMetrics, str]]:
+    metrics = AgentMetrics()
+    port = free_port()
+    server, thread = start_http_server(port, addr="127.0.0.1", registry=metrics.registry)
+    try:
+        yield metrics, f"http://127.0.0.1:{port}/metrics"
+    finally:
+        server.shutdown()
+        thread.join(5)
+
+
+def test_agent_health_check_script(agent_metrics_url: tuple[AgentMetrics, str]) -> None:
+    metrics, url = agent_metrics_url
+    fresh = run_script("agent-health-check", url)
+    assert fresh.returncode == 1
+    assert "not registered" in fresh.stderr
+    metrics.observe_registration("10.0.0.1:9876", None, 0.01)
+    for _ in range(3):
+        metrics.observe_registration("10.0.0.2:9876", TimeoutError(), 1)
+    one_down = run_script("agent-health-check", url)
+    assert one_down.returncode == 0, one_down.stderr
+    assert "10.0.0.2:9876" in one_down.stdout
+    for _ in range(3):
+        metrics.observe_registration("10.0.0.1:9876", TimeoutError(), 1)
+    all_down = run_script("agent-health-check", url)
+    assert all_down.returncode == 1
+    assert "cannot register with any NameServer" in all_down.stderr
+    gone = run_script("agent-health-check", f"http://127.0.0.1:{free_port()}/metrics")
+    assert gone.returncode == 1
+
+
+def test_install_script_is_idempotent() -> None:
+    script = ROOT / "scripts" / "install-prometheus.sh"
+    assert subprocess.run(["bash", "-n", str(script)], capture_output=True, timeout=30).returncode == 0
+    require_binary("promtool")
+    require_binary("prometheus")
+    again = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=60)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == ""

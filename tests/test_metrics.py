@@ -1,0 +1,296 @@
+"""The NameServer's /metrics, scraped over HTTP from a real ``python -m namesrv_grpc`` process:
+fixed names and types, label sets, gRPC series of every method from the start, and counts that
+follow real calls (including status codes set by the error interceptor)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from google.protobuf import descriptor_pool
+from grpc_health.v1 import health_pb2
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+from prometheus_client import CollectorRegistry, generate_latest
+
+from namesrv.v1 import kv_config_service_pb2 as kv_pb2
+from namesrv.v1 import name_server_service_pb2 as ns_pb2
+from namesrv_grpc.grpc_metrics import GrpcMetricsInterceptor, GrpcServerMetrics
+from namesrv_grpc.metrics import REGISTRATION_RESULTS
+from tests.metrics_support import Scrape, free_port, parse, scrape, wait_until
+from tests.support import NamesrvProcess, Stubs, register_request, running_namesrv, topic
+
+NS = "namesrv.v1.NameServerService"
+BROKER_ADDR = "127.0.0.1:10911"
+
+
+@dataclass
+class MetricsNamesrv:
+    server: NamesrvProcess
+    url: str
+
+    def scrape(self) -> Scrape:
+        return scrape(self.url)
+
+
+@pytest.fixture
+def ns(tmp_path: Path) -> Iterator[MetricsNamesrv]:
+    """A NameServer process with /metrics on a free port (expiry scan every 200 ms)."""
+    port = free_port()
+    extra = ("--scan-not-active-broker-interval", "200", "--metrics-port", str(port))
+    with running_namesrv(tmp_path / "namesrv", *extra) as server:
+        yield MetricsNamesrv(server, f"http://127.0.0.1:{port}/metrics")
+
+
+@pytest.fixture
+def stubs(ns: MetricsNamesrv) -> Iterator[Stubs]:
+    with ns.server.channel() as channel:
+        yield Stubs(channel)
+
+
+def handled(scrape: Scrape, service: str, method: str, code: str) -> float:
+    return scrape.value("grpc_server_handled_total", grpc_service=service, grpc_method=method, grpc_code=code)
+
+
+def started(scrape: Scrape, service: str, method: str) -> float:
+    return scrape.value("grpc_server_started_total", grpc_service=service, grpc_method=method)
+
+
+def test_fixed_names_types_and_labels(ns: MetricsNamesrv) -> None:
+    metrics = ns.scrape()
+    expected_types = {
+        "namesrv_brokers_live": "gauge",
+        "namesrv_broker_names": "gauge",
+        "namesrv_clusters": "gauge",
+        "namesrv_topics": "gauge",
+        "namesrv_queue_datas": "gauge",
+        "namesrv_registrations": "counter",
+        "namesrv_unregistrations": "counter",
+        "namesrv_broker_expirations": "counter",
+        "namesrv_broker_session_losses": "counter",
+        "namesrv_body_checksum_failures": "counter",
+        "namesrv_kv_config_writes": "counter",
+        "namesrv_registration_duration_seconds": "histogram",
+        "namesrv_route_lookup_duration_seconds": "histogram",
+        "namesrv_build_info": "gauge",
+        "grpc_server_started": "counter",
+        "grpc_server_handled": "counter",
+        "grpc_server_handling_seconds": "histogram",
+    }
+    assert {name: metrics.types.get(name) for name in expected_types} == expected_types
+    for name in (
+        "namesrv_brokers_live",
+        "namesrv_topics",
+        "namesrv_broker_expirations_total",
+        "namesrv_broker_session_losses_total",
+        "namesrv_body_checksum_failures_total",
+        "namesrv_unregistrations_total",
+        "namesrv_kv_config_writes_total",
+    ):
+        assert metrics.value(name) == 0, name
+    assert metrics.find("namesrv_build_info") == metrics.find(
+        "namesrv_build_info", version=metadata.version("namesrv-grpc")
+    )
+    assert metrics.value("namesrv_build_info") == 1
+    registrations = metrics.find("namesrv_registrations_total")
+    assert {tuple(s.labels) for s in registrations} == {("result",)}
+    assert {s.labels["result"]: s.value for s in registrations} == dict.fromkeys(REGISTRATION_RESULTS, 0.0)
+    for sample in metrics.samples:
+        if sample.name.startswith("grpc_server_"):
+            labels = set(sample.labels) - {"le"}
+            expected = {"grpc_type", "grpc_service", "grpc_method"}
+            if sample.name.startswith("grpc_server_handled"):
+                expected.add("grpc_code")
+            assert labels == expected, sample
+        elif sample.name.startswith("namesrv_"):
+            assert set(sample.labels) <= {"result", "version", "le"}, sample
+
+
+def list_services(channel: grpc.Channel) -> list[str]:
+    """The services the server lists through reflection (a bidi-streaming call)."""
+    stub = reflection_pb2_grpc.ServerReflectionStub(channel)
+    responses = stub.ServerReflectionInfo(iter([reflection_pb2.ServerReflectionRequest(list_services="")]))
+    return [s.name for response in responses for s in response.list_services_response.service]
+
+
+def test_grpc_series_of_every_method_exist_up_front(ns: MetricsNamesrv, stubs: Stubs) -> None:
+    """go-grpc-prometheus: started, handling time and handled (every code) of every method of every
+    service the server lists, at 0 before any call."""
+    metrics = ns.scrape()
+    services = list_services(stubs.channel)
+    assert {NS, "namesrv.v1.KVConfigService", "namesrv.v1.AdminService"} <= set(services)
+    assert {"grpc.health.v1.Health", "grpc.reflection.v1alpha.ServerReflection"} <= set(services)
+    kinds = {
+        (False, False): "unary",
+        (True, False): "client_stream",
+        (False, True): "server_stream",
+        (True, True): "bidi_stream",
+    }
+    for service_name in services:
+        service = descriptor_pool.Default().FindServiceByName(service_name)
+        for method in service.methods:
+            labels = {
+                "grpc_type": kinds[method.client_streaming, method.server_streaming],
+                "grpc_service": service_name,
+                "grpc_method": method.name,
+            }
+            assert len(metrics.find("grpc_server_started_total", **labels)) == 1, labels
+            assert len(metrics.find("grpc_server_handling_seconds_count", **labels)) == 1, labels
+            codes = {s.labels["grpc_code"] for s in metrics.find("grpc_server_handled_total", **labels)}
+            assert codes == {code.name for code in grpc.StatusCode}, labels
+            if service_name != "grpc.health.v1.Health":  # the test harness waits with health checks
+                assert metrics.value("grpc_server_started_total", **labels) == 0, labels
+                assert metrics.value("grpc_server_handled_total", **labels, grpc_code="OK") == 0, labels
+    assert metrics.value("grpc_server_handled_total", grpc_method="Check", grpc_code="OK") >= 1
+    after = ns.scrape()
+    reflection = {"grpc_service": "grpc.reflection.v1alpha.ServerReflection", "grpc_type": "bidi_stream"}
+    assert after.value("grpc_server_handled_total", **reflection, grpc_code="OK") == 1
+
+
+def test_counts_follow_real_calls(ns: MetricsNamesrv, stubs: Stubs) -> None:
+    before = ns.scrape()
+    topics = [topic("TopicTest"), topic("TopicOther", read=8, write=8)]
+    stubs.ns.RegisterBroker(register_request(broker_addr=BROKER_ADDR, topics=topics))
+
+    bad_crc = register_request(broker_addr=BROKER_ADDR, topics=topics)
+    bad_crc.body_crc32c ^= 1
+    with pytest.raises(grpc.RpcError) as refused:
+        stubs.ns.RegisterBroker(bad_crc)
+    assert refused.value.code() == grpc.StatusCode.DATA_LOSS
+    with pytest.raises(grpc.RpcError) as invalid:
+        stubs.ns.RegisterBroker(register_request(broker_addr="no-port"))
+    assert invalid.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+    stubs.ns.PickupTopicRoute(ns_pb2.PickupTopicRouteRequest(topic="TopicTest"))
+    with pytest.raises(grpc.RpcError) as missing:
+        stubs.ns.PickupTopicRoute(ns_pb2.PickupTopicRouteRequest(topic="NoSuchTopic"))
+    assert missing.value.code() == grpc.StatusCode.NOT_FOUND
+    stubs.kv.PutKVConfig(kv_pb2.PutKVConfigRequest(namespace="ns", key="k", value="v"))
+    with pytest.raises(grpc.RpcError):
+        stubs.kv.GetKVConfig(kv_pb2.GetKVConfigRequest(namespace="ns", key="absent"))
+
+    during = ns.scrape()
+    assert during.value("namesrv_brokers_live") == 1
+    assert during.value("namesrv_broker_names") == 1
+    assert during.value("namesrv_clusters") == 1
+    assert during.value("namesrv_topics") == 2
+    assert during.value("namesrv_queue_datas") == 2
+    assert during.value("namesrv_registrations_total", result="ok") == 1
+    assert during.value("namesrv_registrations_total", result="body_checksum_mismatch") == 1
+    assert during.value("namesrv_registrations_total", result="invalid_field") == 1
+    assert during.value("namesrv_body_checksum_failures_total") == 1
+    assert during.value("namesrv_registration_duration_seconds_count") == 3
+    assert during.value("namesrv_route_lookup_duration_seconds_count") == 2
+    assert during.value("namesrv_kv_config_writes_total") == 1
+
+    # Final status codes, including those the error interceptor sets with context.abort.
+    assert handled(during, NS, "RegisterBroker", "OK") == 1
+    assert handled(during, NS, "RegisterBroker", "DATA_LOSS") == 1
+    assert handled(during, NS, "RegisterBroker", "INVALID_ARGUMENT") == 1
+    assert handled(during, NS, "PickupTopicRoute", "OK") == 1
+    assert handled(during, NS, "PickupTopicRoute", "NOT_FOUND") == 1
+    assert handled(during, NS, "PickupTopicRoute", "UNKNOWN") == 0
+    assert handled(during, "namesrv.v1.KVConfigService", "GetKVConfig", "NOT_FOUND") == 1
+    for service, method, calls in ((NS, "RegisterBroker", 3), (NS, "PickupTopicRoute", 2)):
+        assert started(during, service, method) - started(before, service, method) == calls
+        total = sum(s.value for s in during.find("grpc_server_handled_total", grpc_method=method))
+        assert total == calls
+        assert during.value("grpc_server_handling_seconds_count", grpc_method=method) == calls
+
+    # No topic and no address is ever a label value.
+    for sample in during.samples:
+        for value in sample.labels.values():
+            assert not {"TopicTest", "TopicOther", "NoSuchTopic", "broker-a"} & {value}, sample
+            assert "127.0.0.1" not in value, sample
+            assert "10911" not in value, sample
+
+    stubs.ns.UnregisterBroker(
+        ns_pb2.UnregisterBrokerRequest(
+            cluster_name="DefaultCluster", broker_name="broker-a", broker_id=0, broker_addr=BROKER_ADDR
+        )
+    )
+    after = ns.scrape()
+    assert after.value("namesrv_unregistrations_total") == 1
+    assert after.value("namesrv_brokers_live") == 0
+    assert after.value("namesrv_broker_expirations_total") == 0
+
+
+def test_expiration_counted(ns: MetricsNamesrv, stubs: Stubs) -> None:
+    stubs.ns.RegisterBroker(register_request(topics=[topic("Silent")], heartbeat_timeout_millis=300))
+    assert ns.scrape().value("namesrv_brokers_live") == 1
+    wait_until(lambda: ns.scrape().value("namesrv_broker_expirations_total") == 1, 10, "the silent broker to expire")
+    final = ns.scrape()
+    assert final.value("namesrv_brokers_live") == 0
+    assert final.value("namesrv_unregistrations_total") == 0
+
+
+def test_cancelled_server_stream_counted(ns: MetricsNamesrv, stubs: Stubs) -> None:
+    """A server-streaming call (health Watch) the client cancels ends as CANCELLED."""
+    watch = stubs.health.Watch(health_pb2.HealthCheckRequest(service=""))
+    assert next(watch).status == health_pb2.HealthCheckResponse.SERVING
+    watch.cancel()
+    labels = {"grpc_service": "grpc.health.v1.Health", "grpc_method": "Watch", "grpc_type": "server_stream"}
+    wait_until(
+        lambda: ns.scrape().value("grpc_server_handled_total", **labels, grpc_code="CANCELLED") == 1,
+        10,
+        "the cancelled Watch to be counted",
+    )
+    assert ns.scrape().value("grpc_server_started_total", **labels) == 1
+
+
+def test_interceptor_kinds_and_final_codes_in_process() -> None:
+    """GrpcMetricsInterceptor on a bare grpc.aio server: a unary handler that sets a code without
+    raising, one that raises (UNKNOWN), and a bidi handler written as a plain function returning an
+    async iterator (as the broker-session handler is)."""
+
+    async def set_code(request: bytes, context: grpc.aio.ServicerContext[bytes, bytes]) -> bytes:
+        context.set_code(grpc.StatusCode.ALREADY_EXISTS)
+        return b""
+
+    async def boom(request: bytes, context: grpc.aio.ServicerContext[bytes, bytes]) -> bytes:
+        raise RuntimeError("boom")
+
+    def echo(requests: AsyncIterator[bytes], context: object) -> AsyncIterator[bytes]:
+        async def responses() -> AsyncIterator[bytes]:
+            async for request in requests:
+                yield request
+
+        return responses()
+
+    handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {
+        "SetCode": grpc.unary_unary_rpc_method_handler(set_code),
+        "Boom": grpc.unary_unary_rpc_method_handler(boom),
+        "Echo": grpc.stream_stream_rpc_method_handler(echo),
+    }
+
+    async def run() -> Scrape:
+        registry = CollectorRegistry()
+        metrics = GrpcServerMetrics(registry)
+        server = grpc.aio.server(interceptors=[GrpcMetricsInterceptor(metrics)])
+        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("test.Svc", handlers),))
+        port = server.add_insecure_port("127.0.0.1:0")
+        await server.start()
+        try:
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+                for method in ("SetCode", "Boom"):
+                    unary: Any = channel.unary_unary(f"/test.Svc/{method}")
+                    with pytest.raises(grpc.aio.AioRpcError):
+                        await unary(b"x")
+                bidi: Any = channel.stream_stream("/test.Svc/Echo")
+                call = bidi(iter([b"a", b"b"]))
+                assert [r async for r in call] == [b"a", b"b"]
+        finally:
+            await server.stop(None)
+        return parse(generate_latest(registry).decode())
+
+    metrics = asyncio.run(run())
+    assert metrics.value("grpc_server_handled_total", grpc_method="SetCode", grpc_code="ALREADY_EXISTS") == 1
+    assert metrics.value("grpc_server_handled_total", grpc_method="Boom", grpc_code="UNKNOWN") == 1
+    echo_labels = {"grpc_method": "Echo", "grpc_type": "bidi_stream", "grpc_service": "test.Svc"}
+    assert metrics.value("grpc_server_handled_total", **echo_labels, grpc_code="OK") == 1
+    assert metrics.value("grpc_server_started_total", **echo_labels) == 1
