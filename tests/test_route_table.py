@@ -1034,3 +1034,19 @@ def test_stats(rt: RouteInfoManager) -> None:
         2,
         3,
     )
+
+
+def test_copy_tables_is_a_consistent_detached_copy() -> None:
+    rt = RouteInfoManager(FakeClock())
+    rt.register_broker(
+        cluster_name="c1", broker_name="b1", broker_id=0, broker_addr="h:1",
+        topic_configs={"t1": TopicConfig("t1", 4, 4)}, filter_server_list=["f:1"],
+    )  # fmt: skip
+    tables = rt.copy_tables()
+    rt.register_broker(cluster_name="c1", broker_name="b1", broker_id=1, broker_addr="h:2")
+    rt.delete_topic("t1")
+    assert tables.topic_queue_table == {"t1": {"b1": QueueData("b1", 4, 4, 6, 0)}}
+    assert tables.broker_addr_table["b1"].broker_addrs == {0: "h:1"}
+    assert tables.cluster_addr_table == {"c1": frozenset({"b1"})}
+    assert set(copy.broker_live_table) == {"h:1"}
+    assert tables.filter_server_table == {"h:1": ("f:1",)}

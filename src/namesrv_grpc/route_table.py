@@ -70,6 +70,21 @@ def wall_clock_millis() -> int:
 
 
 @dataclass(frozen=True, slots=True)
+class RouteTableCopy:
+    """A consistent copy of the five tables, taken under one lock hold (for snapshots and exports).
+
+    QueueData and DataVersion are immutable and shared with the live table; every dict, set and
+    BrokerData/BrokerLiveInfo is a copy, safe to read from another thread.
+    """
+
+    topic_queue_table: dict[str, dict[str, QueueData]]
+    broker_addr_table: dict[str, BrokerData]
+    cluster_addr_table: dict[str, frozenset[str]]
+    broker_live_table: dict[str, BrokerLiveInfo]
+    filter_server_table: dict[str, tuple[str, ...]]
+
+
+@dataclass(frozen=True, slots=True)
 class RouteTableStats:
     """Sizes of the tables, for metrics: counts of live broker addresses, broker names, clusters,
     topics and QueueData entries."""
@@ -552,6 +567,17 @@ class RouteInfoManager:
                 self.topics_by_broker_name.setdefault(queue_data.broker_name, set()).add(topic)
 
     # ------------------------------------------------------------------ introspection
+
+    def copy_tables(self) -> RouteTableCopy:
+        """A consistent copy of all five tables (one lock hold; O(table size))."""
+        with self._lock:
+            return RouteTableCopy(
+                topic_queue_table={topic: dict(m) for topic, m in self.topic_queue_table.items()},
+                broker_addr_table={name: data.copy() for name, data in self.broker_addr_table.items()},
+                cluster_addr_table={c: frozenset(names) for c, names in self.cluster_addr_table.items()},
+                broker_live_table={addr: dataclasses.replace(live) for addr, live in self.broker_live_table.items()},
+                filter_server_table={addr: tuple(s) for addr, s in self.filter_server_table.items()},
+            )
 
     def stats(self) -> RouteTableStats:
         """Table sizes for metrics."""
