@@ -1048,5 +1048,5 @@ def test_copy_tables_is_a_consistent_detached_copy() -> None:
     assert tables.topic_queue_table == {"t1": {"b1": QueueData("b1", 4, 4, 6, 0)}}
     assert tables.broker_addr_table["b1"].broker_addrs == {0: "h:1"}
     assert tables.cluster_addr_table == {"c1": frozenset({"b1"})}
-    assert set(copy.broker_live_table) == {"h:1"}
+    assert set(tables.broker_live_table) == {"h:1"}
     assert tables.filter_server_table == {"h:1": ("f:1",)}
