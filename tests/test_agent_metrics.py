@@ -179,7 +179,11 @@ def test_agent_serves_metrics(namesrv: NamesrvProcess, stubs: Stubs) -> None:
         wait_until(lambda: registrations(dead, "unavailable") >= 1, 20, "a failed registration")
         for rounds in (2, 3):
             agent.send_signal(signal.SIGHUP)
-            wait_until(lambda: registrations(dead, "unavailable") >= rounds, 20, f"round {rounds}")  # noqa: B023
+
+            def round_done(rounds: int = rounds) -> bool:
+                return registrations(dead, "unavailable") >= rounds and registrations(namesrv.address, "ok") >= rounds
+
+            wait_until(round_done, 20, f"round {rounds}")
         m = scrape(url)
         assert m.value("broker_agent_registration_consecutive_failures", namesrv=dead) >= 3
         assert m.value("broker_agent_registration_consecutive_failures", namesrv=namesrv.address) == 0

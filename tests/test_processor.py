@@ -466,4 +466,50 @@ def test_s27_defaults() -> None:
     assert props["deleteTopicWithBrokerRegistration"] == "false"
     assert props["configBlackList"] == "configBlackList;configStorePath;kvConfigPath"
     assert props["kvConfigPath"].endswith("kvConfig.json")
-    assert NamesrvConfig().blacklisted_keys() == {"configBlackList", "configStorePath", "kvConfigPath"}
+    assert NamesrvConfig().blacklisted_keys() == {"configBlackList", "configStorePath", "kvConfigPath", "snapshotDir"}
+
+
+# ------------------------------------------------------------------ performance paths (issue: benchmarks)
+
+
+def test_identical_body_is_not_decoded_again_but_refreshes_liveness(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    register(world.ns, topics=[topic("T1")], filters=["10.0.0.9:7000"])
+    tables = copy.deepcopy((world.ns.route_table.topic_queue_table, world.ns.route_table.broker_addr_table))
+    world.clock.advance(60_000)
+
+    def no_decoding(*args: object, **kwargs: object) -> None:
+        raise AssertionError("an identical body was decoded again")
+
+    monkeypatch.setattr("namesrv_grpc.processor.parse_body", no_decoding)
+    register(world.ns, topics=[topic("T1")], filters=["10.0.0.9:7000"], ha="10.0.0.1:10912")
+    live = world.ns.route_table.live_info(A)
+    assert live is not None
+    assert live.last_update_timestamp == world.clock.now
+    assert live.ha_server_addr == "10.0.0.1:10912"
+    assert live.data_version == V1
+    assert world.ns.route_table.filter_server_table == {A: ["10.0.0.9:7000"]}
+    assert (world.ns.route_table.topic_queue_table, world.ns.route_table.broker_addr_table) == tables
+    # A different body (same DataVersion, new topic) is decoded; S06 then skips the topic work.
+    with pytest.raises(AssertionError, match="decoded again"):
+        register(world.ns, topics=[topic("T1"), topic("T2")])
+
+
+def test_cached_routes_follow_order_topic_config_changes(tmp_path: Path) -> None:
+    world = make_world(tmp_path, order_message_enable=True)
+    register(world.ns, topics=[topic("T1")])
+
+    def encode(route: Any) -> str:
+        return str(route.order_topic_conf)
+
+    assert world.ns.pickup_topic_route_encoded("T1", encode) == ""
+    world.ns.put_kv_config(ORDER_TOPIC_CONFIG_NAMESPACE, "T1", "broker-a:4")
+    assert world.ns.pickup_topic_route_encoded("T1", encode) == "broker-a:4"
+    world.ns.delete_kv_config(ORDER_TOPIC_CONFIG_NAMESPACE, "T1")
+    assert world.ns.pickup_topic_route_encoded("T1", encode) == ""
+    world.ns.put_kv_config(ORDER_TOPIC_CONFIG_NAMESPACE, "T1", "broker-a:8")
+    world.ns.update_namesrv_config({"orderMessageEnable": "false"})
+    assert world.ns.pickup_topic_route_encoded("T1", encode) == ""
+    world.ns.update_namesrv_config({"orderMessageEnable": "true"})
+    assert world.ns.pickup_topic_route_encoded("T1", encode) == "broker-a:8"

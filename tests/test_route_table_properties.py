@@ -282,6 +282,14 @@ class RouteTableMachine(RuleBasedStateMachine):
             assert route is not None
             assert [q.broker_name for q in route.queue_datas] == [b.broker_name for b in route.broker_datas]
 
+    @invariant()
+    def cached_routes_equal_fresh_routes(self) -> None:
+        """The per-topic route cache (S18 at dict-hit cost) is never stale: every change of a step
+        dropped the entries it touched. Each check also refills the cache for the next step."""
+        for topic in [*self.rt.topic_queue_table, *TOPICS]:
+            fresh = self.rt.pickup_topic_route_data(topic)
+            assert self.rt.pickup_topic_route_cached(topic, lambda route: route) == fresh
+
 
 RouteTableMachine.TestCase.settings = settings(
     max_examples=200,

@@ -117,6 +117,8 @@ class BrokerLiveInfo:
     ha_server_addr: str
     instance_id: str = ""
     session_id: int = 0
+    body_fingerprint: tuple[int, int, bool] | None = None
+    """(CRC32C, length, compressed) of the last registration body: an identical body needs no decoding."""
 
     def expired(self, now_millis: int) -> bool:
         """True when the broker has been silent for longer than its heartbeat timeout."""

@@ -12,6 +12,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
+from typing import TypeVar, cast
 
 from namesrv_grpc.body import parse_body, verify_checksum
 from namesrv_grpc.config import RESTART_KEYS, NamesrvConfig, apply_properties, persist_properties
@@ -45,6 +46,8 @@ from namesrv_grpc.validation import (
 )
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 def _require_broker(cluster_name: str, broker_name: str, broker_id: int, broker_addr: str) -> None:
@@ -109,7 +112,8 @@ class NameServer:
         instance_id: str = "",
     ) -> tuple[RegisterBrokerResult, dict[str, str]]:
         """REGISTER_BROKER (S01-S12): returns the registration result (S10) and the
-        ORDER_TOPIC_CONFIG table (S11).
+        ORDER_TOPIC_CONFIG table (S11). A body identical to this broker's last one (same CRC32C,
+        length and compression) is not decoded again: only liveness and identity are refreshed.
 
         Raises BodyChecksumMismatchError (checked first, S01), InvalidFieldError, MalformedBodyError,
         StaleBrokerStateError.
@@ -118,23 +122,36 @@ class NameServer:
         _require_broker(cluster_name, broker_name, broker_id, broker_addr)
         require_addr("ha_server_addr", ha_server_addr, allow_empty=True)
         require_non_negative("heartbeat_timeout_millis", heartbeat_timeout_millis)
-        decoded = parse_body(body, compressed=compressed)
-        for index, addr in enumerate(decoded.filter_server_list):
-            require_addr(f"body.filter_server_list[{index}]", addr)
+        fingerprint = (body_crc32c, len(body), compressed)
+        identity = {
+            "cluster_name": cluster_name,
+            "broker_name": broker_name,
+            "broker_id": broker_id,
+            "broker_addr": broker_addr,
+        }
+        same = self.route_table.same_body_registered(**identity, fingerprint=fingerprint)  # type: ignore[arg-type]
+        if same is not None:
+            # The same bytes as last time: decoding them would change nothing (S06, S07, S09).
+            data_version, filter_servers = same
+            topic_configs = None
+        else:
+            decoded = parse_body(body, compressed=compressed)
+            for index, addr in enumerate(decoded.filter_server_list):
+                require_addr(f"body.filter_server_list[{index}]", addr)
+            data_version, filter_servers = decoded.data_version, decoded.filter_server_list
+            topic_configs = decoded.topic_config_table
         master_before = self.route_table.master_of(broker_name)
         result = self.route_table.register_broker(
-            cluster_name=cluster_name,
-            broker_name=broker_name,
-            broker_id=broker_id,
-            broker_addr=broker_addr,
+            **identity,  # type: ignore[arg-type]
             ha_server_addr=ha_server_addr,
-            data_version=decoded.data_version,
-            topic_configs=decoded.topic_config_table,
-            filter_server_list=decoded.filter_server_list,
+            data_version=data_version,
+            topic_configs=topic_configs,
+            filter_server_list=filter_servers,
             heartbeat_timeout_millis=heartbeat_timeout_millis,
             zone_name=zone_name,
             enable_acting_master=enable_acting_master,
             instance_id=instance_id,
+            body_fingerprint=fingerprint,
         )
         self._notify_if_master_changed(broker_name, master_before)
         return result, self.kv_config.list_namespace(ORDER_TOPIC_CONFIG_NAMESPACE)
@@ -227,6 +244,11 @@ class NameServer:
     def pickup_topic_route(self, topic: str) -> TopicRouteData:
         """GET_ROUTEINFO_BY_TOPIC (S18, S19). Raises InvalidFieldError, TopicRouteNotFoundError,
         ServiceWarmingUpError (``needWaitForService``: for ``waitSecondsForService`` after start)."""
+        return self.pickup_topic_route_encoded(topic, lambda route: route)
+
+    def pickup_topic_route_encoded(self, topic: str, encode: Callable[[TopicRouteData], T]) -> T:
+        """:meth:`pickup_topic_route`, returning ``encode(route)`` cached per topic by the route table
+        (the servicer passes a protobuf encoder, so a lookup costs a dict hit). Same errors."""
         require_name("topic", topic)
         if self.config.need_wait_for_service:
             remaining = self.config.wait_seconds_for_service - (self._monotonic() - self.started_at)
@@ -236,13 +258,20 @@ class NameServer:
                     f"{remaining:.0f} s more for brokers to register (needWaitForService); ask another NameServer",
                     {"retry_after_seconds": f"{remaining:.0f}"},
                 )
-        route = self.route_table.pickup_topic_route_data(topic)
-        if route is None:
-            raise TopicRouteNotFoundError(topic)
         if self.config.order_message_enable:
-            order_conf = self.kv_config.get_or_none(ORDER_TOPIC_CONFIG_NAMESPACE, topic) or ""
-            route = TopicRouteData(route.queue_datas, route.broker_datas, route.filter_server_table, order_conf)
-        return route
+            inner = encode
+
+            def encode(route: TopicRouteData) -> T:
+                # KV changes of ORDER_TOPIC_CONFIG and toggling orderMessageEnable drop cached routes.
+                order_conf = self.kv_config.get_or_none(ORDER_TOPIC_CONFIG_NAMESPACE, topic) or ""
+                return inner(
+                    TopicRouteData(route.queue_datas, route.broker_datas, route.filter_server_table, order_conf)
+                )
+
+        value = self.route_table.pickup_topic_route_cached(topic, encode)
+        if value is None:
+            raise TopicRouteNotFoundError(topic)
+        return cast(T, value)
 
     def get_cluster_info(self) -> ClusterInfo:
         """GET_BROKER_CLUSTER_INFO (S22)."""
@@ -258,6 +287,8 @@ class NameServer:
     def put_kv_config(self, namespace: str, key: str, value: str) -> None:
         """PUT_KV_CONFIG. Raises InvalidFieldError, PersistError."""
         self.kv_config.put(require_name("namespace", namespace), require_name("key", key), value)
+        if namespace == ORDER_TOPIC_CONFIG_NAMESPACE:
+            self.route_table.invalidate_routes([key])
 
     def get_kv_config(self, namespace: str, key: str) -> str:
         """GET_KV_CONFIG. Raises InvalidFieldError, KVConfigNotFoundError."""
@@ -266,6 +297,8 @@ class NameServer:
     def delete_kv_config(self, namespace: str, key: str) -> None:
         """DELETE_KV_CONFIG. Raises InvalidFieldError, PersistError."""
         self.kv_config.delete(require_name("namespace", namespace), require_name("key", key))
+        if namespace == ORDER_TOPIC_CONFIG_NAMESPACE:
+            self.route_table.invalidate_routes([key])
 
     def get_kv_list_by_namespace(self, namespace: str) -> dict[str, str]:
         """GET_KVLIST_BY_NAMESPACE. Raises InvalidFieldError."""
@@ -337,6 +370,8 @@ class NameServer:
             persist_properties(new_config, Path(new_config.config_store_path))
         except OSError as exc:
             raise PersistError(f"cannot write {new_config.config_store_path}: {exc}") from None
+        if new_config.order_message_enable != self.config.order_message_enable:
+            self.route_table.invalidate_routes()
         self.config = new_config
         self.route_table.delete_topic_with_broker_registration = new_config.delete_topic_with_broker_registration
         later = sorted(set(changes) & RESTART_KEYS)

@@ -36,6 +36,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from namesrv_grpc.errors import (
     BrokerNameNotRegisteredError,
@@ -113,6 +114,9 @@ class RouteInfoManager:
         self.filter_server_table: dict[str, list[str]] = {}
         self.topics_by_broker_name: dict[str, set[str]] = {}
         self._session_seq = 0
+        self._route_cache: dict[str, Any] = {}
+        """topic -> the route as the caller of pickup_topic_route_cached encoded it. Entries are built
+        under the lock and dropped (under the lock) by every change that touches the topic's route."""
         self.version = 0
         """Increases on every change of any table; cheap change detection for caches and snapshots."""
 
@@ -133,6 +137,7 @@ class RouteInfoManager:
         zone_name: str = "",
         enable_acting_master: bool = False,
         instance_id: str = "",
+        body_fingerprint: tuple[int, int, bool] | None = None,
     ) -> RegisterBrokerResult:
         """Register (or refresh) one broker address; RocketMQ ``registerBroker``.
 
@@ -141,6 +146,7 @@ class RouteInfoManager:
         ``heartbeat_timeout_millis`` 0 means 120 000 ms (S08). Returns the live master's address and HA
         address for a slave (S10). A re-registration by the same broker (same non-empty
         ``instance_id``, cluster, name and id) keeps its liveness session; any other drops it (S17).
+        ``body_fingerprint`` is kept for :meth:`same_body_registered`.
 
         Raises StaleBrokerStateError (S12) before changing anything when the broker id is held by
         another live address with a higher ``state_version``.
@@ -174,6 +180,7 @@ class RouteInfoManager:
             if broker_data is None:
                 broker_data = BrokerData(cluster_name, broker_name)
                 self.broker_addr_table[broker_name] = broker_data
+            before = (dict(broker_data.broker_addrs), broker_data.zone_name, broker_data.enable_acting_master)
             broker_data.zone_name = zone_name
             broker_data.enable_acting_master = enable_acting_master
 
@@ -190,6 +197,8 @@ class RouteInfoManager:
                 if old_live is not None and old_live.broker_name == broker_name:
                     del self.broker_live_table[old_addr]
                     self.filter_server_table.pop(old_addr, None)
+            if before != (broker_data.broker_addrs, broker_data.zone_name, broker_data.enable_acting_master):
+                self._invalidate_broker_name(broker_name)
 
             # S06/S07: a master with a changed DataVersion (or a first registration) carries topics.
             if broker_id == MASTER_ID and topic_configs is not None:
@@ -220,10 +229,13 @@ class RouteInfoManager:
                 ha_server_addr=ha_server_addr,
                 instance_id=instance_id,
                 session_id=previous.session_id if same_instance and previous is not None else 0,
+                body_fingerprint=body_fingerprint,
             )
 
             # S09: filter servers.
             filter_servers = list(filter_server_list)
+            if filter_servers != self.filter_server_table.get(broker_addr, []):
+                self._invalidate_broker_name(broker_name)
             if filter_servers:
                 self.filter_server_table[broker_addr] = filter_servers
             else:
@@ -249,6 +261,7 @@ class RouteInfoManager:
         queue_data_map = self.topic_queue_table.setdefault(topic_config.topic_name, {})
         if queue_data_map.get(broker_name) != queue_data:
             queue_data_map[broker_name] = queue_data
+            self._route_cache.pop(topic_config.topic_name, None)
         self.topics_by_broker_name.setdefault(broker_name, set()).add(topic_config.topic_name)
 
     # ------------------------------------------------------------------ liveness (S13, S14, S20)
@@ -398,6 +411,7 @@ class RouteInfoManager:
         broker_data = self.broker_addr_table.get(broker_name)
         if broker_data is None:
             return
+        self._invalidate_broker_name(broker_name)
         for broker_id, addr in list(broker_data.broker_addrs.items()):
             if addr == broker_addr:
                 del broker_data.broker_addrs[broker_id]
@@ -412,6 +426,7 @@ class RouteInfoManager:
             self._remove_queue_data(topic, broker_name)
 
     def _remove_queue_data(self, topic: str, broker_name: str) -> None:
+        self._route_cache.pop(topic, None)
         queue_data_map = self.topic_queue_table.get(topic)
         if queue_data_map is not None:
             queue_data_map.pop(broker_name, None)
@@ -430,24 +445,79 @@ class RouteInfoManager:
         names and the filter servers of their addresses; None when the topic has no QueueData or none
         of its broker names has BrokerData."""
         with self._lock:
-            queue_data_map = self.topic_queue_table.get(topic)
-            if not queue_data_map:
+            return self._route_data(topic)
+
+    def pickup_topic_route_cached(self, topic: str, encode: Callable[[TopicRouteData], Any]) -> Any | None:
+        """S18 at the cost of a dict lookup: ``encode(route)`` of the topic's route, cached until a
+        change touches the route (its QueueData, its broker names' BrokerData or filter servers).
+        None when the topic has no route (not cached).
+
+        A hit takes no lock: entries are complete values built under the lock, and every change drops
+        the entries it touches before it releases the lock, so a reader sees the route either
+        before or after a registration, never half of one. ``encode`` runs under the lock; it must not
+        call back into this table. Call :meth:`invalidate_routes` when what ``encode`` adds changes.
+        """
+        cached = self._route_cache.get(topic)
+        if cached is not None:
+            return cached
+        with self._lock:
+            route = self._route_data(topic)
+            if route is None:
                 return None
-            broker_datas: list[BrokerData] = []
-            filter_servers: dict[str, tuple[str, ...]] = {}
-            for broker_name in sorted(queue_data_map):
-                broker_data = self.broker_addr_table.get(broker_name)
-                if broker_data is None:
-                    continue
-                broker_datas.append(broker_data.copy())
-                for addr in broker_data.broker_addrs.values():
-                    servers = self.filter_server_table.get(addr)
-                    if servers:
-                        filter_servers[addr] = tuple(servers)
-            if not broker_datas:
+            value = encode(route)
+            self._route_cache[topic] = value
+            return value
+
+    def invalidate_routes(self, topics: Iterable[str] | None = None) -> None:
+        """Drop cached routes of ``topics`` (all when None): what the encoder adds changed (S19)."""
+        with self._lock:
+            if topics is None:
+                self._route_cache.clear()
+            else:
+                for topic in topics:
+                    self._route_cache.pop(topic, None)
+
+    def _invalidate_broker_name(self, broker_name: str) -> None:
+        for topic in self.topics_by_broker_name.get(broker_name, ()):
+            self._route_cache.pop(topic, None)
+
+    def _route_data(self, topic: str) -> TopicRouteData | None:
+        queue_data_map = self.topic_queue_table.get(topic)
+        if not queue_data_map:
+            return None
+        broker_datas: list[BrokerData] = []
+        filter_servers: dict[str, tuple[str, ...]] = {}
+        for broker_name in sorted(queue_data_map):
+            broker_data = self.broker_addr_table.get(broker_name)
+            if broker_data is None:
+                continue
+            broker_datas.append(broker_data.copy())
+            for addr in broker_data.broker_addrs.values():
+                servers = self.filter_server_table.get(addr)
+                if servers:
+                    filter_servers[addr] = tuple(servers)
+        if not broker_datas:
+            return None
+        queue_datas = tuple(queue_data_map[name] for name in sorted(queue_data_map))
+        return TopicRouteData(queue_datas, tuple(broker_datas), filter_servers)
+
+    def same_body_registered(
+        self,
+        *,
+        cluster_name: str,
+        broker_name: str,
+        broker_id: int,
+        broker_addr: str,
+        fingerprint: tuple[int, int, bool],
+    ) -> tuple[DataVersion, tuple[str, ...]] | None:
+        """When this broker's last registration carried a body with the same (CRC32C, length,
+        compressed), return its stored DataVersion and filter servers: the body need not be decoded
+        (it would change nothing, S06/S07/S09). None otherwise."""
+        with self._lock:
+            live = self._matching_live(cluster_name, broker_name, broker_id, broker_addr)
+            if live is None or live.body_fingerprint != fingerprint:
                 return None
-            queue_datas = tuple(queue_data_map[name] for name in sorted(queue_data_map))
-            return TopicRouteData(queue_datas, tuple(broker_datas), filter_servers)
+            return live.data_version, tuple(self.filter_server_table.get(broker_addr, ()))
 
     def get_cluster_info(self) -> ClusterInfo:
         """S22: copies of brokerAddrTable and clusterAddrTable (broker names sorted)."""
@@ -527,6 +597,7 @@ class RouteInfoManager:
                 queue_data_map = self.topic_queue_table[topic]
                 queue_data = queue_data_map[broker_name]
                 queue_data_map[broker_name] = queue_data.with_perm(new_perm(queue_data.perm))
+                self._route_cache.pop(topic, None)
             return len(topics)
 
     def delete_topic(self, topic: str, cluster_name: str = "") -> None:
@@ -561,6 +632,7 @@ class RouteInfoManager:
                         {"broker_name": queue_data.broker_name},
                     )
             self.version += 1
+            self._route_cache.pop(topic, None)
             queue_data_map = self.topic_queue_table.setdefault(topic, {})
             for queue_data in queue_datas:
                 queue_data_map[queue_data.broker_name] = queue_data

@@ -55,6 +55,7 @@ class BrokerSessions:
         self._ns = nameserver
         self._metrics = metrics
         self._open: set[_Session] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._slaves: dict[str, set[_Session]] = {}
         nameserver.master_listeners.append(self._master_changed)
 
@@ -62,6 +63,12 @@ class BrokerSessions:
     def open_sessions(self) -> int:
         """Streams open now (bound or not)."""
         return len(self._open)
+
+    def _in_loop(self) -> bool:
+        try:
+            return asyncio.get_running_loop() is self._loop
+        except RuntimeError:
+            return False
 
     def close_all(self) -> None:
         """End every session stream (server shutdown): sessions never complete by themselves, so
@@ -71,6 +78,10 @@ class BrokerSessions:
                 session.outbound.put_nowait(None)
 
     def _master_changed(self, broker_name: str, master_addr: str, ha_server_addr: str) -> None:
+        # Registrations may run in a worker thread (large bodies); queues belong to the event loop.
+        if self._loop is not None and not self._in_loop():
+            self._loop.call_soon_threadsafe(self._master_changed, broker_name, master_addr, ha_server_addr)
+            return
         notice = Response(
             master_changed=ns_pb2.SessionMasterChanged(master_addr=master_addr, ha_server_addr=ha_server_addr)
         )
@@ -85,6 +96,7 @@ class BrokerSessions:
     ) -> AsyncIterator[Response]:
         """The ``OpenBrokerSession`` handler: yields responses until the stream ends, then ends the
         session (S15)."""
+        self._loop = asyncio.get_running_loop()
         session = _Session()
         self._open.add(session)
         reader = asyncio.create_task(self._read(requests, session))
