@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 BUF := npx --yes @bufbuild/buf@1.75.0
 
-.PHONY: demo test lint deploy-check prometheus-tools proto proto-check clean
+.PHONY: demo test lint deploy-check prometheus-tools proto proto-check clean bench bench-quick bench-tools
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -23,8 +23,8 @@ test: $(STAMP) lint deploy-check
 	NAMESRV_REQUIRE_PROMETHEUS=1 $(PY) -m pytest -q
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check src tests scripts
-	$(VENV)/bin/ruff format --check src tests scripts
+	$(VENV)/bin/ruff check src tests scripts bench
+	$(VENV)/bin/ruff format --check src tests scripts bench
 	$(VENV)/bin/mypy
 	$(BUF) lint protos
 
@@ -38,6 +38,17 @@ deploy-check: prometheus-tools
 	promtool check config deploy/prometheus/prometheus-kubernetes.yml
 	promtool check rules deploy/prometheus/alerts.yml
 	promtool test rules deploy/prometheus/alerts_test.yml
+
+## bench: every benchmark scenario at full size; writes docs/benchmarks.md and bench/results/full.json
+bench: $(STAMP) bench-tools
+	$(PY) -m bench.run
+
+## bench-quick: the same scenarios, smaller and shorter (under 2 minutes), for development
+bench-quick: $(STAMP) bench-tools
+	$(PY) -m bench.run --quick
+
+bench-tools:
+	bash scripts/install-bench-tools.sh
 
 ## proto: regenerate src/namesrv/v1 from protos/ (commit the result)
 proto: $(STAMP)

@@ -95,7 +95,8 @@ def main() -> int:
                 def route(topic: str) -> types_pb2.TopicRouteData | None:
                     try:
                         request = ns_pb2.PickupTopicRouteRequest(topic=topic)
-                        return stub.PickupTopicRoute(request, timeout=5).route
+                        response: ns_pb2.PickupTopicRouteResponse = stub.PickupTopicRoute(request, timeout=5)
+                        return response.route
                     except grpc.RpcError:
                         return None
 

@@ -110,7 +110,7 @@ def test_s37_unknown_fields_ignored_5x_style():
         }
     )
     topics, version = parse_topics_json(text, "topics.json")
-    assert topics["T5"] == TopicConfig("T5", 8, 8, 6)
+    assert topics["T5"] == TopicConfig("T5", 8, 8, 6, attributes={"+message.type": "NORMAL"})
     assert topics["T5"].attributes == {"+message.type": "NORMAL"}
     assert version == DataVersion(state_version=2, timestamp=1700000000000, counter=7)
 

@@ -48,7 +48,7 @@ class GrpcNamesrvClient:
                 ("grpc.enable_retries", 0),
                 # Reconnect fast after a NameServer restart (gRPC jitters these itself).
                 ("grpc.initial_reconnect_backoff_ms", 100),
-                ("grpc.min_reconnect_backoff_ms", 100),
+                ("grpc.min_reconnect_backoff_ms", 5_000),  # also the timeout of one connection attempt
                 ("grpc.max_reconnect_backoff_ms", 500),
                 # Notice a dead NameServer on an idle session.
                 ("grpc.keepalive_time_ms", 10_000),

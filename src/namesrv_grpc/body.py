@@ -16,7 +16,15 @@ from google.protobuf.message import DecodeError
 from namesrv.v1 import types_pb2
 from namesrv_grpc.errors import BodyChecksumMismatchError, MalformedBodyError
 from namesrv_grpc.model import DataVersion, TopicConfig
-from namesrv_grpc.validation import require_name, require_non_negative, require_perm, require_queue_nums
+from namesrv_grpc.validation import (
+    MAX_PERM,
+    MAX_QUEUE_NUMS,
+    is_valid_name,
+    require_name,
+    require_non_negative,
+    require_perm,
+    require_queue_nums,
+)
 
 MAX_DECOMPRESSED_BODY_BYTES = 512 * 1024 * 1024
 """Largest body after decompression (512 MiB); a larger one is MALFORMED_BODY (no zlib bombs)."""
@@ -26,6 +34,9 @@ _FILTER_TYPE_TO_NAME = {
     types_pb2.TOPIC_FILTER_TYPE_SINGLE_TAG: "SINGLE_TAG",
     types_pb2.TOPIC_FILTER_TYPE_MULTI_TAG: "MULTI_TAG",
 }
+_NO_ATTRIBUTES: dict[str, str] = {}
+"""Shared by every topic without attributes (TopicConfig attributes are never mutated)."""
+
 _FILTER_NAME_TO_TYPE = {
     "SINGLE_TAG": types_pb2.TOPIC_FILTER_TYPE_SINGLE_TAG,
     "MULTI_TAG": types_pb2.TOPIC_FILTER_TYPE_MULTI_TAG,
@@ -136,19 +147,40 @@ def parse_body(body: bytes, *, compressed: bool) -> RegisterBrokerBody:
         hint = " (is it zlib-compressed? then set compressed)" if raw[:1] == b"\x78" else ""
         raise MalformedBodyError(f"body is not a serialized namesrv.v1.RegisterBrokerBody: {exc}{hint}") from None
     topics: dict[str, TopicConfig] = {}
+    filter_names = _FILTER_TYPE_TO_NAME
     for key, config in message.topic_config_table.items():
-        path = f"body.topic_config_table[{key!r}]"
         name = config.topic_name or key
-        require_name(f"{path}.topic_name", name)
+        read, write, perm, sys_flag = (
+            config.read_queue_nums,
+            config.write_queue_nums,
+            config.perm,
+            config.topic_sys_flag,
+        )
+        # One combined check per topic (this loop runs 100,000 times for a large broker); the
+        # detailed checks below only run to name what is wrong.
+        if not (
+            0 <= read <= MAX_QUEUE_NUMS
+            and 0 <= write <= MAX_QUEUE_NUMS
+            and 0 <= perm <= MAX_PERM
+            and sys_flag >= 0
+            and is_valid_name(name)
+        ):
+            path = f"body.topic_config_table[{key!r}]"
+            require_name(f"{path}.topic_name", name)
+            require_queue_nums(f"{path}.read_queue_nums", read)
+            require_queue_nums(f"{path}.write_queue_nums", write)
+            require_perm(f"{path}.perm", perm)
+            require_non_negative(f"{path}.topic_sys_flag", sys_flag)
+        attributes = config.attributes
         topics[name] = TopicConfig(
-            topic_name=name,
-            read_queue_nums=require_queue_nums(f"{path}.read_queue_nums", config.read_queue_nums),
-            write_queue_nums=require_queue_nums(f"{path}.write_queue_nums", config.write_queue_nums),
-            perm=require_perm(f"{path}.perm", config.perm),
-            topic_sys_flag=require_non_negative(f"{path}.topic_sys_flag", config.topic_sys_flag),
-            order=config.order,
-            topic_filter_type=_FILTER_TYPE_TO_NAME.get(config.topic_filter_type, "SINGLE_TAG"),
-            attributes=dict(config.attributes),
+            name,
+            read,
+            write,
+            perm,
+            sys_flag,
+            config.order,
+            filter_names.get(config.topic_filter_type, "SINGLE_TAG"),
+            dict(attributes) if attributes else _NO_ATTRIBUTES,
         )
     return RegisterBrokerBody(topics, data_version_from_proto(message.data_version), tuple(message.filter_server_list))
 

@@ -12,8 +12,10 @@ Pure data: no gRPC, no I/O. Times are milliseconds since the Unix epoch (``int``
 
 from __future__ import annotations
 
-import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import NamedTuple
 
 MASTER_ID = 0
 """Broker id of a master (RocketMQ ``MixAll.MASTER_ID``); ids > 0 are slaves."""
@@ -48,9 +50,11 @@ class DataVersion:
     counter: int = 0
 
 
-@dataclass(frozen=True, slots=True)
-class TopicConfig:
-    """One topic as a broker registers it (RocketMQ ``TopicConfig``; defaults are RocketMQ's)."""
+class TopicConfig(NamedTuple):
+    """One topic as a broker registers it (RocketMQ ``TopicConfig``; defaults are RocketMQ's).
+
+    An immutable tuple (cheap to build and compare by the hundred thousand, S07); ``attributes``
+    must not be mutated."""
 
     topic_name: str
     read_queue_nums: int = 16
@@ -59,12 +63,12 @@ class TopicConfig:
     topic_sys_flag: int = 0
     order: bool = False
     topic_filter_type: str = "SINGLE_TAG"
-    attributes: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
+    attributes: Mapping[str, str] = MappingProxyType({})
 
 
-@dataclass(frozen=True, slots=True)
-class QueueData:
-    """Where one topic lives on one broker name (RocketMQ ``QueueData``). Compared field by field (S07)."""
+class QueueData(NamedTuple):
+    """Where one topic lives on one broker name (RocketMQ ``QueueData``). Compared field by field
+    (S07); an immutable tuple, shared by the table, the route cache and copies."""
 
     broker_name: str
     read_queue_nums: int
@@ -74,7 +78,7 @@ class QueueData:
 
     def with_perm(self, perm: int) -> QueueData:
         """Return a copy with ``perm`` replaced."""
-        return dataclasses.replace(self, perm=perm)
+        return self._replace(perm=perm)
 
 
 @dataclass(slots=True)

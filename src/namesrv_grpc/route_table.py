@@ -32,6 +32,7 @@ Settled where the rules are silent (RocketMQ 4.9/5.x source decides, improved wh
 from __future__ import annotations
 
 import dataclasses
+import heapq
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -114,6 +115,12 @@ class RouteInfoManager:
         self.filter_server_table: dict[str, list[str]] = {}
         self.topics_by_broker_name: dict[str, set[str]] = {}
         self._session_seq = 0
+        self._expiry_heap: list[tuple[int, str]] = []
+        self._scheduled: dict[str, int] = {}
+        """S13 without scanning every broker: each live address has one heap entry at a deadline no
+        later than its real one (``last_update_timestamp + heartbeat_timeout_millis``); a scan pops
+        the entries that are due, removes the brokers that really expired and reschedules the rest
+        at their real deadline. A scan with nothing due costs one comparison."""
         self._route_cache: dict[str, Any] = {}
         """topic -> the route as the caller of pickup_topic_route_cached encoded it. Entries are built
         under the lock and dropped (under the lock) by every change that touches the topic's route."""
@@ -231,6 +238,7 @@ class RouteInfoManager:
                 session_id=previous.session_id if same_instance and previous is not None else 0,
                 body_fingerprint=body_fingerprint,
             )
+            self._schedule(broker_addr, self.broker_live_table[broker_addr])
 
             # S09: filter servers.
             filter_servers = list(filter_server_list)
@@ -282,6 +290,7 @@ class RouteInfoManager:
                     {"broker_addr": broker_addr},
                 )
             live.last_update_timestamp = self._clock()
+            self._schedule(broker_addr, live)
 
     def query_data_version(
         self,
@@ -305,6 +314,7 @@ class RouteInfoManager:
             changed = live.data_version != data_version
             if not changed:
                 live.last_update_timestamp = self._clock()
+                self._schedule(broker_addr, live)
             return changed, live.data_version
 
     def _live_in_cluster(self, cluster_name: str, addr: str) -> BrokerLiveInfo | None:
@@ -325,12 +335,37 @@ class RouteInfoManager:
         """S13: remove every broker with ``last_update_timestamp + heartbeat_timeout_millis < now``.
 
         Returns the removed brokers (reason ``"expired"``). Decision and removal happen under one lock
-        hold, so a broker that re-registered in between is never removed (S17).
+        hold, so a broker that re-registered in between is never removed (S17). Costs O(brokers due
+        now), not O(brokers): see ``_expiry_heap``.
         """
         with self._lock:
             now = self._clock()
-            expired = [addr for addr, live in self.broker_live_table.items() if live.expired(now)]
-            return [self._remove_addr(addr, "expired") for addr in expired]
+            heap = self._expiry_heap
+            removed = []
+            while heap and heap[0][0] < now:
+                deadline, addr = heapq.heappop(heap)
+                if self._scheduled.get(addr) != deadline:
+                    continue  # superseded by an earlier entry, or the address is gone
+                del self._scheduled[addr]
+                live = self.broker_live_table.get(addr)
+                if live is None:
+                    continue
+                if live.expired(now):
+                    removed.append(self._remove_addr(addr, "expired"))
+                else:
+                    self._schedule(addr, live)
+            if len(heap) > 2 * len(self._scheduled) + 1024:
+                self._expiry_heap = [(d, a) for a, d in self._scheduled.items()]
+                heapq.heapify(self._expiry_heap)
+            return removed
+
+    def _schedule(self, addr: str, live: BrokerLiveInfo) -> None:
+        """Make sure the expiry heap holds an entry for ``addr`` no later than its real deadline."""
+        deadline = live.last_update_timestamp + live.heartbeat_timeout_millis
+        scheduled = self._scheduled.get(addr)
+        if scheduled is None or deadline < scheduled:
+            self._scheduled[addr] = deadline
+            heapq.heappush(self._expiry_heap, (deadline, addr))
 
     def live_info(self, broker_addr: str) -> BrokerLiveInfo | None:
         """A copy of the live entry of an address, or None."""
@@ -370,6 +405,7 @@ class RouteInfoManager:
             self._session_seq += 1
             live.session_id = self._session_seq
             live.last_update_timestamp = self._clock()
+            self._schedule(broker_addr, live)
             return live.session_id, live.heartbeat_timeout_millis
 
     def session_heartbeat(self, broker_addr: str, session_id: int) -> bool:
@@ -380,6 +416,7 @@ class RouteInfoManager:
             if live is None or not session_id or live.session_id != session_id:
                 return False
             live.last_update_timestamp = self._clock()
+            self._schedule(broker_addr, live)
             return True
 
     def remove_if_session(self, broker_addr: str, session_id: int, reason: str) -> RemovedBroker | None:

@@ -3,7 +3,11 @@ field as the .proto names it, before anything changes (CONTRACT.md, "Errors").""
 
 from __future__ import annotations
 
+import re
+
 from namesrv_grpc.errors import InvalidFieldError
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 MAX_NAME_LENGTH = 255
 """Longest cluster, broker, topic, namespace or key name accepted (RocketMQ allows 127 for topics;
@@ -16,6 +20,11 @@ MAX_PERM = 15
 """All ``perm`` bits set: PRIORITY|READ|WRITE|INHERIT."""
 
 
+def is_valid_name(value: str) -> bool:
+    """True for a name :func:`require_name` accepts."""
+    return 0 < len(value) <= MAX_NAME_LENGTH and value == value.strip() and _CONTROL.search(value) is None
+
+
 def require_name(field: str, value: str) -> str:
     """Return ``value`` if it is a non-empty name of at most 255 characters without control
     characters or surrounding white space; else raise InvalidFieldError."""
@@ -23,7 +32,7 @@ def require_name(field: str, value: str) -> str:
         raise InvalidFieldError(field, "must not be empty")
     if len(value) > MAX_NAME_LENGTH:
         raise InvalidFieldError(field, f"longer than {MAX_NAME_LENGTH} characters")
-    if value != value.strip() or any(ord(c) < 0x20 or ord(c) == 0x7F for c in value):
+    if value != value.strip() or _CONTROL.search(value):
         raise InvalidFieldError(field, f"{value!r} has white space at an end or a control character")
     return value
 
