@@ -10,7 +10,7 @@ import pytest
 
 from broker_agent.config import BrokerConfig, load_broker_config, parse_namesrv_addr
 from namesrv_grpc.properties import ConfigError, read_properties
-from tests.support import fixture_path
+from tests.support import fixture_path, run_cli
 
 NO_ENV: dict[str, str] = {}
 
@@ -277,3 +277,15 @@ def test_s37_bad_env_namesrv_addr_is_reported_against_the_environment():
     with pytest.raises(ConfigError) as info:
         load_broker_config({}, "f", environ={"NAMESRV_ADDR": "no-port"})
     assert info.value.key == "NAMESRV_ADDR"
+
+
+def test_s37_placeholder_in_store_path_only_matters_without_topics_json(tmp_path: Path) -> None:
+    conf = tmp_path / "broker.conf"
+    conf.write_text("brokerName=broker-a\nnamesrvAddr=127.0.0.1:9876\nstorePathRootDir=${ROCKETMQ_HOME}/store\n")
+    without = run_cli("broker_agent", "--broker-config", str(conf))
+    assert without.returncode == 2
+    assert without.stderr.count("\n") == 1
+    assert "storePathRootDir" in without.stderr
+    assert "--topics-json" in without.stderr
+    config = load_broker_config(read_properties(conf), str(conf))
+    assert config.store_path_root_dir == "${ROCKETMQ_HOME}/store"

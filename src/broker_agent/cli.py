@@ -18,7 +18,7 @@ from pathlib import Path
 from prometheus_client import start_http_server
 
 from broker_agent.agent import BrokerAgent
-from broker_agent.config import BrokerConfig, load_broker_config, warn_unused_placeholders
+from broker_agent.config import PLACEHOLDER, BrokerConfig, load_broker_config, warn_unused_placeholders
 from broker_agent.metrics import AgentMetrics
 from broker_agent.topics import TopicsFileError, TopicSource
 from namesrv_grpc.properties import ConfigError, read_properties
@@ -106,6 +106,10 @@ def load(args: argparse.Namespace) -> tuple[BrokerConfig, Path, list[str]]:
         if exc.source == source and exc.key in overridden:
             raise ConfigError("--set", exc.key, exc.problem) from None
         raise
+    if args.topics_json is None and PLACEHOLDER.search(config.store_path_root_dir):
+        raise ConfigError(
+            source, "storePathRootDir", f"unresolved placeholder in {config.store_path_root_dir!r}; pass --topics-json"
+        )
     return config, args.topics_json or config.default_topics_json, warnings
 
 

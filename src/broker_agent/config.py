@@ -217,7 +217,8 @@ def load_broker_config(
         broker_topic_enable=r.boolean("brokerTopicEnable", True),
         enable_slave_acting_master=r.boolean("enableSlaveActingMaster", False),
         zone_name=r.text("zoneName", "") or "",
-        store_path_root_dir=r.text("storePathRootDir", str(Path.home() / "store")) or "",
+        # Only needed without --topics-json: a placeholder here is reported when it is used.
+        store_path_root_dir=properties.get("storePathRootDir") or str(Path.home() / "store"),
         heartbeat_timeout_millis=r.integer("brokerNotActiveTimeoutMillis", 0, 0, 2**62),
     )
 
