@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 BUF := npx --yes @bufbuild/buf@1.75.0
 
-.PHONY: demo test lint deploy-check prometheus-tools proto proto-check clean bench bench-quick bench-tools
+.PHONY: demo report analytics-zip test lint deploy-check prometheus-tools java-runtime proto proto-check clean bench bench-quick bench-tools
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -19,8 +19,12 @@ demo: $(STAMP)
 
 ## test: lint (ruff, mypy, buf), the Prometheus config and alert checks, and the whole test suite
 ## (NAMESRV_REQUIRE_PROMETHEUS=1: the tests that need the prometheus binary fail instead of skipping)
-test: $(STAMP) lint deploy-check
+test: $(STAMP) lint deploy-check java-runtime
 	NAMESRV_REQUIRE_PROMETHEUS=1 $(PY) -m pytest -q
+
+## report: a short demo cluster exports route snapshots; the Spark topic distribution job reports on them
+report: $(STAMP) java-runtime
+	$(PY) scripts/report.py
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests scripts bench
@@ -31,6 +35,14 @@ lint: $(STAMP)
 ## prometheus-tools: prometheus and promtool from Debian's package, when missing
 prometheus-tools:
 	bash scripts/install-prometheus.sh
+
+## analytics-zip: the Spark jobs as build/analytics.zip, for spark-submit --py-files on a cluster
+analytics-zip: $(STAMP)
+	$(PY) scripts/analytics_zip.py build/analytics.zip
+
+## java-runtime: a Java 17 runtime for PySpark (Debian's openjdk-17-jre-headless), when java is missing
+java-runtime:
+	bash scripts/install-java.sh
 
 ## deploy-check: promtool checks of deploy/prometheus: both configs, the alert rules, their unit tests
 deploy-check: prometheus-tools

@@ -66,6 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     delete = sub.add_parser("delete-topic", help="DeleteTopic")
     delete.add_argument("topic")
     delete.add_argument("--cluster", default="")
+    sub.add_parser("snapshot", help="export a route snapshot into the server's snapshotDir (ExportRouteSnapshot)")
     config = sub.add_parser("config", help="show the config, or change keys: config KEY=VALUE ...")
     config.add_argument("changes", nargs="*", metavar="KEY=VALUE")
     return parser
@@ -103,6 +104,7 @@ def _command(args: argparse.Namespace, channel: grpc.Channel) -> Callable[[], Me
         "delete-topic": lambda: admin.DeleteTopic(
             admin_pb2.DeleteTopicRequest(topic=args.topic, cluster_name=args.cluster), timeout=t
         ),
+        "snapshot": lambda: admin.ExportRouteSnapshot(admin_pb2.ExportRouteSnapshotRequest(), timeout=600),
         "config": lambda: (
             admin.UpdateNamesrvConfig(
                 admin_pb2.UpdateNamesrvConfigRequest(config=dict(c.split("=", 1) for c in args.changes)), timeout=t

@@ -46,6 +46,20 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--order-message-enable", action="store_const", const=True, help="routes carry orderTopicConf (S19)"
     )
+    parser.add_argument("--snapshot-dir", metavar="DIR", help="route snapshots, Parquet (snapshotDir)")
+    parser.add_argument(
+        "--snapshot-interval",
+        type=int,
+        metavar="SECONDS",
+        help="export a route snapshot every SECONDS (snapshotInterval; default 0 = only on demand)",
+    )
+    parser.add_argument(
+        "--snapshot-retention",
+        type=int,
+        metavar="HOURS",
+        help="delete snapshots older than HOURS, never the newest (snapshotRetentionHours; default 168, 0 = keep)",
+    )
+    parser.add_argument("--snapshot-namesrv-id", metavar="ID", help="identity in snapshots (default host:port)")
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default INFO)")
     return parser
 
@@ -58,6 +72,10 @@ FLAG_KEYS = {
     "config_store_path": "configStorePath",
     "scan_not_active_broker_interval": "scanNotActiveBrokerInterval",
     "order_message_enable": "orderMessageEnable",
+    "snapshot_dir": "snapshotDir",
+    "snapshot_interval": "snapshotInterval",
+    "snapshot_retention": "snapshotRetentionHours",
+    "snapshot_namesrv_id": "snapshotNamesrvId",
 }
 """Command-line flag (argparse dest) -> RocketMQ key."""
 

@@ -18,6 +18,10 @@ from namesrv_grpc.properties import ConfigError
 DEFAULT_CONFIG_BLACKLIST = "configBlackList;configStorePath;kvConfigPath"
 """Keys ``UpdateNamesrvConfig`` refuses (RocketMQ ``NamesrvConfig.configBlackList``, S26)."""
 
+ALWAYS_REFUSED = frozenset({"snapshotDir"})
+"""Keys ``UpdateNamesrvConfig`` refuses whatever ``configBlackList`` says: a caller must not choose
+where the server writes files (as RocketMQ blacklists ``kvConfigPath``)."""
+
 
 def _home(*parts: str) -> str:
     return str(Path.home().joinpath(*parts))
@@ -41,6 +45,10 @@ class NamesrvConfig:
     shutdown_grace_period_millis: int = 5_000
     need_wait_for_service: bool = False
     wait_seconds_for_service: int = 45
+    snapshot_dir: str = field(default_factory=lambda: _home("namesrv", "snapshots"))
+    snapshot_interval: int = 0
+    snapshot_retention_hours: int = 168
+    snapshot_namesrv_id: str = ""
 
     def to_properties(self) -> dict[str, str]:
         """The configuration as RocketMQ key -> text, sorted by key (``-p``, ``GetNamesrvConfig``)."""
@@ -51,9 +59,10 @@ class NamesrvConfig:
         return result
 
     def blacklisted_keys(self) -> set[str]:
-        """Keys of ``configBlackList`` (``;``-separated), always including the three defaults."""
+        """Keys of ``configBlackList`` (``;``-separated), always including the three defaults and
+        :data:`ALWAYS_REFUSED`."""
         keys = {k.strip() for k in self.config_black_list.split(";") if k.strip()}
-        return keys | set(DEFAULT_CONFIG_BLACKLIST.split(";"))
+        return keys | set(DEFAULT_CONFIG_BLACKLIST.split(";")) | ALWAYS_REFUSED
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,10 +122,18 @@ KEYS: dict[str, _Key] = {
         "need_wait_for_service", _parse_bool, "answer route lookups UNAVAILABLE during the warm-up after start"
     ),
     "waitSecondsForService": _Key("wait_seconds_for_service", _int_parser(0, 3600), "warm-up length, seconds"),
+    "snapshotDir": _Key("snapshot_dir", _non_empty, "directory of route snapshots (Parquet)"),
+    "snapshotInterval": _Key(
+        "snapshot_interval", _int_parser(0, 86_400), "seconds between route snapshots (0 = only on demand)"
+    ),
+    "snapshotRetentionHours": _Key(
+        "snapshot_retention_hours", _int_parser(0, 87_600), "keep snapshots this many hours (0 = all; never the newest)"
+    ),
+    "snapshotNamesrvId": _Key("snapshot_namesrv_id", str, "identity in snapshots (empty = host:port)"),
 }
 """Every configuration key, in RocketMQ spelling."""
 
-RESTART_KEYS = frozenset({"listenPort", "bindAddress", "metricsPort", "grpcMaxMessageSize"})
+RESTART_KEYS = frozenset({"listenPort", "bindAddress", "metricsPort", "grpcMaxMessageSize", "snapshotNamesrvId"})
 """Keys that ``UpdateNamesrvConfig`` stores but that take effect only at the next start."""
 
 

@@ -14,7 +14,8 @@
     ├── StaleBrokerStateError       STALE_BROKER_STATE            FAILED_PRECONDITION
     ├── ConfigKeyBlacklistedError   CONFIG_KEY_BLACKLISTED        PERMISSION_DENIED
     ├── ServiceWarmingUpError       NAMESRV_WARMING_UP            UNAVAILABLE
-    └── PersistError                KV_CONFIG_PERSIST_FAILED      INTERNAL
+    ├── PersistError                KV_CONFIG_PERSIST_FAILED      INTERNAL
+    └── SnapshotWriteError          SNAPSHOT_WRITE_FAILED         INTERNAL
 
 Every error is raised before any state changes: a rejected request changes nothing.
 """
@@ -106,3 +107,9 @@ class ServiceWarmingUpError(NamesrvError):
     so clients ask another NameServer instead of trusting a table brokers have not filled yet."""
 
     reason = "NAMESRV_WARMING_UP"
+
+
+class SnapshotWriteError(NamesrvError):
+    """A route snapshot could not be written into ``snapshotDir``; nothing of it is visible."""
+
+    reason = "SNAPSHOT_WRITE_FAILED"

@@ -32,6 +32,7 @@ STATUS_CODES: dict[type[errors.NamesrvError], grpc.StatusCode] = {
     errors.ConfigKeyBlacklistedError: grpc.StatusCode.PERMISSION_DENIED,
     errors.PersistError: grpc.StatusCode.INTERNAL,
     errors.ServiceWarmingUpError: grpc.StatusCode.UNAVAILABLE,
+    errors.SnapshotWriteError: grpc.StatusCode.INTERNAL,
 }
 
 

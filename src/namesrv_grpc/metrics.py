@@ -17,6 +17,8 @@ at scrape time, so they are never stale.
 - ``namesrv_kv_config_writes_total`` (counter): KV config changes persisted
 - ``namesrv_registration_duration_seconds`` (histogram): time to process a RegisterBroker call
 - ``namesrv_route_lookup_duration_seconds`` (histogram): time to answer a PickupTopicRoute call
+- ``namesrv_snapshot_exports_total{result}`` (counter): route snapshots exported, ``ok`` or ``failed``
+- ``namesrv_snapshot_export_duration_seconds`` (histogram): time to export one route snapshot
 - ``namesrv_build_info{version}`` (gauge): always 1
 - ``grpc_server_started_total``, ``grpc_server_handled_total``, ``grpc_server_handling_seconds``: see
   :mod:`namesrv_grpc.grpc_metrics`
@@ -111,6 +113,20 @@ class NamesrvMetrics:
             "namesrv_route_lookup_duration_seconds",
             "Time to answer a PickupTopicRoute call.",
             buckets=(0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.1, 1.0),
+            registry=self.registry,
+        )
+        self.snapshot_exports = Counter(
+            "namesrv_snapshot_exports",
+            "Route snapshots exported, by result (ok, failed).",
+            ["result"],
+            registry=self.registry,
+        )
+        for result in ("ok", "failed"):
+            self.snapshot_exports.labels(result)
+        self.snapshot_export_seconds = Histogram(
+            "namesrv_snapshot_export_duration_seconds",
+            "Time to export a route snapshot (copy, Parquet, commit).",
+            buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0),
             registry=self.registry,
         )
         Info("namesrv_build", "Build information.", registry=self.registry).info({"version": package_version()})

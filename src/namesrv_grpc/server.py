@@ -11,7 +11,9 @@ import asyncio
 import contextlib
 import logging
 import signal
+import socket
 import threading
+import time
 from pathlib import Path
 from wsgiref.simple_server import WSGIServer
 
@@ -29,6 +31,7 @@ from namesrv.v1 import (
     name_server_service_pb2_grpc,
 )
 from namesrv_grpc.config import NamesrvConfig
+from namesrv_grpc.encoded_responses import PreEncodedResponses
 from namesrv_grpc.grpc_errors import ErrorInterceptor
 from namesrv_grpc.grpc_metrics import GrpcMetricsInterceptor, GrpcServerMetrics
 from namesrv_grpc.kvconfig import KVConfigManager
@@ -37,6 +40,7 @@ from namesrv_grpc.processor import NameServer
 from namesrv_grpc.route_table import Clock, RouteInfoManager, wall_clock_millis
 from namesrv_grpc.servicers import AdminServicer, KVConfigServicer, NameServerServicer
 from namesrv_grpc.sessions import BrokerSessions
+from namesrv_grpc.snapshot import SnapshotExporter, SnapshotInfo
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +80,11 @@ class NamesrvServer:
         self.port = 0
         self._server: grpc.aio.Server | None = None
         self._scan_task: asyncio.Task[None] | None = None
+        self._snapshot_task: asyncio.Task[None] | None = None
+        self._snapshot_lock = asyncio.Lock()
+        self._snapshot_dir = Path(config.snapshot_dir).expanduser()  # snapshotDir: not changeable at run time
+        self.snapshot_exporter: SnapshotExporter | None = None
+        """Created by :meth:`start` (the default identity needs the bound port)."""
         self._metrics_server: tuple[WSGIServer, threading.Thread] | None = None
 
     @property
@@ -101,7 +110,7 @@ class NamesrvServer:
             ("grpc.http2.max_pings_without_data", 0),
         ]
         # The metrics interceptor wraps the error interceptor, so it counts the final status code.
-        interceptors = [GrpcMetricsInterceptor(self.grpc_metrics), ErrorInterceptor()]
+        interceptors = [GrpcMetricsInterceptor(self.grpc_metrics), ErrorInterceptor(), PreEncodedResponses()]
         server = grpc.aio.server(interceptors=interceptors, options=options)
         name_server_service_pb2_grpc.add_NameServerServiceServicer_to_server(
             NameServerServicer(self.nameserver, self.metrics, self.sessions), server
@@ -109,7 +118,9 @@ class NamesrvServer:
         kv_config_service_pb2_grpc.add_KVConfigServiceServicer_to_server(
             KVConfigServicer(self.nameserver, self.metrics), server
         )
-        admin_service_pb2_grpc.add_AdminServiceServicer_to_server(AdminServicer(self.nameserver), server)
+        admin_service_pb2_grpc.add_AdminServiceServicer_to_server(
+            AdminServicer(self.nameserver, self.export_snapshot), server
+        )
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         reflection.enable_server_reflection((*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
         address = f"{_host_for_bind(config.bind_address)}:{config.listen_port}"
@@ -122,6 +133,13 @@ class NamesrvServer:
         for name in ("", *SERVICE_NAMES):
             await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
         self._scan_task = asyncio.create_task(self._scan_loop(), name="scan-not-active-broker")
+        self.snapshot_exporter = SnapshotExporter(
+            self.route_table,
+            self._snapshot_dir,
+            namesrv_identity(config, self.port),
+            retention_hours=lambda: self.config.snapshot_retention_hours,
+        )
+        self._snapshot_task = asyncio.create_task(self._snapshot_loop(), name="route-snapshots")
         if config.metrics_port:
             self._metrics_server = start_http_server(
                 config.metrics_port, addr=config.bind_address, registry=self.metrics.registry
@@ -145,6 +163,43 @@ class NamesrvServer:
                 log.exception("expiry scan failed")
             await asyncio.sleep(self.config.scan_not_active_broker_interval / 1000)
 
+    async def export_snapshot(self) -> SnapshotInfo:
+        """Export a route snapshot (``AdminService.ExportRouteSnapshot``, ``snapshotInterval``): the
+        copy, Parquet and commit run in a worker thread, one export at a time, so RPCs go on.
+        Raises SnapshotWriteError."""
+        if self.snapshot_exporter is None:
+            raise RuntimeError("the server is not started")
+        async with self._snapshot_lock:
+            started = time.perf_counter()
+            try:
+                info = await asyncio.to_thread(self.snapshot_exporter.export)
+            except Exception:
+                self.metrics.snapshot_exports.labels("failed").inc()
+                raise
+            finally:
+                self.metrics.snapshot_export_seconds.observe(time.perf_counter() - started)
+            self.metrics.snapshot_exports.labels("ok").inc()
+            return info
+
+    async def _snapshot_loop(self) -> None:
+        """Export every ``snapshotInterval`` seconds; 0 = off (re-read each second, it may be updated)."""
+        last = time.monotonic()
+        while True:
+            interval = self.config.snapshot_interval
+            if not interval:
+                last = time.monotonic()
+                await asyncio.sleep(1)
+                continue
+            wait = last + interval - time.monotonic()
+            if wait > 0:
+                await asyncio.sleep(min(wait, 1.0))
+                continue
+            last = time.monotonic()
+            try:
+                await self.export_snapshot()
+            except Exception:  # a failed export must never kill the loop
+                log.exception("route snapshot failed")
+
     async def stop(self, grace_seconds: float | None = None) -> None:
         """Orderly shutdown: health NOT_SERVING, stop accepting, drain in-flight calls for up to
         ``grace_seconds`` (default ``shutdownGracePeriodMillis``), stop the scan and metrics."""
@@ -154,10 +209,11 @@ class NamesrvServer:
         self.sessions.close_all()
         if self._server is not None:
             await self._server.stop(grace_seconds)
-        if self._scan_task is not None:
-            self._scan_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._scan_task
+        for task in (self._scan_task, self._snapshot_task):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         if self._metrics_server is not None:
             http_server, thread = self._metrics_server
             http_server.shutdown()
@@ -172,6 +228,17 @@ class NamesrvServer:
         await stop.wait()
         log.info("signal received: draining in-flight calls and stopping")
         await self.stop()
+
+
+def namesrv_identity(config: NamesrvConfig, port: int) -> str:
+    """The NameServer's identity in snapshots: ``snapshotNamesrvId``, else ``host:port`` with the bind
+    address, or the host name when bound to every address."""
+    if config.snapshot_namesrv_id:
+        return config.snapshot_namesrv_id
+    host = config.bind_address
+    if host in ("", "0.0.0.0", "::", "[::]"):
+        host = socket.gethostname()
+    return f"{host}:{port}"
 
 
 def _host_for_bind(host: str) -> str:

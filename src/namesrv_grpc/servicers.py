@@ -4,7 +4,9 @@ and results back. No rules live here; domain errors become statuses in
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+import functools
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import grpc
@@ -17,11 +19,24 @@ from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv.v1 import name_server_service_pb2_grpc as ns_grpc
 from namesrv_grpc.body import data_version_from_proto, data_version_to_proto
 from namesrv_grpc.convert import cluster_info_to_proto, queue_data_from_proto, route_to_proto
+from namesrv_grpc.errors import SnapshotWriteError
 from namesrv_grpc.metrics import NamesrvMetrics
+from namesrv_grpc.model import TopicRouteData
 from namesrv_grpc.processor import NameServer
 from namesrv_grpc.sessions import BrokerSessions
+from namesrv_grpc.snapshot import SnapshotInfo
+from namesrv_grpc.snapshot_schema import SCHEMA_VERSION
 
 Context = grpc.aio.ServicerContext[Any, Any]
+
+
+OFF_LOOP_BODY_BYTES = 256 * 1024
+"""Registration bodies larger than this are processed in a worker thread."""
+
+
+def encode_route_response(route: TopicRouteData) -> bytes:
+    """A route as serialized ``PickupTopicRouteResponse`` bytes, ready to send."""
+    return bytes(ns_pb2.PickupTopicRouteResponse(route=route_to_proto(route)).SerializeToString())
 
 
 class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[misc]
@@ -40,21 +55,25 @@ class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[mis
     async def RegisterBroker(
         self, request: ns_pb2.RegisterBrokerRequest, context: Context
     ) -> ns_pb2.RegisterBrokerResponse:
+        call = functools.partial(
+            self._ns.register_broker,
+            cluster_name=request.cluster_name,
+            broker_name=request.broker_name,
+            broker_id=request.broker_id,
+            broker_addr=request.broker_addr,
+            ha_server_addr=request.ha_server_addr,
+            body=request.body,
+            body_crc32c=request.body_crc32c,
+            compressed=request.compressed,
+            heartbeat_timeout_millis=request.heartbeat_timeout_millis,
+            enable_acting_master=request.enable_acting_master,
+            zone_name=request.zone_name,
+            instance_id=request.instance_id,
+        )
         with self._metrics.registration():
-            result, kv_table = self._ns.register_broker(
-                cluster_name=request.cluster_name,
-                broker_name=request.broker_name,
-                broker_id=request.broker_id,
-                broker_addr=request.broker_addr,
-                ha_server_addr=request.ha_server_addr,
-                body=request.body,
-                body_crc32c=request.body_crc32c,
-                compressed=request.compressed,
-                heartbeat_timeout_millis=request.heartbeat_timeout_millis,
-                enable_acting_master=request.enable_acting_master,
-                zone_name=request.zone_name,
-                instance_id=request.instance_id,
-            )
+            # A large body (thousands of topics) is checked and decoded off the event loop, so route
+            # lookups go on meanwhile; the table itself is locked only while it is updated.
+            result, kv_table = await asyncio.to_thread(call) if len(request.body) > OFF_LOOP_BODY_BYTES else call()
         return ns_pb2.RegisterBrokerResponse(
             master_addr=result.master_addr, ha_server_addr=result.ha_server_addr, kv_table=kv_table
         )
@@ -98,12 +117,10 @@ class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[mis
             response.name_server_data_version.CopyFrom(data_version_to_proto(stored))
         return response
 
-    async def PickupTopicRoute(
-        self, request: ns_pb2.PickupTopicRouteRequest, context: Context
-    ) -> ns_pb2.PickupTopicRouteResponse:
+    async def PickupTopicRoute(self, request: ns_pb2.PickupTopicRouteRequest, context: Context) -> bytes:
         with self._metrics.route_lookup():
-            route = self._ns.pickup_topic_route(request.topic)
-            return ns_pb2.PickupTopicRouteResponse(route=route_to_proto(route))
+            # The serialized PickupTopicRouteResponse, cached per topic (see PreEncodedResponses).
+            return self._ns.pickup_topic_route_encoded(request.topic, encode_route_response)
 
     async def GetBrokerClusterInfo(
         self, request: ns_pb2.GetBrokerClusterInfoRequest, context: Context
@@ -172,10 +189,13 @@ class KVConfigServicer(kv_grpc.KVConfigServiceServicer):  # type: ignore[misc]
 
 
 class AdminServicer(admin_grpc.AdminServiceServicer):  # type: ignore[misc]
-    """``namesrv.v1.AdminService`` (S23, S25, S26)."""
+    """``namesrv.v1.AdminService`` (S23, S25, S26, route snapshots)."""
 
-    def __init__(self, nameserver: NameServer) -> None:
+    def __init__(
+        self, nameserver: NameServer, export_snapshot: Callable[[], Awaitable[SnapshotInfo]] | None = None
+    ) -> None:
         self._ns = nameserver
+        self._export_snapshot = export_snapshot
 
     async def WipeWritePermOfBroker(
         self, request: admin_pb2.WipeWritePermOfBrokerRequest, context: Context
@@ -211,3 +231,22 @@ class AdminServicer(admin_grpc.AdminServiceServicer):  # type: ignore[misc]
     ) -> admin_pb2.UpdateNamesrvConfigResponse:
         self._ns.update_namesrv_config(dict(request.config))
         return admin_pb2.UpdateNamesrvConfigResponse()
+
+    async def ExportRouteSnapshot(
+        self, request: admin_pb2.ExportRouteSnapshotRequest, context: Context
+    ) -> admin_pb2.ExportRouteSnapshotResponse:
+        if self._export_snapshot is None:
+            raise SnapshotWriteError("this server exports no route snapshots")
+        info = await self._export_snapshot()
+        return admin_pb2.ExportRouteSnapshotResponse(
+            snapshot_time_millis=info.snapshot_time_ms,
+            namesrv=info.namesrv,
+            snapshot_dir=str(info.directory),
+            file_name=info.file_name,
+            topics=info.topics,
+            queue_datas=info.queue_datas,
+            broker_names=info.broker_names,
+            broker_addrs=info.broker_addrs,
+            clusters=info.clusters,
+            schema_version=SCHEMA_VERSION,
+        )

@@ -88,3 +88,31 @@ class UpdateNamesrvConfigRequest(_message.Message):
 class UpdateNamesrvConfigResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
+
+class ExportRouteSnapshotRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ExportRouteSnapshotResponse(_message.Message):
+    __slots__ = ("snapshot_time_millis", "namesrv", "snapshot_dir", "file_name", "topics", "queue_datas", "broker_names", "broker_addrs", "clusters", "schema_version")
+    SNAPSHOT_TIME_MILLIS_FIELD_NUMBER: _ClassVar[int]
+    NAMESRV_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_DIR_FIELD_NUMBER: _ClassVar[int]
+    FILE_NAME_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_DATAS_FIELD_NUMBER: _ClassVar[int]
+    BROKER_NAMES_FIELD_NUMBER: _ClassVar[int]
+    BROKER_ADDRS_FIELD_NUMBER: _ClassVar[int]
+    CLUSTERS_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
+    snapshot_time_millis: int
+    namesrv: str
+    snapshot_dir: str
+    file_name: str
+    topics: int
+    queue_datas: int
+    broker_names: int
+    broker_addrs: int
+    clusters: int
+    schema_version: int
+    def __init__(self, snapshot_time_millis: _Optional[int] = ..., namesrv: _Optional[str] = ..., snapshot_dir: _Optional[str] = ..., file_name: _Optional[str] = ..., topics: _Optional[int] = ..., queue_datas: _Optional[int] = ..., broker_names: _Optional[int] = ..., broker_addrs: _Optional[int] = ..., clusters: _Optional[int] = ..., schema_version: _Optional[int] = ...) -> None: ...

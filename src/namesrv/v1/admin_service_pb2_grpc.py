@@ -65,6 +65,11 @@ class AdminServiceStub:
                 request_serializer=namesrv_dot_v1_dot_admin__service__pb2.UpdateNamesrvConfigRequest.SerializeToString,
                 response_deserializer=namesrv_dot_v1_dot_admin__service__pb2.UpdateNamesrvConfigResponse.FromString,
                 _registered_method=True)
+        self.ExportRouteSnapshot = channel.unary_unary(
+                '/namesrv.v1.AdminService/ExportRouteSnapshot',
+                request_serializer=namesrv_dot_v1_dot_admin__service__pb2.ExportRouteSnapshotRequest.SerializeToString,
+                response_deserializer=namesrv_dot_v1_dot_admin__service__pb2.ExportRouteSnapshotResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
@@ -120,6 +125,16 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ExportRouteSnapshot(self, request, context):
+        """Writes a snapshot of the whole route table into this NameServer's `snapshotDir`, as Parquet
+        (README "Route snapshots and analytics"), all or nothing, and applies `snapshotRetentionHours`.
+        Concurrent calls are served one after the other, each with its own snapshot.
+        Errors: INTERNAL / SNAPSHOT_WRITE_FAILED (the directory cannot be written; nothing was committed).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -152,6 +167,11 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.UpdateNamesrvConfig,
                     request_deserializer=namesrv_dot_v1_dot_admin__service__pb2.UpdateNamesrvConfigRequest.FromString,
                     response_serializer=namesrv_dot_v1_dot_admin__service__pb2.UpdateNamesrvConfigResponse.SerializeToString,
+            ),
+            'ExportRouteSnapshot': grpc.unary_unary_rpc_method_handler(
+                    servicer.ExportRouteSnapshot,
+                    request_deserializer=namesrv_dot_v1_dot_admin__service__pb2.ExportRouteSnapshotRequest.FromString,
+                    response_serializer=namesrv_dot_v1_dot_admin__service__pb2.ExportRouteSnapshotResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -317,6 +337,33 @@ class AdminService:
             '/namesrv.v1.AdminService/UpdateNamesrvConfig',
             namesrv_dot_v1_dot_admin__service__pb2.UpdateNamesrvConfigRequest.SerializeToString,
             namesrv_dot_v1_dot_admin__service__pb2.UpdateNamesrvConfigResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ExportRouteSnapshot(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/namesrv.v1.AdminService/ExportRouteSnapshot',
+            namesrv_dot_v1_dot_admin__service__pb2.ExportRouteSnapshotRequest.SerializeToString,
+            namesrv_dot_v1_dot_admin__service__pb2.ExportRouteSnapshotResponse.FromString,
             options,
             channel_credentials,
             insecure,
