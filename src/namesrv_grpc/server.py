@@ -15,6 +15,7 @@ import socket
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 from wsgiref.simple_server import WSGIServer
 
 import grpc
@@ -40,7 +41,9 @@ from namesrv_grpc.processor import NameServer
 from namesrv_grpc.route_table import Clock, RouteInfoManager, wall_clock_millis
 from namesrv_grpc.servicers import AdminServicer, KVConfigServicer, NameServerServicer
 from namesrv_grpc.sessions import BrokerSessions
-from namesrv_grpc.snapshot import SnapshotExporter, SnapshotInfo
+
+if TYPE_CHECKING:  # pyarrow (about 40 MB resident) is loaded only when a snapshot is taken
+    from namesrv_grpc.snapshot import SnapshotExporter, SnapshotInfo
 
 log = logging.getLogger(__name__)
 
@@ -133,12 +136,6 @@ class NamesrvServer:
         for name in ("", *SERVICE_NAMES):
             await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
         self._scan_task = asyncio.create_task(self._scan_loop(), name="scan-not-active-broker")
-        self.snapshot_exporter = SnapshotExporter(
-            self.route_table,
-            self._snapshot_dir,
-            namesrv_identity(config, self.port),
-            retention_hours=lambda: self.config.snapshot_retention_hours,
-        )
         self._snapshot_task = asyncio.create_task(self._snapshot_loop(), name="route-snapshots")
         if config.metrics_port:
             self._metrics_server = start_http_server(
@@ -167,9 +164,18 @@ class NamesrvServer:
         """Export a route snapshot (``AdminService.ExportRouteSnapshot``, ``snapshotInterval``): the
         copy, Parquet and commit run in a worker thread, one export at a time, so RPCs go on.
         Raises SnapshotWriteError."""
-        if self.snapshot_exporter is None:
+        if self._server is None:
             raise RuntimeError("the server is not started")
         async with self._snapshot_lock:
+            if self.snapshot_exporter is None:
+                from namesrv_grpc.snapshot import SnapshotExporter
+
+                self.snapshot_exporter = SnapshotExporter(
+                    self.route_table,
+                    self._snapshot_dir,
+                    namesrv_identity(self.config, self.port),
+                    retention_hours=lambda: self.config.snapshot_retention_hours,
+                )
             started = time.perf_counter()
             try:
                 info = await asyncio.to_thread(self.snapshot_exporter.export)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 
@@ -24,8 +24,9 @@ from namesrv_grpc.metrics import NamesrvMetrics
 from namesrv_grpc.model import TopicRouteData
 from namesrv_grpc.processor import NameServer
 from namesrv_grpc.sessions import BrokerSessions
-from namesrv_grpc.snapshot import SnapshotInfo
-from namesrv_grpc.snapshot_schema import SCHEMA_VERSION
+
+if TYPE_CHECKING:
+    from namesrv_grpc.snapshot import SnapshotInfo
 
 Context = grpc.aio.ServicerContext[Any, Any]
 
@@ -238,6 +239,8 @@ class AdminServicer(admin_grpc.AdminServiceServicer):  # type: ignore[misc]
         if self._export_snapshot is None:
             raise SnapshotWriteError("this server exports no route snapshots")
         info = await self._export_snapshot()
+        from namesrv_grpc.snapshot_schema import SCHEMA_VERSION
+
         return admin_pb2.ExportRouteSnapshotResponse(
             snapshot_time_millis=info.snapshot_time_ms,
             namesrv=info.namesrv,
