@@ -139,7 +139,7 @@ def parse_body(body: bytes, *, compressed: bool) -> RegisterBrokerBody:
     """
     if not body:
         return RegisterBrokerBody({}, DataVersion(), ())
-    raw = _decompress(body) if compressed else body
+    raw = decompress_body(body, compressed=compressed)
     message = types_pb2.RegisterBrokerBody()
     try:
         message.ParseFromString(raw)
@@ -196,3 +196,37 @@ def _decompress(body: bytes) -> bytes:
     if not decompressor.eof:
         raise MalformedBodyError("compressed body is truncated (zlib stream does not end)")
     return raw
+
+
+def decompress_body(body: bytes, *, compressed: bool) -> bytes:
+    """The serialized RegisterBrokerBody: ``body`` itself, or zlib-decompressed. Raises MalformedBodyError."""
+    return _decompress(body) if compressed else body
+
+
+def split_topic_table(raw: bytes) -> tuple[int, bytes] | None:
+    """Split a serialized RegisterBrokerBody into the fingerprint of its topic table and the rest.
+
+    Serializers write fields in field-number order, so the body is ``[topic_config_table entries]
+    [data_version][filter_server_list]``. Returns ``(CRC32C of the entries, the remaining bytes)``,
+    or None when the body does not start that way (it is then decoded in full as usual). The caller
+    must check that the rest holds no further topic entries (fields may come in any order).
+
+    This lets a registration that only changed its DataVersion skip decoding 100,000 topics.
+    """
+    position, size = 0, len(raw)
+    while position < size and raw[position] == 0x0A:  # field 1 (topic_config_table), length-delimited
+        position += 1
+        length = shift = 0
+        while True:
+            if position >= size or shift > 28:
+                return None
+            byte = raw[position]
+            position += 1
+            length |= (byte & 0x7F) << shift
+            if byte < 0x80:
+                break
+            shift += 7
+        position += length
+    if position > size:
+        return None
+    return crc32c(raw[:position]) ^ (position << 32), raw[position:]

@@ -123,6 +123,10 @@ class BrokerLiveInfo:
     session_id: int = 0
     body_fingerprint: tuple[int, int, bool] | None = None
     """(CRC32C, length, compressed) of the last registration body: an identical body needs no decoding."""
+    topics_fingerprint: int | None = None
+    """Fingerprint of the topic table of the last registration body when the route table is known
+    to hold exactly what those topics make (cleared when anything else changes this broker name's
+    QueueData): a body with the same topics and a new DataVersion needs no topic decoding."""
 
     def expired(self, now_millis: int) -> bool:
         """True when the broker has been silent for longer than its heartbeat timeout."""

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TypeVar, cast
 
-from namesrv_grpc.body import parse_body, verify_checksum
+from namesrv_grpc.body import decompress_body, parse_body, split_topic_table, verify_checksum
 from namesrv_grpc.config import RESTART_KEYS, NamesrvConfig, apply_properties, persist_properties
 from namesrv_grpc.errors import (
     ConfigKeyBlacklistedError,
@@ -132,14 +132,24 @@ class NameServer:
         same = self.route_table.same_body_registered(**identity, fingerprint=fingerprint)  # type: ignore[arg-type]
         if same is not None:
             # The same bytes as last time: decoding them would change nothing (S06, S07, S09).
-            data_version, filter_servers = same
+            data_version, filter_servers, topics_fingerprint = same
             topic_configs = None
         else:
-            decoded = parse_body(body, compressed=compressed)
+            raw = decompress_body(body, compressed=compressed)
+            split = split_topic_table(raw)
+            topics_fingerprint = split[0] if split else None
+            decoded = None
+            if split and self.route_table.topics_unchanged(**identity, topics_fingerprint=split[0]):  # type: ignore[arg-type]
+                # Same topic table as last time, only the DataVersion or filter servers differ: S07
+                # would change nothing, so only the rest of the body is decoded.
+                decoded = parse_body(split[1], compressed=False)
+                topic_configs = None
+            if decoded is None or decoded.topic_config_table:
+                decoded = parse_body(raw, compressed=False)
+                topic_configs = decoded.topic_config_table
             for index, addr in enumerate(decoded.filter_server_list):
                 require_addr(f"body.filter_server_list[{index}]", addr)
             data_version, filter_servers = decoded.data_version, decoded.filter_server_list
-            topic_configs = decoded.topic_config_table
         master_before = self.route_table.master_of(broker_name)
         result = self.route_table.register_broker(
             **identity,  # type: ignore[arg-type]
@@ -152,6 +162,7 @@ class NameServer:
             enable_acting_master=enable_acting_master,
             instance_id=instance_id,
             body_fingerprint=fingerprint,
+            topics_fingerprint=topics_fingerprint,
         )
         self._notify_if_master_changed(broker_name, master_before)
         return result, self.kv_config.list_namespace(ORDER_TOPIC_CONFIG_NAMESPACE)

@@ -145,6 +145,7 @@ class RouteInfoManager:
         enable_acting_master: bool = False,
         instance_id: str = "",
         body_fingerprint: tuple[int, int, bool] | None = None,
+        topics_fingerprint: int | None = None,
     ) -> RegisterBrokerResult:
         """Register (or refresh) one broker address; RocketMQ ``registerBroker``.
 
@@ -153,7 +154,9 @@ class RouteInfoManager:
         ``heartbeat_timeout_millis`` 0 means 120 000 ms (S08). Returns the live master's address and HA
         address for a slave (S10). A re-registration by the same broker (same non-empty
         ``instance_id``, cluster, name and id) keeps its liveness session; any other drops it (S17).
-        ``body_fingerprint`` is kept for :meth:`same_body_registered`.
+        ``body_fingerprint`` is kept for :meth:`same_body_registered`; ``topics_fingerprint`` (of the
+        body's topic table) for :meth:`topics_unchanged`, when the table now holds what those topics
+        make. ``topic_configs`` None means "topics unchanged" (a fingerprint matched).
 
         Raises StaleBrokerStateError (S12) before changing anything when the broker id is held by
         another live address with a higher ``state_version``.
@@ -208,11 +211,13 @@ class RouteInfoManager:
                 self._invalidate_broker_name(broker_name)
 
             # S06/S07: a master with a changed DataVersion (or a first registration) carries topics.
+            topics_applied = broker_id != MASTER_ID or topic_configs is None
             if broker_id == MASTER_ID and topic_configs is not None:
                 changed = (
                     previous is None or previous.broker_name != broker_name or previous.data_version != data_version
                 )
                 if register_first or changed:
+                    topics_applied = True
                     if self.delete_topic_with_broker_registration:
                         for topic in self.topics_by_broker_name.get(broker_name, set()) - set(topic_configs):
                             self._remove_queue_data(topic, broker_name)
@@ -237,6 +242,7 @@ class RouteInfoManager:
                 instance_id=instance_id,
                 session_id=previous.session_id if same_instance and previous is not None else 0,
                 body_fingerprint=body_fingerprint,
+                topics_fingerprint=topics_fingerprint if topics_applied else None,
             )
             self._schedule(broker_addr, self.broker_live_table[broker_addr])
 
@@ -462,7 +468,16 @@ class RouteInfoManager:
         for topic in list(self.topics_by_broker_name.get(broker_name, ())):
             self._remove_queue_data(topic, broker_name)
 
+    def _forget_topics_fingerprints(self, broker_name: str) -> None:
+        """This broker name's QueueData changed other than by S07: its next registration decodes."""
+        broker_data = self.broker_addr_table.get(broker_name)
+        for addr in broker_data.broker_addrs.values() if broker_data else ():
+            live = self.broker_live_table.get(addr)
+            if live is not None:
+                live.topics_fingerprint = None
+
     def _remove_queue_data(self, topic: str, broker_name: str) -> None:
+        self._forget_topics_fingerprints(broker_name)
         self._route_cache.pop(topic, None)
         queue_data_map = self.topic_queue_table.get(topic)
         if queue_data_map is not None:
@@ -538,6 +553,15 @@ class RouteInfoManager:
         queue_datas = tuple(queue_data_map[name] for name in sorted(queue_data_map))
         return TopicRouteData(queue_datas, tuple(broker_datas), filter_servers)
 
+    def topics_unchanged(
+        self, *, cluster_name: str, broker_name: str, broker_id: int, broker_addr: str, topics_fingerprint: int
+    ) -> bool:
+        """True when this broker's last registration had the same topic table and nothing else has
+        changed its broker name's QueueData since: decoding the topics again would change nothing."""
+        with self._lock:
+            live = self._matching_live(cluster_name, broker_name, broker_id, broker_addr)
+            return live is not None and live.topics_fingerprint == topics_fingerprint
+
     def same_body_registered(
         self,
         *,
@@ -546,15 +570,15 @@ class RouteInfoManager:
         broker_id: int,
         broker_addr: str,
         fingerprint: tuple[int, int, bool],
-    ) -> tuple[DataVersion, tuple[str, ...]] | None:
+    ) -> tuple[DataVersion, tuple[str, ...], int | None] | None:
         """When this broker's last registration carried a body with the same (CRC32C, length,
-        compressed), return its stored DataVersion and filter servers: the body need not be decoded
-        (it would change nothing, S06/S07/S09). None otherwise."""
+        compressed), return its stored DataVersion, filter servers and topics fingerprint: the body
+        need not be decoded (it would change nothing, S06/S07/S09). None otherwise."""
         with self._lock:
             live = self._matching_live(cluster_name, broker_name, broker_id, broker_addr)
             if live is None or live.body_fingerprint != fingerprint:
                 return None
-            return live.data_version, tuple(self.filter_server_table.get(broker_addr, ()))
+            return live.data_version, tuple(self.filter_server_table.get(broker_addr, ())), live.topics_fingerprint
 
     def get_cluster_info(self) -> ClusterInfo:
         """S22: copies of brokerAddrTable and clusterAddrTable (broker names sorted)."""
@@ -630,6 +654,7 @@ class RouteInfoManager:
             topics = self.topics_by_broker_name.get(broker_name, set())
             if topics:
                 self.version += 1
+                self._forget_topics_fingerprints(broker_name)
             for topic in topics:
                 queue_data_map = self.topic_queue_table[topic]
                 queue_data = queue_data_map[broker_name]
@@ -672,6 +697,7 @@ class RouteInfoManager:
             self._route_cache.pop(topic, None)
             queue_data_map = self.topic_queue_table.setdefault(topic, {})
             for queue_data in queue_datas:
+                self._forget_topics_fingerprints(queue_data.broker_name)
                 queue_data_map[queue_data.broker_name] = queue_data
                 self.topics_by_broker_name.setdefault(queue_data.broker_name, set()).add(topic)
 
