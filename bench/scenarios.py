@@ -227,17 +227,18 @@ def s5_unchanged_broker(quick: bool) -> Result:
             timed_calls(stub.QueryDataVersion, qdv, 50)  # warm-up
             result[f"query_data_version_ms_{label}"] = round(median(timed_calls(stub.QueryDataVersion, qdv, calls)), 3)
             result[f"heartbeat_ms_{label}"] = round(median(timed_calls(stub.BrokerHeartbeat, beat, calls)), 3)
-        runs = 10 if quick else 30
-        reregister = median(timed_calls(stub.RegisterBroker, big, runs))
+        runs = 10 if quick else 40
         wrong_crc = ns_pb2.RegisterBrokerRequest()
         wrong_crc.CopyFrom(big)
         wrong_crc.body_crc32c ^= 1
-        transfer_and_checksum = []
-        for _ in range(runs):
+        reregistrations, transfer_and_checksum = [], []
+        for _ in range(runs):  # interleaved, so drift on a noisy machine hits both alike
+            reregistrations.extend(timed_calls(stub.RegisterBroker, big, 1))
             start = time.perf_counter()
             with contextlib.suppress(grpc.RpcError):  # DATA_LOSS, as wanted: checksum checked, nothing else
                 stub.RegisterBroker(wrong_crc, timeout=60)
             transfer_and_checksum.append((time.perf_counter() - start) * 1000)
+        reregister = median(reregistrations)
         start = time.perf_counter()
         for _ in range(20):
             crc32c(big.body)
@@ -252,11 +253,14 @@ def s5_unchanged_broker(quick: bool) -> Result:
             "heartbeat_ratio": round(beat_ratio, 3),
             "unchanged_reregistration_ms": round(reregister, 2),
             "transfer_plus_checksum_ms": round(median(transfer_and_checksum), 2),
+            "unchanged_reregistration_ms_min": round(min(reregistrations), 2),
+            "transfer_plus_checksum_ms_min": round(min(transfer_and_checksum), 2),
             "crc32c_of_body_ms": round(crc_ms, 3),
             "reregistration_beyond_transfer_and_checksum_ms": round(reregister - median(transfer_and_checksum), 2),
             "target": "QueryDataVersion and heartbeat <= 1.2 x the 10-topic broker's; re-registration = transfer "
             "+ checksum (no decode, no table work)",
-            "met": qdv_ratio <= 1.2 and beat_ratio <= 1.2 and reregister <= 1.2 * median(transfer_and_checksum) + 1,
+            # The floor (fastest run) of each shows the work done; medians carry the machine's noise.
+            "met": qdv_ratio <= 1.2 and beat_ratio <= 1.2 and min(reregistrations) <= 1.2 * min(transfer_and_checksum),
         }
     )
     return result

@@ -56,6 +56,7 @@ class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[mis
     async def RegisterBroker(
         self, request: ns_pb2.RegisterBrokerRequest, context: Context
     ) -> ns_pb2.RegisterBrokerResponse:
+        body = request.body  # one copy of the bytes
         call = functools.partial(
             self._ns.register_broker,
             cluster_name=request.cluster_name,
@@ -63,7 +64,7 @@ class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[mis
             broker_id=request.broker_id,
             broker_addr=request.broker_addr,
             ha_server_addr=request.ha_server_addr,
-            body=request.body,
+            body=body,
             body_crc32c=request.body_crc32c,
             compressed=request.compressed,
             heartbeat_timeout_millis=request.heartbeat_timeout_millis,
@@ -71,10 +72,18 @@ class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[mis
             zone_name=request.zone_name,
             instance_id=request.instance_id,
         )
+        # A large body (thousands of topics) is checked and decoded off the event loop, so route
+        # lookups go on meanwhile; the table itself is locked only while it is updated. The same
+        # body as last time is not decoded at all: it is handled right here.
+        off_loop = len(body) > OFF_LOOP_BODY_BYTES and not self._ns.route_table.same_body_registered(
+            cluster_name=request.cluster_name,
+            broker_name=request.broker_name,
+            broker_id=request.broker_id,
+            broker_addr=request.broker_addr,
+            fingerprint=(request.body_crc32c, len(body), request.compressed),
+        )
         with self._metrics.registration():
-            # A large body (thousands of topics) is checked and decoded off the event loop, so route
-            # lookups go on meanwhile; the table itself is locked only while it is updated.
-            result, kv_table = await asyncio.to_thread(call) if len(request.body) > OFF_LOOP_BODY_BYTES else call()
+            result, kv_table = await asyncio.to_thread(call) if off_loop else call()
         return ns_pb2.RegisterBrokerResponse(
             master_addr=result.master_addr, ha_server_addr=result.ha_server_addr, kv_table=kv_table
         )
