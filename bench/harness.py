@@ -9,6 +9,7 @@ import platform
 import re
 import shutil
 import signal
+import socket
 import statistics
 import struct
 import subprocess
@@ -80,6 +81,13 @@ def namesrv(*extra: str) -> Iterator[Server]:
                 process.wait(30)
             except subprocess.TimeoutExpired:
                 process.kill()
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 def grpc_frame(message: Message) -> bytes:

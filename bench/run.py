@@ -84,8 +84,8 @@ def summary(key: str, r: dict[str, Any]) -> str:
             f"unchanged re-registration of {r['body_bytes'] / 2**20:.1f} MiB: "
             f"median {r['unchanged_reregistration_ms']} ms"
             f" vs transfer+checksum {r['transfer_plus_checksum_ms']} ms (fastest {r['unchanged_reregistration_ms_min']}"
-            f" vs {r['transfer_plus_checksum_ms_min']} ms; CRC32C alone {r['crc32c_of_body_ms']} ms); no decode, no"
-            " table work"
+            f" vs {r['transfer_plus_checksum_ms_min']} ms); server processing {r['server_processing_ms_mean']} ms"
+            f" of which CRC32C {r['crc32c_of_body_ms']} ms: no decode, no table work"
         )
     if key == "6":
         return (
