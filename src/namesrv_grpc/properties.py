@@ -1,6 +1,6 @@
 """Java ``.properties`` files (RocketMQ's ``broker.conf`` and ``namesrv.conf``), read with the
 ``jproperties`` library: ``key=value``, ``key = value``, ``key: value``, ``#``/``!`` comments, line
-continuations and ``\\uXXXX`` escapes, UTF-8 (a byte-order mark is skipped)."""
+continuations and ``\\u`` escapes (four hex digits), UTF-8 (a byte-order mark is skipped)."""
 
 from __future__ import annotations
 
