@@ -133,7 +133,7 @@ class BrokerAgent:
         self.rounds = 0
         self._wakeup = asyncio.Event()
         self._registered_topics: BrokerTopics | None = None
-        self._sync_clients([a for a in config.namesrv_addrs if _is_ip(parse_host_port(a)[0])] or [])
+        self._sync_clients([a for a in config.namesrv_addrs if _is_ip(parse_host_port(a)[0])])
 
     async def refresh_namesrv_addrs(self) -> list[str]:
         """Resolve every configured NameServer address again; open clients for new addresses and
