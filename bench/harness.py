@@ -26,8 +26,8 @@ from google.protobuf.message import Message
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
-from namesrv_grpc.body import encode_body
-from namesrv_grpc.model import DataVersion, TopicConfig
+from namesrv_grpc.core.body import encode_body
+from namesrv_grpc.core.model import DataVersion, TopicConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 HEALTH_CHECK = "/grpc.health.v1.Health/Check"

@@ -36,9 +36,9 @@ from broker_agent.config import load_broker_config
 from broker_agent.topics import TopicSource
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv.v1 import name_server_service_pb2_grpc as ns_grpc
-from namesrv_grpc.body import crc32c
-from namesrv_grpc.model import DataVersion, TopicConfig
-from namesrv_grpc.route_table import RouteInfoManager
+from namesrv_grpc.core.body import crc32c
+from namesrv_grpc.core.model import DataVersion, TopicConfig
+from namesrv_grpc.core.route_table import RouteInfoManager
 
 Result = dict[str, Any]
 

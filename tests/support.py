@@ -20,8 +20,8 @@ from grpc_status import rpc_status
 
 from namesrv.v1 import admin_service_pb2_grpc, kv_config_service_pb2_grpc, name_server_service_pb2_grpc
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
-from namesrv_grpc.body import encode_body
-from namesrv_grpc.model import DataVersion, TopicConfig
+from namesrv_grpc.core.body import encode_body
+from namesrv_grpc.core.model import DataVersion, TopicConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"

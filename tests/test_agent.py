@@ -31,10 +31,10 @@ from broker_agent.config import BrokerConfig, load_broker_config
 from broker_agent.topics import TopicSource
 from namesrv.v1 import kv_config_service_pb2 as kv_pb2
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
-from namesrv_grpc.body import decode_body
-from namesrv_grpc.model import DataVersion
+from namesrv_grpc.core.body import decode_body
+from namesrv_grpc.core.model import DataVersion
+from namesrv_grpc.core.route_table import wall_clock_millis
 from namesrv_grpc.properties import read_properties
-from namesrv_grpc.route_table import wall_clock_millis
 from tests.support import NamesrvProcess, Stubs, fixture_path, run_cli, running_namesrv, spawn_agent
 
 QUICKSTART = fixture_path("topics-quickstart.json")

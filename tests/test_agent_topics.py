@@ -19,7 +19,7 @@ from broker_agent.topics import (
     read_topics_file,
     system_topics,
 )
-from namesrv_grpc.model import DataVersion, TopicConfig
+from namesrv_grpc.core.model import DataVersion, TopicConfig
 from namesrv_grpc.properties import read_properties
 from tests.support import FakeClock, fixture_path
 

@@ -8,7 +8,7 @@ import google_crc32c
 import pytest
 
 from namesrv.v1 import types_pb2
-from namesrv_grpc.body import (
+from namesrv_grpc.core.body import (
     RegisterBrokerBody,
     crc32c,
     decode_body,
@@ -16,8 +16,8 @@ from namesrv_grpc.body import (
     parse_body,
     verify_checksum,
 )
-from namesrv_grpc.errors import BodyChecksumMismatchError, InvalidFieldError, MalformedBodyError
-from namesrv_grpc.model import DataVersion, TopicConfig
+from namesrv_grpc.core.errors import BodyChecksumMismatchError, InvalidFieldError, MalformedBodyError
+from namesrv_grpc.core.model import DataVersion, TopicConfig
 from tests.support import topic
 
 VERSION = DataVersion(3, 1_700_000_000_123, 42)

@@ -21,10 +21,10 @@ from prometheus_client import generate_latest, start_http_server
 
 from broker_agent.config import load_broker_config
 from broker_agent.metrics import AgentMetrics
-from namesrv_grpc.grpc_metrics import GrpcServerMetrics
+from namesrv_grpc.core.route_table import RouteInfoManager
+from namesrv_grpc.grpc_api.grpc_metrics import GrpcServerMetrics
 from namesrv_grpc.metrics import NamesrvMetrics
 from namesrv_grpc.properties import read_properties
-from namesrv_grpc.route_table import RouteInfoManager
 from namesrv_grpc.server import SERVICE_DESCRIPTORS
 from tests.metrics_support import free_port, parse, require_binary
 from tests.support import ROOT, NamesrvProcess

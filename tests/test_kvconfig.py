@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from namesrv_grpc import atomic_file
-from namesrv_grpc.errors import KVConfigNotFoundError, PersistError
-from namesrv_grpc.kvconfig import KVConfigFileError, KVConfigManager, load_config_table
+from namesrv_grpc.core.errors import KVConfigNotFoundError, PersistError
+from namesrv_grpc.core.kvconfig import KVConfigFileError, KVConfigManager, load_config_table
 from tests.support import fixture_path
 
 NS = "ORDER_TOPIC_CONFIG"

@@ -20,7 +20,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from namesrv.v1 import kv_config_service_pb2 as kv_pb2
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
-from namesrv_grpc.grpc_metrics import GrpcMetricsInterceptor, GrpcServerMetrics
+from namesrv_grpc.grpc_api.grpc_metrics import GrpcMetricsInterceptor, GrpcServerMetrics
 from namesrv_grpc.metrics import REGISTRATION_RESULTS
 from tests.metrics_support import Scrape, free_port, parse, scrape, wait_until
 from tests.support import NamesrvProcess, Stubs, register_request, running_namesrv, topic

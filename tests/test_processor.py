@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from namesrv_grpc.body import crc32c, encode_body
 from namesrv_grpc.config import NamesrvConfig
-from namesrv_grpc.errors import (
+from namesrv_grpc.core.body import crc32c, encode_body
+from namesrv_grpc.core.errors import (
     BodyChecksumMismatchError,
     BrokerNameNotRegisteredError,
     BrokerNotRegisteredError,
@@ -25,11 +25,17 @@ from namesrv_grpc.errors import (
     StaleBrokerStateError,
     TopicRouteNotFoundError,
 )
-from namesrv_grpc.kvconfig import KVConfigManager
-from namesrv_grpc.model import ORDER_TOPIC_CONFIG_NAMESPACE, DataVersion, QueueData, RegisterBrokerResult, TopicConfig
-from namesrv_grpc.processor import NameServer
+from namesrv_grpc.core.kvconfig import KVConfigManager
+from namesrv_grpc.core.model import (
+    ORDER_TOPIC_CONFIG_NAMESPACE,
+    DataVersion,
+    QueueData,
+    RegisterBrokerResult,
+    TopicConfig,
+)
+from namesrv_grpc.core.processor import NameServer
+from namesrv_grpc.core.route_table import RouteInfoManager
 from namesrv_grpc.properties import read_properties
-from namesrv_grpc.route_table import RouteInfoManager
 from tests.support import FakeClock, topic
 
 A = "10.0.0.1:10911"
@@ -482,7 +488,7 @@ def test_identical_body_is_not_decoded_again_but_refreshes_liveness(
     def no_decoding(*args: object, **kwargs: object) -> None:
         raise AssertionError("an identical body was decoded again")
 
-    monkeypatch.setattr("namesrv_grpc.processor.parse_body", no_decoding)
+    monkeypatch.setattr("namesrv_grpc.core.processor.parse_body", no_decoding)
     register(world.ns, topics=[topic("T1")], filters=["10.0.0.9:7000"], ha="10.0.0.1:10912")
     live = world.ns.route_table.live_info(A)
     assert live is not None

@@ -12,8 +12,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from namesrv.v1 import types_pb2
-from namesrv_grpc import processor as processor_module
-from namesrv_grpc.body import (
+from namesrv_grpc.config import NamesrvConfig
+from namesrv_grpc.core import processor as processor_module
+from namesrv_grpc.core.body import (
     crc32c,
     data_version_to_proto,
     encode_body,
@@ -21,11 +22,10 @@ from namesrv_grpc.body import (
     split_topic_table,
     topic_config_to_proto,
 )
-from namesrv_grpc.config import NamesrvConfig
-from namesrv_grpc.kvconfig import KVConfigManager
-from namesrv_grpc.model import DataVersion, TopicConfig
-from namesrv_grpc.processor import NameServer
-from namesrv_grpc.route_table import RouteInfoManager
+from namesrv_grpc.core.kvconfig import KVConfigManager
+from namesrv_grpc.core.model import DataVersion, TopicConfig
+from namesrv_grpc.core.processor import NameServer
+from namesrv_grpc.core.route_table import RouteInfoManager
 from tests.support import FakeClock
 
 ADDRS = {("broker-a", 0): "10.0.0.1:10911", ("broker-a", 1): "10.0.0.2:10911", ("broker-b", 0): "10.0.0.3:10911"}

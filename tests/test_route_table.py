@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from namesrv_grpc.errors import BrokerNameNotRegisteredError, BrokerNotRegisteredError, StaleBrokerStateError
-from namesrv_grpc.model import (
+from namesrv_grpc.core.errors import BrokerNameNotRegisteredError, BrokerNotRegisteredError, StaleBrokerStateError
+from namesrv_grpc.core.model import (
     DEFAULT_HEARTBEAT_TIMEOUT_MILLIS,
     BrokerData,
     DataVersion,
@@ -19,7 +19,7 @@ from namesrv_grpc.model import (
     RemovedBroker,
     TopicConfig,
 )
-from namesrv_grpc.route_table import RouteInfoManager
+from namesrv_grpc.core.route_table import RouteInfoManager
 from tests.support import FakeClock, topic
 
 A = "10.0.0.1:10911"

@@ -10,9 +10,9 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from namesrv_grpc.errors import BrokerNameNotRegisteredError, BrokerNotRegisteredError, StaleBrokerStateError
-from namesrv_grpc.model import PERM_WRITE, DataVersion, QueueData, TopicConfig
-from namesrv_grpc.route_table import RouteInfoManager
+from namesrv_grpc.core.errors import BrokerNameNotRegisteredError, BrokerNotRegisteredError, StaleBrokerStateError
+from namesrv_grpc.core.model import PERM_WRITE, DataVersion, QueueData, TopicConfig
+from namesrv_grpc.core.route_table import RouteInfoManager
 from tests.support import FakeClock
 
 CLUSTERS = ["c1", "c2"]

@@ -19,7 +19,7 @@ from namesrv.v1 import admin_service_pb2 as admin_pb2
 from namesrv.v1 import kv_config_service_pb2 as kv_pb2
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv.v1 import types_pb2
-from namesrv_grpc.model import DataVersion
+from namesrv_grpc.core.model import DataVersion
 from tests.support import Stubs, error_info, register_request, running_namesrv, topic
 
 DOMAIN = "namesrv.rocketmq"

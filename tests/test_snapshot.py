@@ -11,9 +11,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from namesrv_grpc import snapshot as snapshot_module
-from namesrv_grpc.errors import SnapshotWriteError
-from namesrv_grpc.model import DataVersion
-from namesrv_grpc.route_table import RouteInfoManager
+from namesrv_grpc.core.errors import SnapshotWriteError
+from namesrv_grpc.core.model import DataVersion
+from namesrv_grpc.core.route_table import RouteInfoManager
 from namesrv_grpc.snapshot import (
     COMMIT_MARKER,
     SnapshotExporter,

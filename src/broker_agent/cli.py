@@ -21,8 +21,8 @@ from broker_agent.agent import BrokerAgent
 from broker_agent.config import PLACEHOLDER, BrokerConfig, load_broker_config, warn_unused_placeholders
 from broker_agent.metrics import AgentMetrics
 from broker_agent.topics import TopicsFileError, TopicSource
+from namesrv_grpc.core.route_table import wall_clock_millis
 from namesrv_grpc.properties import ConfigError, read_properties
-from namesrv_grpc.route_table import wall_clock_millis
 
 log = logging.getLogger("broker_agent")
 

@@ -20,9 +20,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from namesrv_grpc.model import PERM_READ, PERM_WRITE
+from namesrv_grpc.core.model import PERM_READ, PERM_WRITE
+from namesrv_grpc.core.validation import parse_host_port
 from namesrv_grpc.properties import ConfigError
-from namesrv_grpc.validation import parse_host_port
 
 log = logging.getLogger(__name__)
 

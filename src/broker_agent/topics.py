@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from broker_agent.config import BrokerConfig
-from namesrv_grpc.model import PERM_INHERIT, PERM_READ, PERM_WRITE, DataVersion, TopicConfig
-from namesrv_grpc.validation import MAX_NAME_LENGTH, MAX_PERM, MAX_QUEUE_NUMS
+from namesrv_grpc.core.model import PERM_INHERIT, PERM_READ, PERM_WRITE, DataVersion, TopicConfig
+from namesrv_grpc.core.validation import MAX_NAME_LENGTH, MAX_PERM, MAX_QUEUE_NUMS
 
 log = logging.getLogger(__name__)
 

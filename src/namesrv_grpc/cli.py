@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from namesrv_grpc.config import NamesrvConfig, apply_properties
-from namesrv_grpc.kvconfig import KVConfigFileError
+from namesrv_grpc.core.kvconfig import KVConfigFileError
 from namesrv_grpc.properties import ConfigError, read_properties
 from namesrv_grpc.server import NamesrvServer
 

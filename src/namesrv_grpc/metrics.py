@@ -21,7 +21,7 @@ at scrape time, so they are never stale.
 - ``namesrv_snapshot_export_duration_seconds`` (histogram): time to export one route snapshot
 - ``namesrv_build_info{version}`` (gauge): always 1
 - ``grpc_server_started_total``, ``grpc_server_handled_total``, ``grpc_server_handling_seconds``: see
-  :mod:`namesrv_grpc.grpc_metrics`
+  :mod:`namesrv_grpc.grpc_api.grpc_metrics`
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, Info
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from namesrv_grpc.errors import BodyChecksumMismatchError, NamesrvError
-from namesrv_grpc.route_table import RouteInfoManager
+from namesrv_grpc.core.errors import BodyChecksumMismatchError, NamesrvError
+from namesrv_grpc.core.route_table import RouteInfoManager
 
 REGISTRATION_RESULTS = (
     "ok",

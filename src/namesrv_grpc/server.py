@@ -32,15 +32,15 @@ from namesrv.v1 import (
     name_server_service_pb2_grpc,
 )
 from namesrv_grpc.config import NamesrvConfig
-from namesrv_grpc.encoded_responses import PreEncodedResponses
-from namesrv_grpc.grpc_errors import ErrorInterceptor
-from namesrv_grpc.grpc_metrics import GrpcMetricsInterceptor, GrpcServerMetrics
-from namesrv_grpc.kvconfig import KVConfigManager
+from namesrv_grpc.core.kvconfig import KVConfigManager
+from namesrv_grpc.core.processor import NameServer
+from namesrv_grpc.core.route_table import Clock, RouteInfoManager, wall_clock_millis
+from namesrv_grpc.grpc_api.encoded_responses import PreEncodedResponses
+from namesrv_grpc.grpc_api.grpc_errors import ErrorInterceptor
+from namesrv_grpc.grpc_api.grpc_metrics import GrpcMetricsInterceptor, GrpcServerMetrics
+from namesrv_grpc.grpc_api.servicers import AdminServicer, KVConfigServicer, NameServerServicer
+from namesrv_grpc.grpc_api.sessions import BrokerSessions
 from namesrv_grpc.metrics import NamesrvMetrics
-from namesrv_grpc.processor import NameServer
-from namesrv_grpc.route_table import Clock, RouteInfoManager, wall_clock_millis
-from namesrv_grpc.servicers import AdminServicer, KVConfigServicer, NameServerServicer
-from namesrv_grpc.sessions import BrokerSessions
 
 if TYPE_CHECKING:  # pyarrow (about 40 MB resident) is loaded only when a snapshot is taken
     from namesrv_grpc.snapshot import SnapshotExporter, SnapshotInfo

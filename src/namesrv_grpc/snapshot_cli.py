@@ -26,9 +26,9 @@ import grpc
 
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv.v1 import name_server_service_pb2_grpc as ns_grpc
-from namesrv_grpc.convert import queue_data_from_proto
-from namesrv_grpc.model import BrokerData, QueueData
-from namesrv_grpc.route_table import RouteTableCopy, wall_clock_millis
+from namesrv_grpc.core.model import BrokerData, QueueData
+from namesrv_grpc.core.route_table import RouteTableCopy, wall_clock_millis
+from namesrv_grpc.grpc_api.convert import queue_data_from_proto
 from namesrv_grpc.snapshot import SnapshotInfo, commit_snapshot, recover, tables_from_copy
 
 MAX_MESSAGE_BYTES = 256 * 1024 * 1024

@@ -7,7 +7,7 @@ File format, RocketMQ's own ``kvConfig.json``::
 Every change is written before it is acknowledged, atomically: a temporary file in the same
 directory is written and fsynced, then renamed over the old file, then the directory is fsynced. A
 crash at any moment leaves the old file or the new one, never a torn one. When the write fails the
-change is undone in memory and :class:`~namesrv_grpc.errors.PersistError` is raised.
+change is undone in memory and :class:`~namesrv_grpc.core.errors.PersistError` is raised.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import threading
 from pathlib import Path
 
 from namesrv_grpc.atomic_file import write_atomically
-from namesrv_grpc.errors import KVConfigNotFoundError, PersistError
+from namesrv_grpc.core.errors import KVConfigNotFoundError, PersistError
 
 
 class KVConfigFileError(Exception):

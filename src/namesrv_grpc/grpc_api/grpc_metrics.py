@@ -13,7 +13,7 @@ see a series from the first scrape.
 
 :class:`GrpcMetricsInterceptor` must be the *first* interceptor of the server: interceptors wrap
 each other in list order, so the first one sees the final status, including the one that
-:class:`~namesrv_grpc.grpc_errors.ErrorInterceptor` sets with ``context.abort``.
+:class:`~namesrv_grpc.grpc_api.grpc_errors.ErrorInterceptor` sets with ``context.abort``.
 """
 
 from __future__ import annotations

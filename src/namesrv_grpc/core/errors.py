@@ -1,5 +1,5 @@
 """Domain errors of the NameServer. The gRPC layer maps them to status codes in one place
-(:mod:`namesrv_grpc.grpc_errors`); nothing here knows about gRPC.
+(:mod:`namesrv_grpc.grpc_api.grpc_errors`); nothing here knows about gRPC.
 
 ::
 

@@ -1,6 +1,6 @@
-"""gRPC servicers: translate protobuf requests into :class:`~namesrv_grpc.processor.NameServer` calls
+"""gRPC servicers: translate protobuf requests into :class:`~namesrv_grpc.core.processor.NameServer` calls
 and results back. No rules live here; domain errors become statuses in
-:mod:`namesrv_grpc.grpc_errors`."""
+:mod:`namesrv_grpc.grpc_api.grpc_errors`."""
 
 from __future__ import annotations
 
@@ -17,13 +17,13 @@ from namesrv.v1 import kv_config_service_pb2 as kv_pb2
 from namesrv.v1 import kv_config_service_pb2_grpc as kv_grpc
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv.v1 import name_server_service_pb2_grpc as ns_grpc
-from namesrv_grpc.body import data_version_from_proto, data_version_to_proto
-from namesrv_grpc.convert import cluster_info_to_proto, queue_data_from_proto, route_to_proto
-from namesrv_grpc.errors import SnapshotWriteError
+from namesrv_grpc.core.body import data_version_from_proto, data_version_to_proto
+from namesrv_grpc.core.errors import SnapshotWriteError
+from namesrv_grpc.core.model import TopicRouteData
+from namesrv_grpc.core.processor import NameServer
+from namesrv_grpc.grpc_api.convert import cluster_info_to_proto, queue_data_from_proto, route_to_proto
+from namesrv_grpc.grpc_api.sessions import BrokerSessions
 from namesrv_grpc.metrics import NamesrvMetrics
-from namesrv_grpc.model import TopicRouteData
-from namesrv_grpc.processor import NameServer
-from namesrv_grpc.sessions import BrokerSessions
 
 if TYPE_CHECKING:
     from namesrv_grpc.snapshot import SnapshotInfo

@@ -1,7 +1,7 @@
 """Domain errors -> gRPC status codes, in one place (CONTRACT.md, "Errors").
 
 :class:`ErrorInterceptor` wraps every handler of the server: a
-:class:`~namesrv_grpc.errors.NamesrvError` raised inside becomes a status with a
+:class:`~namesrv_grpc.core.errors.NamesrvError` raised inside becomes a status with a
 ``google.rpc.Status`` detail holding one ``google.rpc.ErrorInfo`` (domain ``namesrv.rocketmq``).
 """
 
@@ -15,7 +15,7 @@ from google.protobuf import any_pb2
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
-from namesrv_grpc import errors
+from namesrv_grpc.core import errors
 
 ERROR_DOMAIN = "namesrv.rocketmq"
 """``google.rpc.ErrorInfo.domain`` of every error this server returns."""

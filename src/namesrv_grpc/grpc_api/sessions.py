@@ -27,11 +27,11 @@ from typing import Any
 import grpc
 
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
-from namesrv_grpc.errors import InvalidFieldError, NamesrvError
-from namesrv_grpc.grpc_errors import to_status
+from namesrv_grpc.core.errors import InvalidFieldError, NamesrvError
+from namesrv_grpc.core.model import MASTER_ID
+from namesrv_grpc.core.processor import NameServer
+from namesrv_grpc.grpc_api.grpc_errors import to_status
 from namesrv_grpc.metrics import NamesrvMetrics
-from namesrv_grpc.model import MASTER_ID
-from namesrv_grpc.processor import NameServer
 
 log = logging.getLogger(__name__)
 

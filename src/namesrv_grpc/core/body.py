@@ -14,9 +14,9 @@ import google_crc32c
 from google.protobuf.message import DecodeError
 
 from namesrv.v1 import types_pb2
-from namesrv_grpc.errors import BodyChecksumMismatchError, MalformedBodyError
-from namesrv_grpc.model import DataVersion, TopicConfig
-from namesrv_grpc.validation import (
+from namesrv_grpc.core.errors import BodyChecksumMismatchError, MalformedBodyError
+from namesrv_grpc.core.model import DataVersion, TopicConfig
+from namesrv_grpc.core.validation import (
     MAX_PERM,
     MAX_QUEUE_NUMS,
     is_valid_name,

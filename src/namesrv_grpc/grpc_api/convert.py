@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv.v1 import types_pb2
-from namesrv_grpc.model import BrokerData, ClusterInfo, QueueData, TopicRouteData
+from namesrv_grpc.core.model import BrokerData, ClusterInfo, QueueData, TopicRouteData
 
 
 def queue_data_to_proto(queue_data: QueueData) -> types_pb2.QueueData:

@@ -14,7 +14,7 @@ changing its write permission or listing a cluster's topics does not scan every 
 Every public method takes one lock for its whole duration, so readers never see a half-applied
 registration or removal. Time comes from an injected ``clock`` returning milliseconds since the epoch,
 so tests drive expiry without sleeping. Arguments are assumed validated by the caller
-(:mod:`namesrv_grpc.processor`); this module enforces the rules S03-S10, S12-S18, S20, S22-S25.
+(:mod:`namesrv_grpc.core.processor`); this module enforces the rules S03-S10, S12-S18, S20, S22-S25.
 
 Settled where the rules are silent (RocketMQ 4.9/5.x source decides, improved where it is racy):
 
@@ -39,12 +39,12 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from namesrv_grpc.errors import (
+from namesrv_grpc.core.errors import (
     BrokerNameNotRegisteredError,
     BrokerNotRegisteredError,
     StaleBrokerStateError,
 )
-from namesrv_grpc.model import (
+from namesrv_grpc.core.model import (
     DEFAULT_HEARTBEAT_TIMEOUT_MILLIS,
     MASTER_ID,
     PERM_READ,

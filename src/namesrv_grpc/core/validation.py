@@ -1,11 +1,11 @@
-"""Checks of request fields. Each raises :class:`~namesrv_grpc.errors.InvalidFieldError` naming the
+"""Checks of request fields. Each raises :class:`~namesrv_grpc.core.errors.InvalidFieldError` naming the
 field as the .proto names it, before anything changes (CONTRACT.md, "Errors")."""
 
 from __future__ import annotations
 
 import re
 
-from namesrv_grpc.errors import InvalidFieldError
+from namesrv_grpc.core.errors import InvalidFieldError
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 

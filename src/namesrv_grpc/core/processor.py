@@ -1,8 +1,8 @@
 """What each request does: RocketMQ's ``DefaultRequestProcessor`` over the route table, the KV
-config and the server's configuration. No gRPC here: the servicers (:mod:`namesrv_grpc.servicers`)
+config and the server's configuration. No gRPC here: the servicers (:mod:`namesrv_grpc.grpc_api.servicers`)
 only translate protobuf to these calls and back.
 
-Every method validates its arguments first and raises a :class:`~namesrv_grpc.errors.NamesrvError`
+Every method validates its arguments first and raises a :class:`~namesrv_grpc.core.errors.NamesrvError`
 before changing anything.
 """
 
@@ -14,17 +14,17 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TypeVar, cast
 
-from namesrv_grpc.body import decompress_body, parse_body, split_topic_table, verify_checksum
 from namesrv_grpc.config import RESTART_KEYS, NamesrvConfig, apply_properties, persist_properties
-from namesrv_grpc.errors import (
+from namesrv_grpc.core.body import decompress_body, parse_body, split_topic_table, verify_checksum
+from namesrv_grpc.core.errors import (
     ConfigKeyBlacklistedError,
     InvalidFieldError,
     PersistError,
     ServiceWarmingUpError,
     TopicRouteNotFoundError,
 )
-from namesrv_grpc.kvconfig import KVConfigManager
-from namesrv_grpc.model import (
+from namesrv_grpc.core.kvconfig import KVConfigManager
+from namesrv_grpc.core.model import (
     MASTER_ID,
     ORDER_TOPIC_CONFIG_NAMESPACE,
     ClusterInfo,
@@ -34,9 +34,8 @@ from namesrv_grpc.model import (
     RemovedBroker,
     TopicRouteData,
 )
-from namesrv_grpc.properties import ConfigError
-from namesrv_grpc.route_table import RouteInfoManager
-from namesrv_grpc.validation import (
+from namesrv_grpc.core.route_table import RouteInfoManager
+from namesrv_grpc.core.validation import (
     require_addr,
     require_broker_id,
     require_name,
@@ -44,6 +43,7 @@ from namesrv_grpc.validation import (
     require_perm,
     require_queue_nums,
 )
+from namesrv_grpc.properties import ConfigError
 
 log = logging.getLogger(__name__)
 
