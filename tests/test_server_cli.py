@@ -108,7 +108,8 @@ def test_s27_print_config_defaults_and_exit_0(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     config = parse_properties_output(result.stdout)
-    assert config["listenPort"] == "9876"
+    assert config["listenPort"] == "9876", "RocketMQ remoting port"
+    assert config["grpcServerPort"] == "8081", "RocketMQ proxy's gRPC port"
     assert config["bindAddress"] == "0.0.0.0"
     assert config["metricsPort"] == "0"
     assert config["scanNotActiveBrokerInterval"] == "10000"
@@ -134,7 +135,7 @@ def test_installed_script_and_python_m_print_the_same_config(tmp_path: Path) -> 
     )
     assert by_script.returncode == by_module.returncode == 0
     assert by_script.stdout == by_module.stdout
-    assert parse_properties_output(by_script.stdout)["listenPort"] == "1234"
+    assert parse_properties_output(by_script.stdout)["grpcServerPort"] == "1234"
 
 
 def test_help_exits_0() -> None:
@@ -178,7 +179,8 @@ def test_s27_config_file_applied_and_flags_override(tmp_path: Path) -> None:
     )
     assert overridden.returncode == 0, overridden.stderr
     config = parse_properties_output(overridden.stdout)
-    assert config["listenPort"] == "1234"
+    assert config["grpcServerPort"] == "1234", "--port is the gRPC port"
+    assert config["listenPort"] == "9999", "the file's remoting port stays"
     assert config["kvConfigPath"] == str(tmp_path / "flag.json")
     assert config["scanNotActiveBrokerInterval"] == "500"
     assert config["orderMessageEnable"] == "true", "a key no flag names keeps the file's value"
@@ -190,6 +192,7 @@ def test_s27_config_file_drives_the_running_server(tmp_path: Path) -> None:
     conf = tmp_path / "namesrv.conf"
     conf.write_text(
         "listenPort=0\n"
+        "grpcServerPort=0\n"
         "bindAddress=127.0.0.1\n"
         f"kvConfigPath={kv_path}\n"
         f"configStorePath={tmp_path / 'store' / 'namesrv.properties'}\n"

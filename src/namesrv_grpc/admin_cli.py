@@ -44,8 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--namesrv",
         "-n",
-        default=os.environ.get("NAMESRV_ADDR", "127.0.0.1:9876").split(";")[0],
-        help="host:port of the NameServer (default: first of NAMESRV_ADDR, else 127.0.0.1:9876)",
+        default=os.environ.get("NAMESRV_ADDR", "127.0.0.1:8081").split(";")[0],
+        help="host:port of the NameServer (default: first of NAMESRV_ADDR, else 127.0.0.1:8081)",
     )
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("route", help="route of a topic (PickupTopicRoute)").add_argument("topic")

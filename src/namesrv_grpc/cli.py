@@ -33,7 +33,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("-p", "--print-config", action="store_true", help="print the effective configuration and exit")
     parser.add_argument("--host", help="address to listen on (bindAddress, default 0.0.0.0)")
-    parser.add_argument("--port", type=int, help="gRPC port (listenPort, default 9876; 0 = any free port)")
+    parser.add_argument("--port", type=int, help="gRPC port (grpcServerPort, default 8081; 0 = any free port)")
+    parser.add_argument(
+        "--remoting-port",
+        type=int,
+        help="RocketMQ remoting port for brokers, clients and mqadmin (listenPort, default 9876; 0 = any free port)",
+    )
     parser.add_argument("--metrics-port", type=int, help="Prometheus /metrics port (metricsPort; 0 = off)")
     parser.add_argument("--kv-config-path", help="KV config file (kvConfigPath, default ~/namesrv/kvConfig.json)")
     parser.add_argument("--config-store-path", help="where UpdateNamesrvConfig persists (configStorePath)")
@@ -66,7 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 FLAG_KEYS = {
     "host": "bindAddress",
-    "port": "listenPort",
+    "port": "grpcServerPort",
+    "remoting_port": "listenPort",
     "metrics_port": "metricsPort",
     "kv_config_path": "kvConfigPath",
     "config_store_path": "configStorePath",
@@ -125,7 +131,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 async def _serve(config: NamesrvConfig) -> int:
     server = NamesrvServer(config)
     port = await server.start()
-    print(f"The Name Server boot success. listening on {config.bind_address}:{port}", flush=True)
+    # Parsers take the gRPC port from the end of this line: keep "gRPC HOST:PORT" last.
+    print(f"The Name Server boot success. gRPC {config.bind_address}:{port}", flush=True)
     await server.serve_until_signalled()
     print("The Name Server stopped.", flush=True)
     return 0

@@ -33,6 +33,9 @@ class NamesrvConfig:
     maps the RocketMQ spelling to each. Times are milliseconds unless the name says otherwise."""
 
     listen_port: int = 9876
+    """RocketMQ remoting port (``listenPort``, as in RocketMQ's NameServer)."""
+    grpc_server_port: int = 8081
+    """gRPC port (``grpcServerPort``, RocketMQ proxy's gRPC port)."""
     bind_address: str = "0.0.0.0"
     metrics_port: int = 0
     kv_config_path: str = field(default_factory=lambda: _home("namesrv", "kvConfig.json"))
@@ -99,7 +102,8 @@ def _non_empty(text: str) -> str:
 
 
 KEYS: dict[str, _Key] = {
-    "listenPort": _Key("listen_port", _int_parser(0, 65535), "gRPC port (0 = any free port)"),
+    "listenPort": _Key("listen_port", _int_parser(0, 65535), "RocketMQ remoting port (0 = any free port)"),
+    "grpcServerPort": _Key("grpc_server_port", _int_parser(0, 65535), "gRPC port (0 = any free port)"),
     "bindAddress": _Key("bind_address", _non_empty, "address to listen on"),
     "metricsPort": _Key("metrics_port", _int_parser(0, 65535), "Prometheus /metrics port (0 = off)"),
     "kvConfigPath": _Key("kv_config_path", _non_empty, "KV config file (RocketMQ kvConfig.json format)"),
@@ -133,7 +137,7 @@ KEYS: dict[str, _Key] = {
 }
 """Every configuration key, in RocketMQ spelling."""
 
-RESTART_KEYS = frozenset({"listenPort", "bindAddress", "metricsPort", "grpcMaxMessageSize", "snapshotNamesrvId"})
+RESTART_KEYS = frozenset({"listenPort", "grpcServerPort", "bindAddress", "metricsPort", "grpcMaxMessageSize", "snapshotNamesrvId"})
 """Keys that ``UpdateNamesrvConfig`` stores but that take effect only at the next start."""
 
 

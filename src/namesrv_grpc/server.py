@@ -126,7 +126,7 @@ class NamesrvServer:
         )
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         reflection.enable_server_reflection((*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
-        address = f"{_host_for_bind(config.bind_address)}:{config.listen_port}"
+        address = f"{_host_for_bind(config.bind_address)}:{config.grpc_server_port}"
         try:
             self.port = server.add_insecure_port(address)
         except RuntimeError as exc:
