@@ -137,7 +137,9 @@ KEYS: dict[str, _Key] = {
 }
 """Every configuration key, in RocketMQ spelling."""
 
-RESTART_KEYS = frozenset({"listenPort", "grpcServerPort", "bindAddress", "metricsPort", "grpcMaxMessageSize", "snapshotNamesrvId"})
+RESTART_KEYS = frozenset(
+    {"listenPort", "grpcServerPort", "bindAddress", "metricsPort", "grpcMaxMessageSize", "snapshotNamesrvId"}
+)
 """Keys that ``UpdateNamesrvConfig`` stores but that take effect only at the next start."""
 
 
