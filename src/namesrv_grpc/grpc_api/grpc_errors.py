@@ -33,6 +33,7 @@ STATUS_CODES: dict[type[errors.NamesrvError], grpc.StatusCode] = {
     errors.PersistError: grpc.StatusCode.INTERNAL,
     errors.ServiceWarmingUpError: grpc.StatusCode.UNAVAILABLE,
     errors.SnapshotWriteError: grpc.StatusCode.INTERNAL,
+    errors.TooManyRouteWatchersError: grpc.StatusCode.RESOURCE_EXHAUSTED,
 }
 
 
