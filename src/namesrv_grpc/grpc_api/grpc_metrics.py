@@ -23,7 +23,6 @@ bucket, so each scraped histogram is consistent.
 from __future__ import annotations
 
 import asyncio
-import bisect
 import time
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -33,6 +32,8 @@ from google.protobuf.descriptor import ServiceDescriptor
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
+
+from namesrv_grpc.metrics import FastHistogram
 
 HANDLING_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 """Buckets of ``grpc_server_handling_seconds``: most calls of a NameServer take well under 1 ms."""
@@ -59,32 +60,6 @@ def split_method(full_method: str) -> tuple[str, str]:
     """``/pkg.Service/Method`` -> (``pkg.Service``, ``Method``)."""
     service, _, method = full_method.lstrip("/").rpartition("/")
     return service or "unknown", method or "unknown"
-
-
-class FastHistogram:
-    """A label-less histogram as plain integers: :meth:`observe` is a ``bisect`` and two additions.
-    Only the event loop's thread may observe; :meth:`sample` may run in any thread."""
-
-    __slots__ = ("bounds", "counts", "sum")
-
-    def __init__(self, bounds: Iterable[float]) -> None:
-        self.bounds = tuple(sorted(bounds))
-        self.counts = [0] * (len(self.bounds) + 1)
-        self.sum = 0.0
-
-    def observe(self, seconds: float) -> None:
-        """Count one observation (Prometheus ``le`` buckets: a value equal to a bound is in it)."""
-        self.counts[bisect.bisect_left(self.bounds, seconds)] += 1
-        self.sum += seconds
-
-    def sample(self) -> tuple[list[tuple[str, float]], float]:
-        """Cumulative ``(le, count)`` buckets ending with ``+Inf``, and the sum."""
-        counts, total = list(self.counts), self.sum
-        buckets, running = [], 0
-        for bound, count in zip((*(repr(float(b)) for b in self.bounds), "+Inf"), counts, strict=True):
-            running += count
-            buckets.append((bound, float(running)))
-        return buckets, total
 
 
 class MethodMetrics:

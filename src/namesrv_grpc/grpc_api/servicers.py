@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import AsyncIterator, Awaitable, Callable
+from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
 import grpc
@@ -136,9 +137,12 @@ class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[mis
         return response
 
     async def PickupTopicRoute(self, request: ns_pb2.PickupTopicRouteRequest, context: Context) -> bytes:
-        with self._metrics.route_lookup():
+        started = perf_counter()
+        try:
             # The serialized PickupTopicRouteResponse, cached per topic (see encoded_responses).
             return self._ns.pickup_topic_route_encoded(request.topic, encode_route_response)
+        finally:
+            self._metrics.route_lookup_seconds.observe(perf_counter() - started)
 
     async def PickupTopicRoutes(self, request: ns_pb2.PickupTopicRoutesRequest, context: Context) -> bytes:
         # The cached PickupTopicRoute bytes of each topic, framed as map entries.
