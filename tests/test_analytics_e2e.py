@@ -18,10 +18,10 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
-from analytics import churn, namesrv_consistency
 from namesrv.v1 import admin_service_pb2 as admin_pb2
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv.v1 import types_pb2
+from namesrv_analytics import churn, namesrv_consistency
 from tests.support import (
     ROOT,
     NamesrvProcess,

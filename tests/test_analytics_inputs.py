@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
-from analytics import synthetic, topic_distribution
+from namesrv_analytics import synthetic, topic_distribution
 from namesrv_grpc.snapshot import commit_snapshot, list_snapshots, tables_from_copy
 from namesrv_grpc.snapshot_schema import MANIFEST, TABLES
 from tests.support import FakeClock

@@ -10,8 +10,8 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual, assertSchemaEqual
 
-from analytics import churn, namesrv_consistency, topic_distribution
-from analytics.common import KEY, load_snapshots, spark_schema
+from namesrv_analytics import churn, namesrv_consistency, topic_distribution
+from namesrv_analytics.common import KEY, load_snapshots, spark_schema
 from namesrv_grpc.snapshot import SnapshotExporter
 from namesrv_grpc.snapshot_schema import TABLES
 from tests.analytics_support import at, broker_data, expect, manifest, queue_data

@@ -1,6 +1,6 @@
 """NameServer consistency: NameServers never sync, so compare their route tables.
 
-    python -m analytics.namesrv_consistency --snapshots URI --out URI [--window SECONDS] [--master M]
+    python -m namesrv_analytics.namesrv_consistency --snapshots URI --out URI [--window SECONDS] [--master M]
 
 Snapshots of several NameServers (their own exports into one directory, or ``namesrv-snapshot``
 of all of them) are grouped into rounds: tumbling windows of ``--window`` seconds (default 60; use
@@ -33,8 +33,8 @@ from datetime import datetime
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from analytics.common import KEY, base_parser, load_snapshots, parse, run_job, write_table, write_text
-from analytics.report import Report, line_chart
+from namesrv_analytics.common import KEY, base_parser, load_snapshots, parse, run_job, write_table, write_text
+from namesrv_analytics.report import Report, line_chart
 
 BROKER_KEY = ["cluster", "broker_name", "broker_id", "broker_addr"]
 

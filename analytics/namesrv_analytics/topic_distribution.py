@@ -1,8 +1,8 @@
 """Topic distribution: how topics spread over brokers, for every snapshot of the input (a trend)
 and, in the report, for the latest one.
 
-    python -m analytics.topic_distribution --snapshots URI --out URI [--master M] [--namesrv ID]
-    spark-submit src/analytics/topic_distribution.py --snapshots URI --out URI
+    python -m namesrv_analytics.topic_distribution --snapshots URI --out URI [--master M] [--namesrv ID]
+    spark-submit analytics/namesrv_analytics/topic_distribution.py --snapshots URI --out URI
 
 Outputs (Parquet under ``<out>/<name>``, CSV under ``<out>/csv/<name>``, report ``<out>/report.html``),
 one row per snapshot (``namesrv``, ``snapshot_time``) and ...:
@@ -35,8 +35,8 @@ from datetime import datetime
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from analytics.common import KEY, base_parser, load_snapshots, parse, run_job, write_table, write_text
-from analytics.report import PALETTE, Report, bar_chart, line_chart
+from namesrv_analytics.common import KEY, base_parser, load_snapshots, parse, run_job, write_table, write_text
+from namesrv_analytics.report import PALETTE, Report, bar_chart, line_chart
 
 PERM_WRITE = 2
 
