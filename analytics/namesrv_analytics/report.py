@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.dates import AutoDateLocator, ConciseDateFormatter, date2num
 from matplotlib.figure import Figure
 
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22")
@@ -103,8 +104,8 @@ def fmt(value: object) -> str:
         return f"{value:,}"
     if isinstance(value, float):
         return f"{value:,.3f}".rstrip("0").rstrip(".") if abs(value) < 1000 else f"{value:,.0f}"
-    if isinstance(value, datetime):
-        return value.strftime("%Y-%m-%d %H:%M:%S")
+    if isinstance(value, datetime):  # snapshots can be milliseconds apart: show the milliseconds
+        return value.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
     return str(value)
 
 
@@ -152,25 +153,36 @@ def bar_chart(
     return figure
 
 
+def has_trend(series: Mapping[str, tuple[Sequence[datetime], Sequence[float]]]) -> bool:
+    """True when the series span at least two distinct times: a line chart over fewer says nothing
+    (callers write a sentence instead)."""
+    return len({t for times, _ in series.values() for t in times}) >= 2
+
+
 def line_chart(
     series: Mapping[str, tuple[Sequence[datetime], Sequence[float]]], *, title: str, ylabel: str, steps: bool = False
 ) -> Figure:
-    """One line per series over time."""
+    """One line per series over time (UTC). The time axis labels say what they are at any span
+    (matplotlib's ``ConciseDateFormatter``: ``14:05:30`` with the date once, not ``05:30.000000``);
+    check :func:`has_trend` first."""
     figure = Figure(figsize=(10, 3.8))
     ax = figure.add_subplot()
     for i, (name, (times, ys)) in enumerate(sorted(series.items())):
-        xs = [t.timestamp() / 86_400 for t in times]  # matplotlib's dates: days since 1970, shown in UTC
+        xs = [float(date2num(t)) for t in times]  # type: ignore[no-untyped-call]
         style = "-o" if len(xs) <= 60 else "-"
         if steps:
             ax.step(xs, ys, where="post", label=name, color=PALETTE[i % len(PALETTE)])
         else:
             ax.plot(xs, ys, style, label=name, color=PALETTE[i % len(PALETTE)], markersize=3)
-    ax.xaxis_date()
+    locator = AutoDateLocator(tz=timezone.utc)  # type: ignore[no-untyped-call]
+    ax.xaxis.set_major_locator(locator)
+    ax.xaxis.set_major_formatter(ConciseDateFormatter(locator, tz=timezone.utc))  # type: ignore[no-untyped-call]
     ax.set_title(title)
     ax.set_ylabel(ylabel)
+    ax.set_xlabel("time (UTC)")
+    ax.set_ylim(bottom=min(0.0, ax.get_ylim()[0]))
     if series:
         ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
-    figure.autofmt_xdate()
     figure.tight_layout()
     return figure
