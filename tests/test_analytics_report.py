@@ -23,7 +23,7 @@ NS1 = "ns1:9876"
 
 def tick_labels(series: dict[str, tuple[list[datetime], list[float]]]) -> list[str]:
     figure = line_chart(series, title="t", ylabel="y")
-    FigureCanvasAgg(figure).draw()
+    FigureCanvasAgg(figure).draw()  # type: ignore[no-untyped-call]
     (ax,) = figure.axes
     return [label.get_text() for label in ax.get_xticklabels() if label.get_text()] + [ax.get_xlabel()]
 
@@ -40,9 +40,12 @@ def test_time_axis_labels_are_readable_at_every_span(span: timedelta, step: time
     start = datetime(2026, 11, 22, 19, 51, 19, 600_000)
     times = [start + step * i for i in range(int(span / step) + 1)]
     labels = tick_labels({"topics": (times, [float(i) for i in range(len(times))])})
-    assert labels[-1] == "time (UTC)"
-    assert not [label for label in labels if re.search(r"\d\.\d{4,}", label)], labels  # no "51:19.600000"
-    assert any(re.search(r"\d\d:\d\d|\b(Nov|22)\b", label) for label in labels), labels
+    *ticks, axis_label = labels
+    assert axis_label.startswith("time (UTC)")
+    assert len(ticks) >= 3, labels
+    assert not [label for label in ticks if re.search(r"\d\.\d{4,}", label)], labels  # no "51:19.600000"
+    assert all(re.search(r"\d\d:\d\d", label) for label in ticks), labels  # every label names hours and minutes
+    assert len(set(ticks)) == len(ticks), f"each tick says a different time: {labels}"
 
 
 def test_a_single_time_is_no_trend() -> None:
