@@ -269,7 +269,9 @@ def build_report(
         "brokers differing": (times, [float(r["broker_differences"]) for r in ordered]),
         "topics differing": (times, [float(r["topic_differences"]) for r in ordered]),
     }
-    if has_trend(series):
+    if not any(r["broker_differences"] or r["topic_differences"] for r in ordered):
+        report.paragraph(f"The NameServers agreed in all {len(ordered)} comparable round(s).", note=True)
+    elif has_trend(series):
         report.figure(
             line_chart(series, title="Differences between NameServers per round", ylabel="differences"),
             "differences per round",

@@ -201,7 +201,9 @@ def line_chart(
         ax.tick_params(axis="x", labelrotation=30)
     ax.set_title(title)
     ax.set_ylabel(ylabel)
-    ax.set_ylim(bottom=min(0.0, ax.get_ylim()[0]))
+    values = [y for _, ys in series.values() for y in ys]
+    if values and min(values) >= 0:  # counts and ratios: the axis starts at 0, never below
+        ax.set_ylim(bottom=0, top=ax.get_ylim()[1] if max(values) > 0 else 1)
     if series:
         ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
