@@ -66,7 +66,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="namesrv-demo-") as tmp:
         try:
             namesrv = subprocess.Popen(
-                [sys.executable, "-m", "namesrv_grpc", "--host", "127.0.0.1", "--port", "0",
+                [sys.executable, "-m", "namesrv_grpc", "--host", "127.0.0.1", "--port", "0", "--remoting-port", "0",
                  "--kv-config-path", f"{tmp}/kvConfig.json", "--config-store-path", f"{tmp}/namesrv.properties"],
                 stdout=subprocess.PIPE, text=True, env=env,
             )  # fmt: skip

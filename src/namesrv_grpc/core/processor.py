@@ -294,16 +294,18 @@ class NameServer:
             instance_id=instance_id,
         )
 
-    def session_ended(self, broker_addr: str, session_id: int) -> RemovedBroker | None:
-        """S15: the session's stream ended; remove the broker if the session was still bound."""
-        removed = self.route_table.remove_if_session(broker_addr, session_id, "session ended")
+    def session_ended(self, broker_addr: str, session_id: int, cause: str = "session ended") -> RemovedBroker | None:
+        """S15: the session's stream (or the remoting connection the broker registered over) ended;
+        remove the broker if the session was still bound. ``cause`` goes into the log line."""
+        removed = self.route_table.remove_if_session(broker_addr, session_id, cause)
         if removed is not None:
             log.warning(
-                "broker %s (%s/%s id %d) removed: its session ended",
+                "broker %s (%s/%s id %d) removed: its %s",
                 broker_addr,
                 removed.cluster,
                 removed.broker_name,
                 removed.broker_id,
+                cause,
             )
             self._after_removals([removed])
         return removed
@@ -347,6 +349,13 @@ class NameServer:
     def get_cluster_info(self) -> ClusterInfo:
         """GET_BROKER_CLUSTER_INFO (S22)."""
         return self.route_table.get_cluster_info()
+
+    def get_broker_member_group(self, cluster_name: str, broker_name: str) -> dict[int, str]:
+        """GET_BROKER_MEMBER_GROUP (RocketMQ 5.x): broker id -> address of ``broker_name``; {} when it
+        has no BrokerData (the cluster name is only echoed, as in RocketMQ). Raises InvalidFieldError."""
+        require_name("cluster_name", cluster_name)
+        require_name("broker_name", broker_name)
+        return self.route_table.broker_addrs_of(broker_name)
 
     def get_topics_by_cluster(self, cluster_name: str) -> list[str]:
         """GET_TOPICS_BY_CLUSTER (S24). Raises InvalidFieldError."""

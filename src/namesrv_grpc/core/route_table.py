@@ -603,6 +603,12 @@ class RouteInfoManager:
                 {cluster: tuple(sorted(names)) for cluster, names in self.cluster_addr_table.items()},
             )
 
+    def broker_addrs_of(self, broker_name: str) -> dict[int, str]:
+        """A copy of ``brokerAddrs`` (broker id -> address) of ``broker_name``; {} when it is unknown."""
+        with self._lock:
+            broker_data = self.broker_addr_table.get(broker_name)
+            return dict(broker_data.broker_addrs) if broker_data is not None else {}
+
     def get_all_topic_list(self) -> list[str]:
         """S24: every topic, sorted."""
         with self._lock:
