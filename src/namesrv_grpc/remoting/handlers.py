@@ -71,6 +71,10 @@ OFF_LOOP_BODY_BYTES = 256 * 1024
 OFF_LOOP_COMPRESSED_BODY_BYTES = 32 * 1024
 """A compressed body larger than this goes to a worker thread (it inflates to several times its size)."""
 
+MAX_INFLATED_BODY_BYTES = 64 * 1024 * 1024
+"""Largest compressed REGISTER_BROKER body after inflation (64 MiB, about 1.5 million topics in the
+Deflater format): a deflate bomb is refused (SYSTEM_ERROR) after inflating at most this much."""
+
 REMOTING_FINGERPRINT_TAG = 1 << 32
 """Added to the CRC32 in a remoting body fingerprint, so it never equals a gRPC one (CRC32C < 2**32)."""
 
@@ -313,7 +317,7 @@ class RemotingHandlers:
         return self._ok(request, body_out, ext_fields), bound[0] if bound else None
 
     def _decode_register_body(self, body: bytes, compressed: bool) -> DecodedBody:
-        decoded = bodies.decode_register_broker_body(body, compressed=compressed)
+        decoded = bodies.decode_register_broker_body(body, compressed=compressed, max_inflated=MAX_INFLATED_BODY_BYTES)
         return DecodedBody(decoded.topic_config_table, decoded.data_version, decoded.filter_server_list)
 
     def _registered(
