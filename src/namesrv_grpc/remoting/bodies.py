@@ -461,7 +461,12 @@ def _topic_config_json(config: TopicConfig, rocketmq5: bool) -> dict[str, Any]:
 
 
 def encode_topic_config_text(config: TopicConfig, *, rocketmq5: bool = True) -> str:
-    """``TopicConfig.encode()``: ``"name read write perm FILTER {attributes JSON}"`` (4.x: no attributes)."""
+    """``TopicConfig.encode()``: ``"name read write perm FILTER {attributes JSON}"`` (4.x: no attributes).
+
+    Raises ValueError for a topic name with a space (the format is space separated; RocketMQ's
+    topic names never have one)."""
+    if " " in config.topic_name:
+        raise ValueError(f"topic name {config.topic_name!r} has a space: TopicConfig.encode() cannot carry it")
     text = (
         f"{config.topic_name} {config.read_queue_nums} {config.write_queue_nums} {config.perm} "
         f"{config.topic_filter_type}"
