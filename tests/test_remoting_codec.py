@@ -614,3 +614,20 @@ def test_client_request_times_out() -> None:
         await server.stop()
 
     asyncio.run(scenario())
+
+
+def test_lone_surrogates_from_received_json_are_written_as_question_marks() -> None:
+    """A JSON header may carry "\\ud800"; echoing it (in a remark, a body) must not fail: Java's UTF-8
+    encoder writes a lone surrogate as '?', so do we."""
+    request = decode_one(frame(b'{"code":105,"extFields":{"topic":"a\\ud800b"}}'))
+    topic = request.ext_fields["topic"]
+    assert topic == "a\ud800b"
+    for serialize_type in SerializeType:
+        response = RemotingCommand(
+            17, 1, FLAG_RESPONSE, f"No topic: {topic}", {"t": topic}, b"", "JAVA", 0, serialize_type
+        )
+        decoded = decode_one(encode_command(response))
+        assert decoded.remark == "No topic: a?b"
+        assert decoded.ext_fields == {"t": "a?b"}
+    assert fastjson.dumps({"topicList": [topic]}) == b'{"topicList":["a?b"]}'
+    assert fastjson.dumps([topic], standard=True) == b'["a\\uD800b"]'

@@ -503,7 +503,7 @@ def encode_register_broker_body(
         chunk(dumps(_data_version_json(data_version, rocketmq5=rocketmq5)))
         parts.append(_INT32.pack(len(topic_configs)))
         for config in topic_configs.values():
-            chunk(encode_topic_config_text(config, rocketmq5=rocketmq5).encode())
+            chunk(encode_topic_config_text(config, rocketmq5=rocketmq5).encode("utf-8", "replace"))
         chunk(dumps(filters))
         if rocketmq5:
             parts.append(_INT32.pack(0))
@@ -711,4 +711,4 @@ def decode_namesrv_config(body: bytes, *, max_bytes: int = MAX_CONFIG_BODY_BYTES
 
 def encode_namesrv_config(config: Mapping[str, str]) -> bytes:
     """GET_NAMESRV_CONFIG's body (``MixAll.properties2String``): ``key=value\\n`` per entry, keys sorted."""
-    return "".join(f"{key}={value}\n" for key, value in sorted(config.items())).encode()
+    return "".join(f"{key}={value}\n" for key, value in sorted(config.items())).encode("utf-8", "replace")

@@ -31,6 +31,9 @@ decoding treats as absent; an empty string is what a client meant).
 Answers use the serialize type of the request (:meth:`RemotingCommand.make_response`), as RocketMQ
 4.9.4-4.9.8 do; clients decode by the frame's type bits, so this suits every client.
 
+Strings are written as UTF-8; a lone surrogate (only a ``\\uD800`` escape in a received JSON header
+can produce one) becomes ``?``, as Java's UTF-8 encoder writes it.
+
 Errors: anything a frame cannot be parsed from raises :class:`FrameError`; the server then closes the
 connection, as RocketMQ's ``NettyDecoder`` does.
 """
@@ -156,7 +159,7 @@ def _encode_json_header(cmd: RemotingCommand) -> bytes:
     return (
         f'{{"code":{int(cmd.code)}{ext},"flag":{int(cmd.flag)},"language":{quoted_language},'
         f'"opaque":{int(cmd.opaque)}{remark},"serializeTypeCurrentRPC":"JSON","version":{int(cmd.version)}}}'
-    ).encode()
+    ).encode("utf-8", "replace")
 
 
 def _encode_rocketmq_header(cmd: RemotingCommand) -> bytes:
@@ -168,13 +171,13 @@ def _encode_rocketmq_header(cmd: RemotingCommand) -> bytes:
         )
     ]
     if cmd.remark:
-        remark = cmd.remark.encode()
+        remark = cmd.remark.encode("utf-8", "replace")
         parts += (_INT32.pack(len(remark)), remark)
     else:
         parts.append(_INT32.pack(0))
     ext: list[bytes] = []
     for key, value in cmd.ext_fields.items():
-        raw_key, raw_value = key.encode(), value.encode()
+        raw_key, raw_value = key.encode("utf-8", "replace"), value.encode("utf-8", "replace")
         if len(raw_key) > _INT16_MAX:
             raise ValueError(f"extFields key of {len(raw_key)} bytes does not fit an int16 length")
         ext += (_INT16.pack(len(raw_key)), raw_key, _INT32.pack(len(raw_value)), raw_value)
