@@ -424,6 +424,8 @@ def test_decode_command_without_length_prefix() -> None:
 def test_encode_rejects_values_that_do_not_fit() -> None:
     with pytest.raises(ValueError, match="int16"):
         encode_command(RemotingCommand(70000, 1, serialize_type=SerializeType.ROCKETMQ))
+    with pytest.raises(ValueError, match="does not fit the ROCKETMQ header"):
+        encode_command(RemotingCommand(1, 2**31, serialize_type=SerializeType.ROCKETMQ))
     with pytest.raises(ValueError, match="unknown serialize type"):
         encode_command(RemotingCommand(1, 1, serialize_type=7))
 

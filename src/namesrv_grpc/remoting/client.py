@@ -123,8 +123,7 @@ class RemotingClient:
             raise ValueError(f"a request with opaque {command.opaque} is already waiting")
         self._pending[command.opaque] = future
         try:
-            self._writer.write(encode_command(command))
-            await self._writer.drain()
+            await self.send_raw(encode_command(command))
             return await asyncio.wait_for(future, timeout)
         finally:
             self._pending.pop(command.opaque, None)
@@ -144,8 +143,13 @@ class RemotingClient:
         """Write bytes as they are (tests: split frames, garbage). Raises RemotingConnectionError when closed."""
         if self._closed_error is not None:
             raise self._closed_error
-        self._writer.write(data)
-        await self._writer.drain()
+        try:
+            self._writer.write(data)
+            await self._writer.drain()
+        except OSError as exc:
+            error = RemotingConnectionError(f"connection lost: {exc}")
+            self._fail(error)
+            raise error from None
 
     async def wait_closed(self, timeout: float = 5.0) -> None:
         """Wait until the server closes the connection (raises TimeoutError after ``timeout`` seconds)."""

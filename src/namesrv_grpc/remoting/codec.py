@@ -194,7 +194,10 @@ def encode_header(cmd: RemotingCommand) -> bytes:
     if cmd.serialize_type == SerializeType.JSON:
         return _encode_json_header(cmd)
     if cmd.serialize_type == SerializeType.ROCKETMQ:
-        return _encode_rocketmq_header(cmd)
+        try:
+            return _encode_rocketmq_header(cmd)
+        except struct.error as exc:  # opaque/flag outside int32
+            raise ValueError(f"a field does not fit the ROCKETMQ header: {exc}") from None
     raise ValueError(f"unknown serialize type {cmd.serialize_type}")
 
 
