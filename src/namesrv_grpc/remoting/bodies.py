@@ -204,8 +204,12 @@ def encode_data_version(version: DataVersion) -> bytes:
 # ------------------------------------------------------------------------------ RegisterBrokerBody
 
 
-def _topic_config(key: str, value: Any, path: str) -> TopicConfig:
-    config = _object(value, path)
+_TABLE_PATH: Final = "topicConfigSerializeWrapper.topicConfigTable"
+
+
+def _topic_config(key: str, config: Any) -> TopicConfig:
+    if type(config) is not dict:
+        _object(config, f"{_TABLE_PATH}[{key!r:.80}]")
     get = config.get
     name = get("topicName")
     if name is None:
@@ -240,6 +244,7 @@ def _topic_config(key: str, value: Any, path: str) -> TopicConfig:
         and isinstance(name, str)
         and is_valid_name(name)
     ):
+        path = f"{_TABLE_PATH}[{key!r:.80}]"
         _name(name, f"{path}.topicName")
         _bounded(read, f"{path}.readQueueNums", 0, MAX_QUEUE_NUMS, 16)
         _bounded(write, f"{path}.writeQueueNums", 0, MAX_QUEUE_NUMS, 16)
@@ -256,7 +261,7 @@ def _topic_config(key: str, value: Any, path: str) -> TopicConfig:
         sys_flag,
         order,
         filter_type,
-        _string_map(attributes, f"{path}.attributes") if attributes else _NO_ATTRIBUTES,
+        _string_map(attributes, f"{_TABLE_PATH}[{key!r:.80}].attributes") if attributes else _NO_ATTRIBUTES,
     )
 
 
@@ -272,7 +277,7 @@ def _decode_json_register_body(body: bytes) -> RegisterBrokerBody:
     topics: dict[str, TopicConfig] = {}
     if raw_table is not None:
         for key, value in _object(raw_table, f"{path}.topicConfigTable").items():
-            config = _topic_config(key, value, f"{path}.topicConfigTable[{key!r:.80}]")
+            config = _topic_config(key, value)
             topics[config.topic_name] = config
     filter_servers = _string_list(root.get("filterServerList"), "filterServerList")
     return RegisterBrokerBody(topics, data_version, tuple(filter_servers))
