@@ -66,7 +66,7 @@ def take_snapshots(env: dict[str, str], snapshots: Path) -> None:
     state.mkdir(parents=True, exist_ok=True)
     try:
         namesrv = subprocess.Popen(
-            [sys.executable, "-m", "namesrv_grpc", "--host", "127.0.0.1", "--port", "0",
+            [sys.executable, "-m", "namesrv_grpc", "--host", "127.0.0.1", "--port", "0", "--remoting-port", "0",
              "--kv-config-path", str(state / "kvConfig.json"), "--config-store-path", str(state / "namesrv.properties"),
              "--snapshot-dir", str(snapshots), "--snapshot-retention", "0"],
             stdout=subprocess.PIPE, text=True, env=env,
