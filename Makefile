@@ -28,8 +28,8 @@ report: $(STAMP) java-runtime
 	$(PY) scripts/report.py
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check src tests scripts bench
-	$(VENV)/bin/ruff format --check src tests scripts bench
+	$(VENV)/bin/ruff check src analytics tests scripts bench
+	$(VENV)/bin/ruff format --check src analytics tests scripts bench
 	$(VENV)/bin/mypy
 	$(BUF) lint protos
 
