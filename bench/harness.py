@@ -31,6 +31,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from prometheus_client.parser import text_string_to_metric_families
 
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
+from namesrv_grpc.cli import parse_boot_line
 from namesrv_grpc.core.body import encode_body
 from namesrv_grpc.core.model import DataVersion, TopicConfig
 
@@ -140,6 +141,10 @@ class Server:
         return f"127.0.0.1:{self.port}"
 
     @property
+    def remoting_address(self) -> str:
+        return f"127.0.0.1:{self.remoting_port}"
+
+    @property
     def pid(self) -> int:
         return self.process.pid
 
@@ -157,17 +162,10 @@ class Server:
         return grpc.insecure_channel(self.address, options=options)
 
 
-def parse_boot_line(line: str) -> tuple[int, int]:
-    """(gRPC port, remoting port or 0) from the boot line ``... [remoting HOST:PORT ...] gRPC HOST:PORT``."""
-    grpc_port = int(line.rsplit(":", 1)[1])
-    remoting = re.search(r"remoting \S+:(\d+)", line)
-    return grpc_port, int(remoting.group(1)) if remoting else 0
-
-
 @contextmanager
-def namesrv(*extra: str, remoting: bool = False) -> Iterator[Server]:
-    """Start a NameServer (state in a temporary directory, metrics on a free port, remoting on a free
-    port when ``remoting``); stop it with SIGTERM afterwards."""
+def namesrv(*extra: str) -> Iterator[Server]:
+    """Start a NameServer (state in a temporary directory; gRPC, remoting and metrics on free ports);
+    stop it with SIGTERM afterwards."""
     metrics_port = free_port()
     with tempfile.TemporaryDirectory(prefix="namesrv-bench-") as tmp:
         args = [
@@ -182,11 +180,8 @@ def namesrv(*extra: str, remoting: bool = False) -> Iterator[Server]:
         if "boot success" not in line:
             process.kill()
             raise BenchError(f"namesrv did not start: {line!r} {Path(tmp, 'stderr').read_text()}")
-        port, remoting_port = parse_boot_line(line)
-        if remoting and not remoting_port:
-            process.kill()
-            raise BenchError(f"namesrv printed no remoting port: {line!r}")
-        server = Server(process, port, metrics_port, remoting_port)
+        ports = parse_boot_line(line)
+        server = Server(process, ports["gRPC"], metrics_port, ports.get("remoting", 0))
         with server.channel() as channel:
             health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=10)
         try:
@@ -232,8 +227,9 @@ def grpc_handled(metrics_url: str, method: str) -> dict[str, float]:
 # ---------------------------------------------------------------------------- h2load, gRPC-aware
 
 
-def grpc_frame(payload: bytes) -> bytes:
+def grpc_frame(message: bytes | Message) -> bytes:
     """A gRPC length-prefixed message (uncompressed), as h2load sends it as the request body."""
+    payload = message if isinstance(message, bytes) else message.SerializeToString()
     return struct.pack(">BI", 0, len(payload)) + payload
 
 
