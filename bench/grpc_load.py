@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import array
 import asyncio
+import contextlib
 import json
 import struct
 import subprocess
@@ -56,8 +57,9 @@ async def _run(args: argparse.Namespace, requests: list[bytes]) -> dict[str, Any
     errors: dict[str, int] = {}
     checked = 0
     async with grpc.aio.insecure_channel(args.address) as channel:
-        method = channel.unary_unary(args.path)
-        await method(requests[0], timeout=30)
+        method: Any = channel.unary_unary(args.path)
+        with contextlib.suppress(grpc.aio.AioRpcError):  # untimed: the channel is connected (answers count later)
+            await method(requests[0], timeout=30)
         print("ready", flush=True)
         await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
         started, cpu_started = time.perf_counter(), time.process_time()
@@ -89,7 +91,7 @@ async def _run(args: argparse.Namespace, requests: list[bytes]) -> dict[str, Any
 
         await asyncio.gather(*(caller() for _ in range(args.concurrency)))
         wall, cpu = time.perf_counter() - started, time.process_time() - cpu_started
-    Path(args.latencies).write_bytes(latencies.tobytes())
+    await asyncio.to_thread(Path(args.latencies).write_bytes, latencies.tobytes())
     return {"ok": len(latencies), "errors": errors, "seconds": wall, "cpu_seconds": cpu, "checked": checked}
 
 
@@ -105,7 +107,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--expect-brokers", type=int, default=0)
     parser.add_argument("--latencies", required=True)
     args = parser.parse_args(argv)
-    requests = read_requests(args.requests)[args.worker :: args.workers]
+    every = read_requests(args.requests)
+    requests = every[args.worker :: args.workers] or every
     print(json.dumps(asyncio.run(_run(args, requests))), flush=True)
     return 0
 
@@ -141,6 +144,8 @@ def grpc_load(
             for worker in workers:
                 assert worker.stdout is not None
                 if worker.stdout.readline().strip() != "ready":
+                    for other in workers:
+                        other.kill()
                     raise BenchError("a gRPC load worker did not start")
             cpu_before, started = cpu_seconds(server_pid), time.perf_counter()
             for worker in workers:
@@ -154,7 +159,11 @@ def grpc_load(
             wall, server_cpu = time.perf_counter() - started, cpu_seconds(server_pid) - cpu_before
         finally:
             for worker in workers:
-                worker.wait(60)
+                try:
+                    worker.wait(60)
+                except subprocess.TimeoutExpired:
+                    worker.kill()
+                    worker.wait(10)
         latencies: list[float] = []
         for index in range(processes):
             values = array.array("d")

@@ -9,6 +9,7 @@ numbers (a missed target is reported, not an error); 1 when a scenario could not
 
 Adding a scenario: write a function ``Profile -> {"title", "rows", "raw"}`` (rows built with
 :func:`bench.harness.row`) and add it to ``SCENARIOS`` below; the key is its number in the tables.
+A function in the older form ``f(quick: bool) -> dict`` goes in as ``legacy(f)``.
 """
 
 from __future__ import annotations
@@ -27,6 +28,13 @@ from bench import peers, scenarios
 from bench.harness import ROOT, Profile, Result, load_average, machine, spread
 
 Scenario = Callable[[Profile], Result]
+
+
+def legacy(scenario: Callable[[bool], Result]) -> Scenario:
+    """A scenario in the older form ``scenario(quick) -> {..., "target", "met"}`` (no rows): run
+    with ``quick`` for the quick and tiny profiles; its result is shown as JSON under its title."""
+    return lambda profile: scenario(profile.quick)
+
 
 # The scenario registry: key -> (short name for progress lines and --only, function). The tables
 # take each scenario's title from its result, so they say what actually ran at the profile's size.
@@ -108,12 +116,20 @@ def render_markdown(report: dict[str, Any]) -> str:
             lines += [f"## {key}. {SCENARIOS[key][0]}", "", f"Could not run: `{result['error']}`", ""]
             continue
         if "rows" not in result:  # a scenario in the older one-line form
-            lines += [f"## {key}. {result.get('title', SCENARIOS[key][0])}", "", "```json", json.dumps(result), "```", ""]
+            lines += [
+                f"## {key}. {result.get('title', SCENARIOS[key][0])}",
+                "",
+                "```json",
+                json.dumps(result),
+                "```",
+                "",
+            ]
             continue
         lines += [
             f"## {key}. {result['title']}",
             "",
-            "| row | what ran | sample per run | measured: min / **median** / max | baseline (in words; measured) | target | met |",
+            "| row | what ran | sample per run | measured: min / **median** / max "
+            "| baseline (in words; measured) | target | met |",
             "|---|---|---|---|---|---|---|",
         ]
         for r in result["rows"]:
@@ -173,10 +189,15 @@ def main(argv: list[str] | None = None) -> int:
             traceback.print_exc()
             results[key] = {"error": f"{type(exc).__name__}: {exc}"}
             failed = True
-        print(f"[{key}] {time.perf_counter() - t0:.1f} s: {results[key].get('title', results[key].get('error'))}", flush=True)
+        print(
+            f"[{key}] {time.perf_counter() - t0:.1f} s: {results[key].get('title', results[key].get('error'))}",
+            flush=True,
+        )
     report = {
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "command": {"full": "make bench", "quick": "make bench-quick", "tiny": "python -m bench.run --tiny"}[profile.name],
+        "command": {"full": "make bench", "quick": "make bench-quick", "tiny": "python -m bench.run --tiny"}[
+            profile.name
+        ],
         "profile": profile.name,
         "seconds": time.perf_counter() - started,
         "load_before": load_before,

@@ -53,9 +53,9 @@ def pytest_report_header(config: pytest.Config) -> str:
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-    """A failing test's report ends with the Hypothesis seed that replays the run."""
+    """A failing property test's report ends with the Hypothesis seed that replays the run."""
     report = yield
-    if report.failed and call.when == "call":
+    if report.failed and call.when == "call" and "Falsifying" in report.longreprtext:
         report.sections.append(("hypothesis seed", _seed_line(item.config)))
     return report
 
