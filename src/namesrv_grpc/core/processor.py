@@ -19,6 +19,7 @@ from namesrv_grpc.core.body import decompress_body, parse_body, split_topic_tabl
 from namesrv_grpc.core.errors import (
     ConfigKeyBlacklistedError,
     InvalidFieldError,
+    LimitExceededError,
     PersistError,
     ServiceWarmingUpError,
     TopicRouteNotFoundError,
@@ -38,10 +39,15 @@ from namesrv_grpc.core.route_table import RouteInfoManager
 from namesrv_grpc.core.validation import (
     require_addr,
     require_broker_id,
+    require_heartbeat_timeout,
+    require_max_utf8_bytes,
     require_name,
     require_non_negative,
+    require_optional_name,
     require_perm,
     require_queue_nums,
+    require_topic,
+    safe_for_log,
 )
 from namesrv_grpc.properties import ConfigError
 
@@ -115,13 +121,20 @@ class NameServer:
         ORDER_TOPIC_CONFIG table (S11). A body identical to this broker's last one (same CRC32C,
         length and compression) is not decoded again: only liveness and identity are refreshed.
 
+        Every field is checked, the body decoded within ``registerBodyMaxInflatedSize`` and
+        ``registerBodyMaxTopics``, and the reply's size checked, before anything is applied: a
+        rejected registration changes nothing.
+
         Raises BodyChecksumMismatchError (checked first, S01), InvalidFieldError, MalformedBodyError,
-        StaleBrokerStateError.
+        LimitExceededError, StaleBrokerStateError.
         """
         verify_checksum(body, body_crc32c)
         _require_broker(cluster_name, broker_name, broker_id, broker_addr)
         require_addr("ha_server_addr", ha_server_addr, allow_empty=True)
-        require_non_negative("heartbeat_timeout_millis", heartbeat_timeout_millis)
+        require_heartbeat_timeout("heartbeat_timeout_millis", heartbeat_timeout_millis)
+        require_optional_name("zone_name", zone_name)
+        require_optional_name("instance_id", instance_id)
+        kv_table = self._order_topic_config_for_reply()
         fingerprint = (body_crc32c, len(body), compressed)
         identity = {
             "cluster_name": cluster_name,
@@ -135,7 +148,8 @@ class NameServer:
             data_version, filter_servers, topics_fingerprint = same
             topic_configs = None
         else:
-            raw = decompress_body(body, compressed=compressed)
+            config = self.config
+            raw = decompress_body(body, compressed=compressed, max_bytes=config.register_body_max_inflated_size)
             split = split_topic_table(raw)
             topics_fingerprint = split[0] if split else None
             decoded = None
@@ -145,7 +159,7 @@ class NameServer:
                 decoded = parse_body(split[1], compressed=False)
                 topic_configs = None
             if decoded is None or decoded.topic_config_table:
-                decoded = parse_body(raw, compressed=False)
+                decoded = parse_body(raw, compressed=False, max_topics=config.register_body_max_topics)
                 topic_configs = decoded.topic_config_table
             for index, addr in enumerate(decoded.filter_server_list):
                 require_addr(f"body.filter_server_list[{index}]", addr)
@@ -165,7 +179,23 @@ class NameServer:
             topics_fingerprint=topics_fingerprint,
         )
         self._notify_if_master_changed(broker_name, master_before)
-        return result, self.kv_config.list_namespace(ORDER_TOPIC_CONFIG_NAMESPACE)
+        return result, kv_table
+
+    def _order_topic_config_for_reply(self) -> dict[str, str]:
+        """S11: the ORDER_TOPIC_CONFIG table a registration reply carries, checked to fit in a reply
+        (``grpcMaxMessageSize``, less 64 KiB for the rest) before the registration is applied. KV
+        writes are bounded by ``kvConfigMaxTotalSize``; this catches a larger file written by hand.
+        Raises LimitExceededError."""
+        table = self.kv_config.list_namespace(ORDER_TOPIC_CONFIG_NAMESPACE)
+        limit = self.config.grpc_max_message_size - 64 * 1024
+        size = sum(len(k.encode()) + len(v.encode()) + 16 for k, v in table.items())
+        if size > limit:
+            raise LimitExceededError(
+                "grpcMaxMessageSize",
+                f"the ORDER_TOPIC_CONFIG table ({size} bytes) would not fit in the registration reply "
+                f"(grpcMaxMessageSize {self.config.grpc_max_message_size}); delete some of its keys",
+            )
+        return table
 
     def unregister_broker(
         self, *, cluster_name: str, broker_name: str, broker_id: int, broker_addr: str
@@ -259,7 +289,10 @@ class NameServer:
 
     def pickup_topic_route_encoded(self, topic: str, encode: Callable[[TopicRouteData], T]) -> T:
         """:meth:`pickup_topic_route`, returning ``encode(route)`` cached per topic by the route table
-        (the servicer passes a protobuf encoder, so a lookup costs a dict hit). Same errors."""
+        (the servicer passes a protobuf encoder, so a lookup costs a dict hit). Same errors.
+
+        As in RocketMQ, a lookup does not apply the topic rule (a name no broker could register is
+        simply not found); it only bounds the name (255 characters, no control characters)."""
         require_name("topic", topic)
         if self.config.need_wait_for_service:
             remaining = self.config.wait_seconds_for_service - (self._monotonic() - self.started_at)
@@ -296,8 +329,15 @@ class NameServer:
     # ------------------------------------------------------------------ KV config (S21)
 
     def put_kv_config(self, namespace: str, key: str, value: str) -> None:
-        """PUT_KV_CONFIG. Raises InvalidFieldError, PersistError."""
-        self.kv_config.put(require_name("namespace", namespace), require_name("key", key), value)
+        """PUT_KV_CONFIG: acknowledged (returns) only once the file is durably written, so it
+        blocks; async callers run it in a worker thread. The value is at most ``kvConfigMaxValueSize``
+        UTF-8 bytes and the whole table at most ``kvConfigMaxTotalSize``.
+
+        Raises InvalidFieldError, LimitExceededError, PersistError."""
+        require_name("namespace", namespace)
+        require_name("key", key)
+        require_max_utf8_bytes("value", value, self.config.kv_config_max_value_size, "kvConfigMaxValueSize")
+        self.kv_config.put(namespace, key, value, max_total_bytes=self.config.kv_config_max_total_size)
         if namespace == ORDER_TOPIC_CONFIG_NAMESPACE:
             self.route_table.invalidate_routes([key])
 
@@ -338,7 +378,7 @@ class NameServer:
         Raises InvalidFieldError (empty list, bad numbers, a broker name twice),
         BrokerNameNotRegisteredError.
         """
-        require_name("topic", topic)
+        require_topic("topic", topic)
         queue_datas = list(queue_datas)
         if not queue_datas:
             raise InvalidFieldError("queue_datas", "must list at least one QueueData")
@@ -388,6 +428,6 @@ class NameServer:
         later = sorted(set(changes) & RESTART_KEYS)
         log.info(
             "configuration updated: %s%s",
-            dict(changes),
+            safe_for_log(", ".join(f"{key}={value}" for key, value in changes.items()), 4096),
             f" ({', '.join(later)} at next start)" if later else "",
         )

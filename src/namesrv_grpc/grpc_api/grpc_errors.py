@@ -3,6 +3,8 @@
 :class:`ErrorInterceptor` wraps every handler of the server: a
 :class:`~namesrv_grpc.core.errors.NamesrvError` raised inside becomes a status with a
 ``google.rpc.Status`` detail holding one ``google.rpc.ErrorInfo`` (domain ``namesrv.rocketmq``).
+A unary request that is not a valid protobuf message is INVALID_ARGUMENT (reason
+``MALFORMED_REQUEST``), not the UNKNOWN gRPC gives when its own deserializer fails.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ ERROR_DOMAIN = "namesrv.rocketmq"
 STATUS_CODES: dict[type[errors.NamesrvError], grpc.StatusCode] = {
     errors.InvalidFieldError: grpc.StatusCode.INVALID_ARGUMENT,
     errors.MalformedBodyError: grpc.StatusCode.INVALID_ARGUMENT,
+    errors.MalformedRequestError: grpc.StatusCode.INVALID_ARGUMENT,
     errors.BodyChecksumMismatchError: grpc.StatusCode.DATA_LOSS,
     errors.TopicRouteNotFoundError: grpc.StatusCode.NOT_FOUND,
     errors.BrokerNotRegisteredError: grpc.StatusCode.NOT_FOUND,
@@ -32,6 +35,7 @@ STATUS_CODES: dict[type[errors.NamesrvError], grpc.StatusCode] = {
     errors.ConfigKeyBlacklistedError: grpc.StatusCode.PERMISSION_DENIED,
     errors.PersistError: grpc.StatusCode.INTERNAL,
     errors.ServiceWarmingUpError: grpc.StatusCode.UNAVAILABLE,
+    errors.LimitExceededError: grpc.StatusCode.RESOURCE_EXHAUSTED,
     errors.SnapshotWriteError: grpc.StatusCode.INTERNAL,
 }
 
@@ -57,9 +61,16 @@ def to_status(error: errors.NamesrvError) -> grpc.Status:
 Handler = Callable[[Any, grpc.aio.ServicerContext[Any, Any]], Awaitable[Any]]
 
 
-def _wrap_unary(behavior: Handler) -> Handler:
+def _wrap_unary(behavior: Handler, deserializer: Callable[[bytes], Any] | None) -> Handler:
     async def wrapped(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
         try:
+            if deserializer is not None:
+                try:
+                    request = deserializer(request)
+                except Exception as exc:  # protobuf raises DecodeError; be safe about others
+                    raise errors.MalformedRequestError(
+                        f"the request is not a valid protobuf message of this method: {type(exc).__name__}"
+                    ) from None
             return await behavior(request, context)
         except errors.NamesrvError as error:
             status = to_status(error)
@@ -69,7 +80,8 @@ def _wrap_unary(behavior: Handler) -> Handler:
 
 
 class ErrorInterceptor(grpc.aio.ServerInterceptor):
-    """Turns domain errors of unary-unary handlers into rich gRPC statuses."""
+    """Turns domain errors of unary-unary handlers into rich gRPC statuses; decodes their requests
+    itself (gRPC passes the raw bytes), so a malformed one is INVALID_ARGUMENT."""
 
     async def intercept_service(
         self,
@@ -80,7 +92,7 @@ class ErrorInterceptor(grpc.aio.ServerInterceptor):
         if handler is None or handler.unary_unary is None:
             return handler
         return grpc.unary_unary_rpc_method_handler(
-            _wrap_unary(handler.unary_unary),  # type: ignore[arg-type]  # aio handlers are coroutines
-            request_deserializer=handler.request_deserializer,
+            _wrap_unary(handler.unary_unary, handler.request_deserializer),  # type: ignore[arg-type]
+            request_deserializer=None,
             response_serializer=handler.response_serializer,
         )
