@@ -240,8 +240,10 @@ def attack_max_request(stubs: Stubs) -> list[str]:
     while size < 15 * MIB + MIB // 2:
         name = f"t{index:x}"
         # key + value {topic_name} only: the smallest distinct entries a body can carry
-        entry = b"\x0a" + _varint(len(name) + 2 + 2 + len(name)) + b"\x0a" + _varint(len(name)) + name.encode()
-        entry += b"\x12" + _varint(2 + len(name)) + b"\x0a" + _varint(len(name)) + name.encode()
+        encoded = name.encode()
+        field = b"\x0a" + _varint(len(encoded)) + encoded
+        inner = field + b"\x12" + _varint(len(field)) + field
+        entry = b"\x0a" + _varint(len(inner)) + inner
         entries.append(entry)
         size += len(entry)
         index += 1

@@ -182,18 +182,19 @@ class NameServer:
         return result, kv_table
 
     def _order_topic_config_for_reply(self) -> dict[str, str]:
-        """S11: the ORDER_TOPIC_CONFIG table a registration reply carries, checked to fit in a reply
-        (``grpcMaxMessageSize``, less 64 KiB for the rest) before the registration is applied. KV
-        writes are bounded by ``kvConfigMaxTotalSize``; this catches a larger file written by hand.
-        Raises LimitExceededError."""
+        """S11: the ORDER_TOPIC_CONFIG table a registration reply carries, checked before the
+        registration is applied to fit ``kvConfigMaxTotalSize`` (2 MiB by default, well within what
+        a default gRPC client receives) and ``grpcMaxMessageSize``. KV writes keep the table within
+        the limit; this catches a larger file written by hand. Raises LimitExceededError."""
         table = self.kv_config.list_namespace(ORDER_TOPIC_CONFIG_NAMESPACE)
-        limit = self.config.grpc_max_message_size - 64 * 1024
-        size = sum(len(k.encode()) + len(v.encode()) + 16 for k, v in table.items())
+        config = self.config
+        limit = min(config.kv_config_max_total_size, config.grpc_max_message_size - 64 * 1024)
+        size = sum(len(k.encode()) + len(v.encode()) for k, v in table.items())
         if size > limit:
             raise LimitExceededError(
-                "grpcMaxMessageSize",
-                f"the ORDER_TOPIC_CONFIG table ({size} bytes) would not fit in the registration reply "
-                f"(grpcMaxMessageSize {self.config.grpc_max_message_size}); delete some of its keys",
+                "kvConfigMaxTotalSize",
+                f"the ORDER_TOPIC_CONFIG table ({size} bytes) is larger than a registration reply may carry "
+                f"({limit} bytes, kvConfigMaxTotalSize / grpcMaxMessageSize); delete some of its keys",
             )
         return table
 
