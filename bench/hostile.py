@@ -262,6 +262,16 @@ def attack_legit_100k(stubs: Stubs) -> list[str]:
     return codes
 
 
+def attack_max_accepted(stubs: Stubs) -> list[str]:
+    """The most one registration may store: 200,000 topics (``registerBodyMaxTopics``) with names of
+    117 characters, about 52 MiB inflated (under ``registerBodyMaxInflatedSize``), compressed."""
+    body = zlib.compress(legit_body([f"{'x' * 110}{i:07d}" for i in range(200_000)]), 1)
+    codes: list[str] = []
+    request = register(body, compressed=True, broker_name="broker-max", broker_addr="127.0.0.1:50911")
+    _call(lambda: stubs.ns.RegisterBroker(request, timeout=600), codes)
+    return codes
+
+
 def _varint(value: int) -> bytes:
     out = bytearray()
     while True:
@@ -283,6 +293,7 @@ ATTACKS: dict[str, Attack] = {
     "huge-fields": attack_huge_fields,
     "max-request-16MiB": attack_max_request,
     "legit-100k-topics": attack_legit_100k,
+    "max-accepted-200k-topics": attack_max_accepted,
 }
 
 

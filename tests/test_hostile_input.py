@@ -270,3 +270,25 @@ def test_sessions_beyond_max_broker_sessions_are_refused(tmp_path: Path) -> None
         for feed in feeds:
             feed.put(None)
         assert sorted(codes) == ["OK", "OK", "RESOURCE_EXHAUSTED"]
+
+
+def test_idle_connections_are_closed(tmp_path: Path) -> None:
+    import threading
+    import time
+
+    with _session_server(tmp_path, grpcMaxConnectionIdleMillis=1_000) as process, process.channel() as channel:
+        states: list[grpc.ChannelConnectivity] = []
+        changed = threading.Event()
+
+        def record(state: grpc.ChannelConnectivity) -> None:
+            states.append(state)
+            changed.set()
+
+        hostile.stubs_for(channel).ns.GetAllTopicList(ns_pb2.GetAllTopicListRequest(), timeout=10)
+        channel.subscribe(record, try_to_connect=False)
+        deadline = time.monotonic() + 20
+        while grpc.ChannelConnectivity.IDLE not in states[1:] and time.monotonic() < deadline:
+            changed.wait(1)
+            changed.clear()
+        assert states[0] == grpc.ChannelConnectivity.READY
+        assert grpc.ChannelConnectivity.IDLE in states[1:], states
