@@ -459,14 +459,50 @@ def run_attack(address: str, pid: int, name: str, attack: Attack) -> AttackResul
         )
 
 
+def compare_table(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> str:
+    """A markdown table of two runs (``--json`` output), attack by attack."""
+    by_name = {r["name"]: r for r in before}
+    lines = [
+        "| attack | status before → after | longest lookup ms (freeze) | lookup p99 ms | peak RSS growth MiB |",
+        "|---|---|---|---|---|",
+    ]
+    for new in after:
+        old = by_name.get(new["name"])
+        if old is None:
+            continue
+
+        def codes(r: dict[str, Any]) -> str:
+            return ",".join(sorted(set(r["codes"])))
+
+        def growth(r: dict[str, Any]) -> float:
+            return float(r["peak_rss_after_mib"] - r["peak_rss_before_mib"])
+
+        was, now = old["probe"], new["probe"]
+        lines.append(
+            f"| {new['name']} | {codes(old)} → {codes(new)} | {was['max_ms']:.0f} → {now['max_ms']:.0f} | "
+            f"{was['p99_ms']:.1f} → {now['p99_ms']:.1f} | {growth(old):.0f} → {growth(new):.0f} |"
+        )
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--probe", metavar="ADDRESS", help=argparse.SUPPRESS)
     parser.add_argument("--only", help="comma-separated attack names")
     parser.add_argument("--json", type=Path, help="also write the results as JSON here")
+    parser.add_argument(
+        "--compare",
+        nargs=2,
+        type=Path,
+        metavar=("BEFORE", "AFTER"),
+        help="print a before/after table from two --json files (runs nothing)",
+    )
     args = parser.parse_args(argv)
     if args.probe:
         _probe_main(args.probe)
+        return 0
+    if args.compare:
+        print(compare_table(*(json.loads(path.read_text()) for path in args.compare)))
         return 0
     from bench.harness import namesrv
 
