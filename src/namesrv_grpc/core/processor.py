@@ -110,10 +110,14 @@ class NameServer:
         enable_acting_master: bool = False,
         zone_name: str = "",
         instance_id: str = "",
+        protocol: str = "grpc",
     ) -> tuple[RegisterBrokerResult, dict[str, str]]:
         """REGISTER_BROKER (S01-S12): returns the registration result (S10) and the
         ORDER_TOPIC_CONFIG table (S11). A body identical to this broker's last one (same CRC32C,
         length and compression) is not decoded again: only liveness and identity are refreshed.
+        ``protocol`` ("grpc" or "remoting") is recorded for the liveness view. A registration that
+        takes the broker back from another run of it (two agents for one broker) is logged as a
+        WARNING and named in the result (``conflicting_instance_id``).
 
         Raises BodyChecksumMismatchError (checked first, S01), InvalidFieldError, MalformedBodyError,
         StaleBrokerStateError.
@@ -163,17 +167,34 @@ class NameServer:
             instance_id=instance_id,
             body_fingerprint=fingerprint,
             topics_fingerprint=topics_fingerprint,
+            protocol=protocol,
         )
+        if result.conflicting_instance_id:
+            log.warning(
+                "registration conflict: broker %s/%s id %d at %s is registered alternately by two runs "
+                "(instance %s took it back from instance %s); run one agent per broker",
+                cluster_name,
+                broker_name,
+                broker_id,
+                broker_addr,
+                instance_id,
+                result.conflicting_instance_id,
+            )
         self._notify_if_master_changed(broker_name, master_before)
         return result, self.kv_config.list_namespace(ORDER_TOPIC_CONFIG_NAMESPACE)
 
     def unregister_broker(
-        self, *, cluster_name: str, broker_name: str, broker_id: int, broker_addr: str
+        self, *, cluster_name: str, broker_name: str, broker_id: int, broker_addr: str, instance_id: str = ""
     ) -> RemovedBroker | None:
-        """UNREGISTER_BROKER (S16, S17). Raises InvalidFieldError."""
+        """UNREGISTER_BROKER (S16, S17); with ``instance_id``, another run's registration stays.
+        Raises InvalidFieldError."""
         _require_broker(cluster_name, broker_name, broker_id, broker_addr)
         removed = self.route_table.unregister_broker(
-            cluster_name=cluster_name, broker_name=broker_name, broker_id=broker_id, broker_addr=broker_addr
+            cluster_name=cluster_name,
+            broker_name=broker_name,
+            broker_id=broker_id,
+            broker_addr=broker_addr,
+            instance_id=instance_id,
         )
         if removed is not None:
             log.info("unregistered broker %s (%s/%s id %d)", broker_addr, cluster_name, broker_name, broker_id)
