@@ -9,7 +9,7 @@ from namesrv_grpc.core.digest import full_digest
 from namesrv_grpc.core.model import PERM_READ, DataVersion
 from namesrv_grpc.core.route_table import DISPLACED_MEMORY_MILLIS, RouteInfoManager
 from tests.support import FakeClock, topic
-from tests.test_route_table import A, B, V1, V2, register
+from tests.test_route_table import V1, V2, A, B, register
 
 
 @pytest.fixture

@@ -22,6 +22,7 @@ from broker_agent.config import PLACEHOLDER, BrokerConfig, load_broker_config, w
 from broker_agent.metrics import AgentMetrics
 from broker_agent.topics import TopicsFileError, TopicSource
 from namesrv_grpc.core.route_table import wall_clock_millis
+from namesrv_grpc.pipes import print_line, quiet_broken_pipe
 from namesrv_grpc.properties import ConfigError, read_properties
 
 log = logging.getLogger("broker_agent")
@@ -113,8 +114,9 @@ def load(args: argparse.Namespace) -> tuple[BrokerConfig, Path, list[str]]:
     return config, args.topics_json or config.default_topics_json, warnings
 
 
+@quiet_broken_pipe
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the agent; return the process exit code."""
+    """Run the agent; return the process exit code. A closed stdout never stops it (logs go to stderr)."""
     args = build_parser().parse_args(argv)
     logging.basicConfig(
         level=args.log_level.upper(),
@@ -153,16 +155,15 @@ async def _run(config: BrokerConfig, topic_source: TopicSource, *, sessions: boo
     loop.add_signal_handler(signal.SIGTERM, stop.set)
     loop.add_signal_handler(signal.SIGINT, stop.set)
     loop.add_signal_handler(signal.SIGHUP, agent.request_round)
-    print(
+    print_line(
         f"broker-agent: {config.broker_cluster_name}/{config.broker_name} id {config.broker_id} at "
-        f"{config.broker_addr} -> {';'.join(config.namesrv_addrs)}",
-        flush=True,
+        f"{config.broker_addr} -> {';'.join(config.namesrv_addrs)}"
     )
     try:
         await agent.run(stop)
     finally:
         await agent.close()
-    print("broker-agent: stopped", flush=True)
+    print_line("broker-agent: stopped")
     return 0
 
 
