@@ -61,7 +61,7 @@ def test_broker_agent_keeps_running_with_closed_stdout(namesrv: NamesrvProcess, 
                 namesrv.address,
                 "--set",
                 "brokerIP1=127.0.0.1",
-            ],  # fmt: skip
+            ],
             stdout=stdout,
             stderr=subprocess.PIPE,
             text=True,

@@ -18,7 +18,13 @@ from pathlib import Path
 from prometheus_client import start_http_server
 
 from broker_agent.agent import BrokerAgent
-from broker_agent.config import PLACEHOLDER, BrokerConfig, load_broker_config, warn_unused_placeholders
+from broker_agent.config import (
+    PLACEHOLDER,
+    BrokerConfig,
+    load_broker_config,
+    loopback_warning,
+    warn_unused_placeholders,
+)
 from broker_agent.metrics import AgentMetrics
 from broker_agent.topics import TopicsFileError, TopicSource
 from namesrv_grpc.core.route_table import wall_clock_millis
@@ -125,12 +131,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         config, topics_path, warnings = load(args)
-        topic_source = TopicSource(config, topics_path, wall_clock_millis)
+        # Only the broker's own topics.json may be missing (a fresh broker, S38); also when named explicitly.
+        explicit = args.topics_json is not None and topics_path.resolve() != config.default_topics_json.resolve()
+        topic_source = TopicSource(config, topics_path, wall_clock_millis, must_exist=explicit)
         topic_source.load_initial()
     except (ConfigError, TopicsFileError) as exc:
         print(f"broker-agent: {exc}", file=sys.stderr)
         return 2
-    for warning in warnings:
+    loopback = loopback_warning(config)
+    for warning in [*warnings, *([loopback] if loopback else [])]:
         log.warning("%s", warning)
     metrics = AgentMetrics()
     metrics_server = None

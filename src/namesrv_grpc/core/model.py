@@ -179,3 +179,5 @@ class RemovedBroker:
     broker_name: str
     broker_id: int
     reason: str
+    instance_id: str = field(default="", compare=False)
+    """The broker run whose registration was removed (empty = unknown); not part of equality."""

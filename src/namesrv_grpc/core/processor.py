@@ -79,6 +79,8 @@ class NameServer:
         self.route_table = route_table
         self.kv_config = kv_config
         self.master_listeners: list[MasterListener] = []
+        self.removal_listeners: list[Callable[[RemovedBroker], None]] = []
+        """Called with every broker address removed (expiry, unregistration, session end)."""
         route_table.delete_topic_with_broker_registration = config.delete_topic_with_broker_registration
 
     def _notify_if_master_changed(self, broker_name: str, before: tuple[str, str]) -> None:
@@ -89,6 +91,8 @@ class NameServer:
 
     def _after_removals(self, removed: Iterable[RemovedBroker]) -> None:
         for broker in removed:
+            for removal_listener in self.removal_listeners:
+                removal_listener(broker)
             if broker.broker_id == MASTER_ID:
                 for listener in self.master_listeners:
                     listener(broker.broker_name, *self.route_table.master_of(broker.broker_name))

@@ -514,7 +514,7 @@ class RouteInfoManager:
         live = self.broker_live_table.pop(broker_addr)
         self.filter_server_table.pop(broker_addr, None)
         self._remove_addr_from_broker_data(live.broker_name, broker_addr)
-        return RemovedBroker(broker_addr, live.cluster, live.broker_name, live.broker_id, reason)
+        return RemovedBroker(broker_addr, live.cluster, live.broker_name, live.broker_id, reason, live.instance_id)
 
     def _remove_addr_from_broker_data(self, broker_name: str, broker_addr: str) -> None:
         broker_data = self.broker_addr_table.get(broker_name)
