@@ -13,6 +13,7 @@ every NameServer of the cluster, as ``mqadmin -n`` does:
   state (docs/rules.md S27); one result line per NameServer, in ``-n`` order.
 
 Reads print JSON (protobuf field names) on stdout; ``clusters`` prints a table (``--json`` for JSON).
+``watch TOPIC...`` follows route changes on every NameServer (:mod:`namesrv_grpc.admin_watch`).
 
 Exit codes: 0 on success; 1 when a read got an error or no NameServer answered, when a change
 failed on any NameServer, or when ``wipe-write-perm``/``add-write-perm`` found the broker name on
@@ -41,6 +42,7 @@ from namesrv.v1 import kv_config_service_pb2 as kv_pb2
 from namesrv.v1 import kv_config_service_pb2_grpc as kv_grpc
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv.v1 import name_server_service_pb2_grpc as ns_grpc
+from namesrv_grpc.admin_watch import add_watch_parser, run_watch
 from namesrv_grpc.core.validation import parse_host_port
 from namesrv_grpc.pipes import quiet_broken_pipe
 
@@ -140,6 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
         "config", help="show the config (first NameServer), or change keys on every NameServer: config KEY=VALUE ..."
     )
     config.add_argument("changes", nargs="*", metavar="KEY=VALUE")
+    add_watch_parser(sub)
     return parser
 
 
@@ -412,6 +415,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--timeout must be > 0")
     if args.command == "config" and any("=" not in c for c in args.changes):
         parser.error("config changes must be KEY=VALUE")
+    if args.command == "watch":
+        if args.each:
+            parser.error("--each is for reads; watch follows every NameServer anyway")
+        return run_watch(args)
     is_read = args.command in READS and not (args.command == "config" and args.changes)
     if args.each and not is_read:
         parser.error(f"--each is for reads; {args.command} goes to every NameServer anyway")

@@ -125,6 +125,10 @@ class RemotingClient:
         try:
             await self.send_raw(encode_command(command))
             return await asyncio.wait_for(future, timeout)
+        except asyncio.TimeoutError:  # the builtin TimeoutError from 3.11 on; not before
+            raise TimeoutError(
+                f"no response to request code {command.code} (opaque {command.opaque}) within {timeout} s"
+            ) from None
         finally:
             self._pending.pop(command.opaque, None)
 
@@ -153,7 +157,10 @@ class RemotingClient:
 
     async def wait_closed(self, timeout: float = 5.0) -> None:
         """Wait until the server closes the connection (raises TimeoutError after ``timeout`` seconds)."""
-        await asyncio.wait_for(asyncio.shield(self._read_task), timeout)
+        try:
+            await asyncio.wait_for(asyncio.shield(self._read_task), timeout)
+        except asyncio.TimeoutError:
+            raise TimeoutError(f"the server did not close the connection within {timeout} s") from None
 
     async def close(self) -> None:
         """Close the connection; requests still waiting fail with RemotingConnectionError."""

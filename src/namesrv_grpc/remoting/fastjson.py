@@ -137,23 +137,28 @@ class FastjsonDecodeError(ValueError):
     """A body is not JSON (standard or fastjson-style), not UTF-8, or nested too deeply."""
 
 
-# A JSON string (skipped as a whole) or an unquoted integer key after '{' or ','.
-_STRING_OR_INT_KEY: Final = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|([{,]\s*)(-?\d+)(\s*:)', re.DOTALL)
+# One match = everything up to the next integer key outside strings (or the end): runs of ordinary
+# characters, '{' or ',' not starting an integer key, and whole strings (nothing inside a string is
+# touched; an unterminated string runs to the end). Some alternative always applies at every
+# position, so a match never fails and never backtracks: one linear pass inside the regex engine
+# (no quadratic rescans on hostile input), one callback per integer key.
+_UP_TO_INT_KEY: Final = re.compile(
+    r'((?:[^"{,]+|[{,](?!\s*-?\d+\s*:)|"[^"\\]*(?:\\.[^"\\]*)*(?:"|\\?\Z))*)(?:([{,]\s*)(-?\d+)(\s*:)|\Z)',
+    re.DOTALL,
+)
 _MAYBE_INT_KEY: Final = re.compile(r"[{,]\s*-?\d+\s*:")
 
 
+def _quote_key(match: re.Match[str]) -> str:
+    before, opening, key, colon = match.groups()
+    if opening is None:
+        return str(before)
+    return f'{before}{opening}"{key}"{colon}'
+
+
 def _quote_integer_keys(text: str) -> str:
-    parts: list[str] = []
-    position = 0
-    for match in _STRING_OR_INT_KEY.finditer(text):
-        if match.lastindex is None:  # a string: left as it is
-            continue
-        parts += (text[position : match.start()], match[1], '"', match[2], '"', match[3])
-        position = match.end()
-    if not parts:
-        return text
-    parts.append(text[position:])
-    return "".join(parts)
+    """``text`` with every integer object key outside strings quoted (``{0:"a"}`` -> ``{"0":"a"}``)."""
+    return _UP_TO_INT_KEY.sub(_quote_key, text)
 
 
 def loads(data: bytes | str) -> Any:

@@ -60,6 +60,8 @@ class RemotingConnection(asyncio.Protocol):
         """broker address -> session id bound by a registration over this connection (S15)."""
         self._decoder = FrameDecoder(server.frame_max_length)
         self._tasks: set[asyncio.Task[None]] = set()
+        self._batch: list[bytes] | None = None
+        """Answers collected while one read's pipelined requests are handled (written together)."""
         self._last_activity = 0.0
         self._idle_timer: asyncio.TimerHandle | None = None
         self._loop = asyncio.get_running_loop()
@@ -86,10 +88,20 @@ class RemotingConnection(asyncio.Protocol):
             self.server.frame_error(self, exc)
             self.close()
             return
-        for command in commands:
-            if self.closed:
-                return
-            self._handle(command)
+        if len(commands) == 1:
+            self._handle(commands[0])
+            return
+        # Pipelined requests: their answers leave in one write (one system call, not one each).
+        self._batch = []
+        try:
+            for command in commands:
+                if self.closed:
+                    return
+                self._handle(command)
+        finally:
+            batch, self._batch = self._batch, None
+            if batch and not self.closed and self.transport is not None and not self.transport.is_closing():
+                self.transport.write(b"".join(batch))
 
     def eof_received(self) -> bool | None:
         if self._decoder.buffered:
@@ -134,7 +146,10 @@ class RemotingConnection(asyncio.Protocol):
         """Write the answer to ``request`` unless it is oneway or the connection is gone."""
         if request.is_oneway or self.closed or self.transport is None or self.transport.is_closing():
             return
-        self.transport.write(encode_command(response))
+        if self._batch is not None:
+            self._batch.append(encode_command(response))
+        else:
+            self.transport.write(encode_command(response))
 
     @property
     def in_flight(self) -> int:
