@@ -1,8 +1,10 @@
-"""Wiring (RocketMQ ``NamesrvController``): the ``grpc.aio`` server with the three services, health
-checking and reflection, the periodic expiry scan (S13), metrics, and orderly shutdown.
+"""Wiring (RocketMQ ``NamesrvController``): the RocketMQ remoting listener, the ``grpc.aio`` server with
+the three services, health checking and reflection, the periodic expiry scan (S13), metrics, and
+orderly shutdown.
 
-Where a request goes: ``servicers.py`` (protobuf) -> ``processor.py`` (rules, validation) ->
-``route_table.py`` / ``kvconfig.py`` (state).
+Where a request goes: ``grpc_api/servicers.py`` (protobuf) or ``remoting/handlers.py`` (RocketMQ
+remoting) -> ``core/processor.py`` (rules, validation) -> ``core/route_table.py`` / ``core/kvconfig.py``
+(state).
 """
 
 from __future__ import annotations
@@ -19,28 +21,28 @@ from typing import TYPE_CHECKING
 from wsgiref.simple_server import WSGIServer
 
 import grpc
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_health.v1 import health, health_pb2
 from grpc_reflection.v1alpha import reflection, reflection_pb2
 from prometheus_client import start_http_server
 
 from namesrv.v1 import (
     admin_service_pb2,
-    admin_service_pb2_grpc,
     kv_config_service_pb2,
-    kv_config_service_pb2_grpc,
     name_server_service_pb2,
-    name_server_service_pb2_grpc,
 )
 from namesrv_grpc.config import NamesrvConfig
 from namesrv_grpc.core.kvconfig import KVConfigManager
 from namesrv_grpc.core.processor import NameServer
 from namesrv_grpc.core.route_table import Clock, RouteInfoManager, wall_clock_millis
-from namesrv_grpc.grpc_api.encoded_responses import PreEncodedResponses
-from namesrv_grpc.grpc_api.grpc_errors import ErrorInterceptor
-from namesrv_grpc.grpc_api.grpc_metrics import GrpcMetricsInterceptor, GrpcServerMetrics
+from namesrv_grpc.grpc_api.grpc_metrics import GrpcServerMetrics
+from namesrv_grpc.grpc_api.handlers import add_services
+from namesrv_grpc.grpc_api.route_watches import RouteWatchCollector, new_route_watches
 from namesrv_grpc.grpc_api.servicers import AdminServicer, KVConfigServicer, NameServerServicer
 from namesrv_grpc.grpc_api.sessions import BrokerSessions
 from namesrv_grpc.metrics import NamesrvMetrics
+from namesrv_grpc.remoting.handlers import RemotingHandlers
+from namesrv_grpc.remoting.remoting_metrics import RemotingMetrics
+from namesrv_grpc.remoting.server import RemotingServer
 
 if TYPE_CHECKING:  # pyarrow (about 40 MB resident) is loaded only when a snapshot is taken
     from namesrv_grpc.snapshot import SnapshotExporter, SnapshotInfo
@@ -79,8 +81,16 @@ class NamesrvServer:
         self.grpc_metrics = GrpcServerMetrics(self.metrics.registry)
         self.grpc_metrics.preregister(SERVICE_DESCRIPTORS)
         self.sessions = BrokerSessions(self.nameserver, self.metrics)
+        self.route_watches = new_route_watches(self.nameserver)
+        self.metrics.registry.register(RouteWatchCollector(self.route_watches, self.nameserver))
         self.health = health.aio.HealthServicer()
+        self.remoting = RemotingServer(
+            RemotingHandlers(self.nameserver, self.metrics, RemotingMetrics(self.metrics.registry)),
+            frame_max_length=config.remoting_frame_max_length,
+            idle_timeout_seconds=lambda: self.config.server_channel_max_idle_time_seconds,
+        )
         self.port = 0
+        """The bound gRPC port (after :meth:`start`)."""
         self._server: grpc.aio.Server | None = None
         self._scan_task: asyncio.Task[None] | None = None
         self._snapshot_task: asyncio.Task[None] | None = None
@@ -95,12 +105,19 @@ class NamesrvServer:
         """The effective configuration (UpdateNamesrvConfig may replace it)."""
         return self.nameserver.config
 
-    async def start(self) -> int:
-        """Bind, start serving, start the expiry scan and metrics; return the bound gRPC port.
+    @property
+    def remoting_port(self) -> int:
+        """The bound remoting port (after :meth:`start`)."""
+        return self.remoting.port
 
-        Raises RuntimeError when the port cannot be bound.
+    async def start(self) -> int:
+        """Bind both listeners (remoting first), start serving, start the expiry scan and metrics;
+        return the bound gRPC port (:attr:`remoting_port` holds the remoting one).
+
+        Raises RuntimeError when a port cannot be bound.
         """
         config = self.config
+        await self.remoting.start(config.bind_address, config.listen_port)
         options = [
             ("grpc.max_receive_message_length", config.grpc_max_message_size),
             ("grpc.max_send_message_length", config.grpc_max_message_size),
@@ -112,24 +129,32 @@ class NamesrvServer:
             ("grpc.http2.min_ping_interval_without_data_ms", 5_000),
             ("grpc.http2.max_pings_without_data", 0),
         ]
-        # The metrics interceptor wraps the error interceptor, so it counts the final status code.
-        interceptors = [GrpcMetricsInterceptor(self.grpc_metrics), ErrorInterceptor(), PreEncodedResponses()]
-        server = grpc.aio.server(interceptors=interceptors, options=options)
-        name_server_service_pb2_grpc.add_NameServerServiceServicer_to_server(
-            NameServerServicer(self.nameserver, self.metrics, self.sessions), server
+        # No interceptors: every method is registered once, wrapped for error mapping and metrics,
+        # with a serializer that passes pre-encoded bytes through (grpc_api/handlers.py).
+        server = grpc.aio.server(options=options)
+        self.route_watches.attach(asyncio.get_running_loop())
+        add_services(
+            server,
+            self.grpc_metrics,
+            [
+                (
+                    SERVICE_DESCRIPTORS[0],
+                    NameServerServicer(self.nameserver, self.metrics, self.sessions, self.route_watches),
+                ),
+                (SERVICE_DESCRIPTORS[1], KVConfigServicer(self.nameserver, self.metrics)),
+                (SERVICE_DESCRIPTORS[2], AdminServicer(self.nameserver, self.export_snapshot)),
+                (SERVICE_DESCRIPTORS[3], self.health),
+                (
+                    SERVICE_DESCRIPTORS[4],
+                    reflection.aio.ReflectionServicer((*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME)),
+                ),
+            ],
         )
-        kv_config_service_pb2_grpc.add_KVConfigServiceServicer_to_server(
-            KVConfigServicer(self.nameserver, self.metrics), server
-        )
-        admin_service_pb2_grpc.add_AdminServiceServicer_to_server(
-            AdminServicer(self.nameserver, self.export_snapshot), server
-        )
-        health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
-        reflection.enable_server_reflection((*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
         address = f"{_host_for_bind(config.bind_address)}:{config.grpc_server_port}"
         try:
             self.port = server.add_insecure_port(address)
         except RuntimeError as exc:
+            await self.remoting.stop(0)
             raise RuntimeError(f"cannot listen on {address}: {exc}") from None
         await server.start()
         self._server = server
@@ -142,7 +167,9 @@ class NamesrvServer:
                 config.metrics_port, addr=config.bind_address, registry=self.metrics.registry
             )
         log.info(
-            "listening on %s:%d (gRPC), metrics %s",
+            "listening on %s:%d (remoting), %s:%d (gRPC), metrics %s",
+            config.bind_address,
+            self.remoting_port,
             config.bind_address,
             self.port,
             config.metrics_port or "off",
@@ -207,14 +234,18 @@ class NamesrvServer:
                 log.exception("route snapshot failed")
 
     async def stop(self, grace_seconds: float | None = None) -> None:
-        """Orderly shutdown: health NOT_SERVING, stop accepting, drain in-flight calls for up to
-        ``grace_seconds`` (default ``shutdownGracePeriodMillis``), stop the scan and metrics."""
+        """Orderly shutdown: health NOT_SERVING, stop accepting (both listeners), drain in-flight calls
+        for up to ``grace_seconds`` (default ``shutdownGracePeriodMillis``), close the remoting
+        connections, stop the scan and metrics."""
         if grace_seconds is None:
             grace_seconds = self.config.shutdown_grace_period_millis / 1000
         await self.health.enter_graceful_shutdown()
         self.sessions.close_all()
+        self.route_watches.close_all()
         if self._server is not None:
-            await self._server.stop(grace_seconds)
+            await asyncio.gather(self.remoting.stop(grace_seconds), self._server.stop(grace_seconds))
+        else:
+            await self.remoting.stop(grace_seconds)
         for task in (self._scan_task, self._snapshot_task):
             if task is not None:
                 task.cancel()
