@@ -9,7 +9,7 @@ The image, steps printed with the seconds since the start:
 3. start a broker-agent container with the example broker files (examples/ mounted read-only)
    against the NameServer container's address on the container network, gRPC port 8081;
 4. look the route of TopicTest up from the host (gRPC PickupTopicRoute) until broker-a is in it,
-   and, when this tree has the remoting client, through the remoting port (GET_ROUTEINFO_BY_TOPIC);
+   and through the remoting port (GET_ROUTEINFO_BY_TOPIC: TOPIC_NOT_EXIST before, SUCCESS now);
 5. stop the agent container (SIGTERM): it exits 0 and the route is gone (it unregistered);
 6. stop the NameServer container (SIGTERM): it exits 0 within the grace period.
 
@@ -31,8 +31,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib
-import importlib.util
 import json
 import os
 import secrets
@@ -45,13 +43,16 @@ import time
 import urllib.request
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv.v1 import name_server_service_pb2_grpc as ns_grpc
+from namesrv_grpc.cli import parse_boot_line
+from namesrv_grpc.remoting.client import RemotingClient
+from namesrv_grpc.remoting.codes import RequestCode, ResponseCode
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -243,8 +244,10 @@ class ImageScenario(Scenario):
             self.image,
         )  # fmt: skip
         self.wait_healthy([self.namesrv], self.start_timeout)
-        boot = [line for line in self.podman_run("logs", self.namesrv).splitlines() if "boot success" in line]
-        self.step(f"healthy (HEALTHCHECK grpc-health-check 127.0.0.1:8081): {' '.join(boot)}")
+        boot = next((line for line in self.podman_run("logs", self.namesrv).splitlines() if "boot success" in line), "")
+        if parse_boot_line(boot) != {"remoting": REMOTING_PORT, "gRPC": GRPC_PORT}:
+            raise StepFailed(f"boot line {boot!r}: expected remoting port {REMOTING_PORT}, gRPC port {GRPC_PORT}")
+        self.step(f"healthy (HEALTHCHECK grpc-health-check 127.0.0.1:8081): {boot}")
         self.check_from_host()
         self.check_remoting(expect_route=False)
 
@@ -310,31 +313,23 @@ class ImageScenario(Scenario):
         self.step(f"from the host: gRPC health SERVING on :{self.grpc_port}, {url} answers")
 
     def check_remoting(self, *, expect_route: bool) -> None:
-        """GET_ROUTEINFO_BY_TOPIC through the published remoting port, when this tree has the
-        remoting client (namesrv_grpc.remoting.client); skipped with a note otherwise."""
-        if importlib.util.find_spec("namesrv_grpc.remoting") is None or (
-            importlib.util.find_spec("namesrv_grpc.remoting.client") is None
-        ):
-            self.step("remoting: skipped (no namesrv_grpc.remoting.client in this tree)")
-            return
+        """GET_ROUTEINFO_BY_TOPIC through the published remoting port: SUCCESS with broker-a in the
+        body when ``expect_route``, TOPIC_NOT_EXIST otherwise."""
         code, body = asyncio.run(self.remoting_route())
-        found = code == 0 and BROKER_NAME.encode() in body
-        if found != expect_route:
-            raise StepFailed(f"remoting GET_ROUTEINFO_BY_TOPIC {TOPIC}: response code {code}, body {body[:200]!r}")
+        expected = ResponseCode.SUCCESS if expect_route else ResponseCode.TOPIC_NOT_EXIST
+        if code != expected or (expect_route and BROKER_NAME.encode() not in body):
+            raise StepFailed(
+                f"remoting GET_ROUTEINFO_BY_TOPIC {TOPIC}: code {code} (expected {expected.name}), body {body[:200]!r}"
+            )
         self.step(
-            f"remoting 127.0.0.1:{self.remoting_port}: GET_ROUTEINFO_BY_TOPIC {TOPIC} -> code {code}"
-            + (f" ({BROKER_NAME} in the route)" if found else " (no route yet)")
+            f"remoting 127.0.0.1:{self.remoting_port}: GET_ROUTEINFO_BY_TOPIC {TOPIC} -> {expected.name}"
+            + (f" ({BROKER_NAME} in the route)" if expect_route else "")
         )
 
     async def remoting_route(self) -> tuple[int, bytes]:
-        client_module: Any = importlib.import_module("namesrv_grpc.remoting.client")
-        codes: Any = importlib.import_module("namesrv_grpc.remoting.codes")
-        client = await client_module.RemotingClient.connect("127.0.0.1", self.remoting_port, timeout=10)
-        try:
-            response = await client.request(codes.RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": TOPIC}, timeout=10)
-        finally:
-            await client.close()
-        return int(response.code), bytes(response.body)
+        async with await RemotingClient.connect("127.0.0.1", self.remoting_port, timeout=10) as client:
+            response = await client.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": TOPIC}, timeout=10)
+        return response.code, response.body
 
 
 class ComposeScenario(Scenario):
@@ -468,7 +463,7 @@ def run_scenario(scenario: Scenario) -> bool:
     """Runs one scenario, its containers removed afterwards; False (with logs on stderr) when it failed."""
     try:
         scenario.run()
-    except (StepFailed, grpc.RpcError, OSError, TimeoutError, ImportError) as error:
+    except (StepFailed, grpc.RpcError, OSError, TimeoutError, ValueError, ImportError) as error:
         scenario.step(f"FAILED: {error}")
         print(scenario.logs(scenario.containers()), file=sys.stderr)
         return False
