@@ -200,6 +200,7 @@ class RemotingHandlers:
         self._ns = nameserver
         self._namesrv_metrics = metrics
         self.metrics = remoting_metrics
+        self._write_lock = asyncio.Lock()
         self.table: dict[int, Handler] = {
             RequestCode.PUT_KV_CONFIG: self.put_kv_config,
             RequestCode.GET_KV_CONFIG: self.get_kv_config,
@@ -272,8 +273,15 @@ class RemotingHandlers:
 
     # ------------------------------------------------------------------ KV config (S21)
 
-    def put_kv_config(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
-        self._ns.put_kv_config(_field(request, "namespace"), _field(request, "key"), _field(request, "value"))
+    async def _persisting(self, write: Callable[[], object]) -> None:
+        """Run a change that is written to disk before it is acknowledged (KV config, namesrv config)
+        in a worker thread, one at a time and in arrival order (so pipelined writes keep their order)."""
+        async with self._write_lock:
+            await asyncio.to_thread(write)
+
+    async def put_kv_config(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
+        namespace, key, value = _field(request, "namespace"), _field(request, "key"), _field(request, "value")
+        await self._persisting(lambda: self._ns.put_kv_config(namespace, key, value))
         self._namesrv_metrics.kv_config_writes.inc()
         return self._ok(request)
 
@@ -281,8 +289,9 @@ class RemotingHandlers:
         value = self._ns.get_kv_config(_field(request, "namespace"), _field(request, "key"))
         return self._ok(request, ext_fields={"value": value})
 
-    def delete_kv_config(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
-        self._ns.delete_kv_config(_field(request, "namespace"), _field(request, "key"))
+    async def delete_kv_config(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
+        namespace, key = _field(request, "namespace"), _field(request, "key")
+        await self._persisting(lambda: self._ns.delete_kv_config(namespace, key))
         self._namesrv_metrics.kv_config_writes.inc()
         return self._ok(request)
 
@@ -505,11 +514,11 @@ class RemotingHandlers:
         """S26: the configuration as Java properties text (``Configuration.getAllConfigsFormatString``)."""
         return self._ok(request, bodies.encode_namesrv_config(self._ns.get_namesrv_config()))
 
-    def update_namesrv_config(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
+    async def update_namesrv_config(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
         """S26: the body is Java properties text; no body changes nothing (as in RocketMQ)."""
         if not request.body:
             return self._ok(request)
         changes = bodies.decode_namesrv_config(request.body)
-        log.info("UPDATE_NAMESRV_CONFIG from %s: %s", connection.peer, sorted(changes))
-        self._ns.update_namesrv_config(changes)
+        log.info("UPDATE_NAMESRV_CONFIG from %s: keys %s", connection.peer, sorted(changes)[:50])
+        await self._persisting(lambda: self._ns.update_namesrv_config(changes))
         return self._ok(request)
