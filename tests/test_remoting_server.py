@@ -678,3 +678,17 @@ def test_reregistration_with_a_new_data_version_only(
     seen = grpc_route(stubs, f"fast-{suffix}")
     assert seen is not None
     assert seen.queue_datas[0].read_queue_nums == 2
+
+
+def test_sigterm_with_open_remoting_connections_exits_0(tmp_path: Path) -> None:
+    """Orderly shutdown: the listener stops accepting, open connections are closed, exit code 0."""
+    with running_namesrv(tmp_path / "ns") as server:
+        client = RemotingTestClient(server.remoting_address)
+        assert register(client, "c-stop", "b-stop", 0, "127.0.0.1:29601", {"stop-T": topic("stop-T")}).code == 0
+        started = time.monotonic()
+        assert server.stop() == 0
+        assert time.monotonic() - started < 10
+        assert client.wait_closed(5)
+        client.close()
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.1", server.remoting_port), timeout=2).close()
