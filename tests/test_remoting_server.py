@@ -377,6 +377,9 @@ def test_brokers_of_both_protocols_are_seen_by_both(
     assert admin.returncode == 0, admin.stderr
     assert "b-remoting" in admin.stdout
     assert "b-grpc" in admin.stdout
+    snapshot = stubs.admin.ExportRouteSnapshot(admin_pb2.ExportRouteSnapshotRequest(), timeout=60)
+    assert snapshot.broker_names == len(grpc_info.broker_addr_table), "the snapshot counts brokers of both protocols"
+    assert snapshot.broker_addrs == live
 
 
 # ------------------------------------------------------------------------------------- routes
