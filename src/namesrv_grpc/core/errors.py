@@ -14,6 +14,7 @@
     ├── StaleBrokerStateError       STALE_BROKER_STATE            FAILED_PRECONDITION
     ├── ConfigKeyBlacklistedError   CONFIG_KEY_BLACKLISTED        PERMISSION_DENIED
     ├── ServiceWarmingUpError       NAMESRV_WARMING_UP            UNAVAILABLE
+    ├── TooManyRouteWatchersError   TOO_MANY_ROUTE_WATCHERS       RESOURCE_EXHAUSTED
     ├── PersistError                KV_CONFIG_PERSIST_FAILED      INTERNAL
     └── SnapshotWriteError          SNAPSHOT_WRITE_FAILED         INTERNAL
 
@@ -113,3 +114,10 @@ class SnapshotWriteError(NamesrvError):
     """A route snapshot could not be written into ``snapshotDir``; nothing of it is visible."""
 
     reason = "SNAPSHOT_WRITE_FAILED"
+
+
+class TooManyRouteWatchersError(NamesrvError):
+    """``routeWatchMaxWatchers`` route watches are open already; the client should watch another
+    NameServer or try later."""
+
+    reason = "TOO_MANY_ROUTE_WATCHERS"
