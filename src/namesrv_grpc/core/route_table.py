@@ -729,6 +729,11 @@ class RouteInfoManager:
                 {cluster: tuple(sorted(names)) for cluster, names in self.cluster_addr_table.items()},
             )
 
+    def filter_servers_of(self, broker_addr: str) -> tuple[str, ...]:
+        """The filter-server addresses registered for ``broker_addr`` (S09); () when none."""
+        with self._lock:
+            return tuple(self.filter_server_table.get(broker_addr, ()))
+
     def broker_addrs_of(self, broker_name: str) -> dict[int, str]:
         """A copy of ``brokerAddrs`` (broker id -> address) of ``broker_name``; {} when it is unknown."""
         with self._lock:
