@@ -219,6 +219,13 @@ def test_malformed_requests_are_invalid_argument(server: NamesrvProcess) -> None
             with pytest.raises(grpc.RpcError) as caught:
                 call(b"\xff\xff\xff\xff", timeout=10)
             assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT, method
+            assert "not a valid" in (caught.value.details() or "")
+        session: grpc.StreamStreamMultiCallable[bytes, bytes] = channel.stream_stream(
+            "/namesrv.v1.NameServerService/OpenBrokerSession"
+        )
+        with pytest.raises(grpc.RpcError) as caught:
+            list(session(iter([b"\xff\xff\xff\xff"]), timeout=10))
+        assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
 
 
 @contextmanager

@@ -21,25 +21,22 @@ from typing import TYPE_CHECKING
 from wsgiref.simple_server import WSGIServer
 
 import grpc
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_health.v1 import health, health_pb2
 from grpc_reflection.v1alpha import reflection, reflection_pb2
 from prometheus_client import start_http_server
 
 from namesrv.v1 import (
     admin_service_pb2,
-    admin_service_pb2_grpc,
     kv_config_service_pb2,
-    kv_config_service_pb2_grpc,
     name_server_service_pb2,
-    name_server_service_pb2_grpc,
 )
 from namesrv_grpc.config import NamesrvConfig
 from namesrv_grpc.core.kvconfig import KVConfigManager
 from namesrv_grpc.core.processor import NameServer
 from namesrv_grpc.core.route_table import Clock, RouteInfoManager, wall_clock_millis
-from namesrv_grpc.grpc_api.encoded_responses import PreEncodedResponses
-from namesrv_grpc.grpc_api.grpc_errors import ErrorInterceptor
-from namesrv_grpc.grpc_api.grpc_metrics import GrpcMetricsInterceptor, GrpcServerMetrics
+from namesrv_grpc.grpc_api.grpc_metrics import GrpcServerMetrics
+from namesrv_grpc.grpc_api.handlers import add_services
+from namesrv_grpc.grpc_api.route_watches import RouteWatchCollector, new_route_watches
 from namesrv_grpc.grpc_api.servicers import AdminServicer, KVConfigServicer, NameServerServicer
 from namesrv_grpc.grpc_api.sessions import BrokerSessions
 from namesrv_grpc.metrics import NamesrvMetrics
@@ -84,6 +81,8 @@ class NamesrvServer:
         self.grpc_metrics = GrpcServerMetrics(self.metrics.registry)
         self.grpc_metrics.preregister(SERVICE_DESCRIPTORS)
         self.sessions = BrokerSessions(self.nameserver, self.metrics)
+        self.route_watches = new_route_watches(self.nameserver)
+        self.metrics.registry.register(RouteWatchCollector(self.route_watches, self.nameserver))
         self.health = health.aio.HealthServicer()
         self.remoting = RemotingServer(
             RemotingHandlers(self.nameserver, self.metrics, RemotingMetrics(self.metrics.registry)),
@@ -134,20 +133,27 @@ class NamesrvServer:
             ("grpc.max_concurrent_streams", config.grpc_max_concurrent_streams),
             ("grpc.max_connection_idle_ms", config.grpc_max_connection_idle_millis),
         ]
-        # The metrics interceptor wraps the error interceptor, so it counts the final status code.
-        interceptors = [GrpcMetricsInterceptor(self.grpc_metrics), ErrorInterceptor(), PreEncodedResponses()]
-        server = grpc.aio.server(interceptors=interceptors, options=options)
-        name_server_service_pb2_grpc.add_NameServerServiceServicer_to_server(
-            NameServerServicer(self.nameserver, self.metrics, self.sessions), server
+        # No interceptors: every method is registered once, wrapped for error mapping and metrics,
+        # with a serializer that passes pre-encoded bytes through (grpc_api/handlers.py).
+        server = grpc.aio.server(options=options)
+        self.route_watches.attach(asyncio.get_running_loop())
+        add_services(
+            server,
+            self.grpc_metrics,
+            [
+                (
+                    SERVICE_DESCRIPTORS[0],
+                    NameServerServicer(self.nameserver, self.metrics, self.sessions, self.route_watches),
+                ),
+                (SERVICE_DESCRIPTORS[1], KVConfigServicer(self.nameserver, self.metrics)),
+                (SERVICE_DESCRIPTORS[2], AdminServicer(self.nameserver, self.export_snapshot)),
+                (SERVICE_DESCRIPTORS[3], self.health),
+                (
+                    SERVICE_DESCRIPTORS[4],
+                    reflection.aio.ReflectionServicer((*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME)),
+                ),
+            ],
         )
-        kv_config_service_pb2_grpc.add_KVConfigServiceServicer_to_server(
-            KVConfigServicer(self.nameserver, self.metrics), server
-        )
-        admin_service_pb2_grpc.add_AdminServiceServicer_to_server(
-            AdminServicer(self.nameserver, self.export_snapshot), server
-        )
-        health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
-        reflection.enable_server_reflection((*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
         address = f"{_host_for_bind(config.bind_address)}:{config.grpc_server_port}"
         try:
             self.port = server.add_insecure_port(address)
@@ -239,6 +245,7 @@ class NamesrvServer:
             grace_seconds = self.config.shutdown_grace_period_millis / 1000
         await self.health.enter_graceful_shutdown()
         self.sessions.close_all()
+        self.route_watches.close_all()
         if self._server is not None:
             await asyncio.gather(self.remoting.stop(grace_seconds), self._server.stop(grace_seconds))
         else:

@@ -16,6 +16,7 @@
     ├── ConfigKeyBlacklistedError   CONFIG_KEY_BLACKLISTED        PERMISSION_DENIED
     ├── ServiceWarmingUpError       NAMESRV_WARMING_UP            UNAVAILABLE
     ├── LimitExceededError          LIMIT_EXCEEDED                RESOURCE_EXHAUSTED (metadata: limit)
+    ├── TooManyRouteWatchersError   TOO_MANY_ROUTE_WATCHERS       RESOURCE_EXHAUSTED
     ├── PersistError                KV_CONFIG_PERSIST_FAILED      INTERNAL
     └── SnapshotWriteError          SNAPSHOT_WRITE_FAILED         INTERNAL
 
@@ -132,3 +133,10 @@ class SnapshotWriteError(NamesrvError):
     """A route snapshot could not be written into ``snapshotDir``; nothing of it is visible."""
 
     reason = "SNAPSHOT_WRITE_FAILED"
+
+
+class TooManyRouteWatchersError(NamesrvError):
+    """``routeWatchMaxWatchers`` route watches are open already; the client should watch another
+    NameServer or try later."""
+
+    reason = "TOO_MANY_ROUTE_WATCHERS"

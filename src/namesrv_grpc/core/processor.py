@@ -37,6 +37,7 @@ from namesrv_grpc.core.model import (
     TopicRouteData,
 )
 from namesrv_grpc.core.route_table import RouteInfoManager
+from namesrv_grpc.core.route_watch import watched_topics
 from namesrv_grpc.core.validation import (
     require_addr,
     require_broker_id,
@@ -112,6 +113,8 @@ class NameServer:
         self.route_table = route_table
         self.kv_config = kv_config
         self.master_listeners: list[MasterListener] = []
+        self.removal_listeners: list[Callable[[RemovedBroker], None]] = []
+        """Called with every broker address removed (expiry, unregistration, session end)."""
         route_table.delete_topic_with_broker_registration = config.delete_topic_with_broker_registration
 
     def _notify_if_master_changed(self, broker_name: str, before: tuple[str, str]) -> None:
@@ -122,6 +125,8 @@ class NameServer:
 
     def _after_removals(self, removed: Iterable[RemovedBroker]) -> None:
         for broker in removed:
+            for removal_listener in self.removal_listeners:
+                removal_listener(broker)
             if broker.broker_id == MASTER_ID:
                 for listener in self.master_listeners:
                     listener(broker.broker_name, *self.route_table.master_of(broker.broker_name))
@@ -143,6 +148,7 @@ class NameServer:
         enable_acting_master: bool = False,
         zone_name: str = "",
         instance_id: str = "",
+        protocol: str = "grpc",
     ) -> tuple[RegisterBrokerResult, dict[str, str]]:
         """REGISTER_BROKER over gRPC (S01-S12): a protobuf body with its CRC32C; see
         :meth:`apply_registration` for the result. A body identical to this broker's last one (same
@@ -166,6 +172,7 @@ class NameServer:
             instance_id=instance_id,
             body_fingerprint=(body_crc32c, len(body), compressed),
             decode=lambda: self._decode_protobuf_body(identity, body, compressed),
+            protocol=protocol,
         )
 
     def _decode_protobuf_body(self, identity: BrokerIdentity, body: bytes, compressed: bool) -> DecodedBody:
@@ -196,9 +203,15 @@ class NameServer:
         enable_acting_master: bool = False,
         zone_name: str = "",
         instance_id: str = "",
+        protocol: str = "remoting",
     ) -> tuple[RegisterBrokerResult, dict[str, str]]:
         """The part of REGISTER_BROKER both protocols share (S02-S12), after the front door checked
         the body's checksum (S01: CRC32C over gRPC, CRC32 over remoting).
+
+        ``protocol`` ("grpc" or "remoting", the front door; default "remoting", whose front door
+        calls this directly) is recorded for the liveness view (``GetBrokerLiveTable``). A
+        registration that takes the broker back from another run of it (two agents for one broker)
+        is logged as a WARNING and named in the result (``conflicting_instance_id``).
 
         ``body_fingerprint`` identifies the body bytes as sent (checksum, length, compressed): when it
         equals this broker's last one, ``decode`` is not called. ``decode`` returns the decoded body
@@ -236,7 +249,16 @@ class NameServer:
             instance_id=instance_id,
             body_fingerprint=body_fingerprint,
             topics_fingerprint=topics_fingerprint,
+            protocol=protocol,
         )
+        if result.conflicting_instance_id:
+            log.warning(
+                "registration conflict: broker %s/%s id %d at %s is registered alternately by two runs "
+                "(instance %s took it back from instance %s); run one agent per broker",
+                *identity,
+                instance_id,
+                result.conflicting_instance_id,
+            )
         self._notify_if_master_changed(identity.broker_name, master_before)
         return result, kv_table
 
@@ -258,12 +280,17 @@ class NameServer:
         return table
 
     def unregister_broker(
-        self, *, cluster_name: str, broker_name: str, broker_id: int, broker_addr: str
+        self, *, cluster_name: str, broker_name: str, broker_id: int, broker_addr: str, instance_id: str = ""
     ) -> RemovedBroker | None:
-        """UNREGISTER_BROKER (S16, S17). Raises InvalidFieldError."""
+        """UNREGISTER_BROKER (S16, S17); with ``instance_id``, another run's registration stays.
+        Raises InvalidFieldError."""
         _require_broker(cluster_name, broker_name, broker_id, broker_addr)
         removed = self.route_table.unregister_broker(
-            cluster_name=cluster_name, broker_name=broker_name, broker_id=broker_id, broker_addr=broker_addr
+            cluster_name=cluster_name,
+            broker_name=broker_name,
+            broker_id=broker_id,
+            broker_addr=broker_addr,
+            instance_id=instance_id,
         )
         if removed is not None:
             log.info("unregistered broker %s (%s/%s id %d)", broker_addr, cluster_name, broker_name, broker_id)
@@ -358,6 +385,28 @@ class NameServer:
         As in RocketMQ, a lookup does not apply the topic rule (a name no broker could register is
         simply not found); it only bounds the name (255 characters, no control characters)."""
         require_name("topic", topic)
+        self.check_serving()
+        value = self.topic_route_encoded(topic, encode)
+        if value is None:
+            raise TopicRouteNotFoundError(topic)
+        return value
+
+    def pickup_topic_routes_encoded(
+        self, topics: Sequence[str], encode: Callable[[TopicRouteData], T]
+    ) -> list[tuple[str, T | None]]:
+        """Many lookups in one call (``PickupTopicRoutes``; S18 per topic): ``[(topic, encode(route)
+        or None when it has no route)]`` in request order, duplicates answered once.
+
+        Raises InvalidFieldError (empty list, more than ``routeWatchMaxTopics``, an invalid name as
+        ``topics[i]``), ServiceWarmingUpError.
+        """
+        unique = watched_topics(topics, self.config.route_watch_max_topics)
+        self.check_serving()
+        return [(topic, self.topic_route_encoded(topic, encode)) for topic in unique]
+
+    def check_serving(self) -> None:
+        """Raise ServiceWarmingUpError during the warm-up after start (``needWaitForService``: for
+        ``waitSecondsForService`` s), so clients ask another NameServer."""
         if self.config.need_wait_for_service:
             remaining = self.config.wait_seconds_for_service - (self._monotonic() - self.started_at)
             if remaining > 0:
@@ -366,6 +415,11 @@ class NameServer:
                     f"{remaining:.0f} s more for brokers to register (needWaitForService); ask another NameServer",
                     {"retry_after_seconds": f"{remaining:.0f}"},
                 )
+
+    def topic_route_encoded(self, topic: str, encode: Callable[[TopicRouteData], T]) -> T | None:
+        """``encode(route)`` of a topic's route with its order config (S19), cached per topic and per
+        ``encode`` by the route table; None when it has no route. No checks: ``topic`` must be a valid
+        name; ``encode`` a stable function (it keys the cache)."""
         build = encode
         if self.config.order_message_enable:
 
@@ -376,10 +430,7 @@ class NameServer:
                     TopicRouteData(route.queue_datas, route.broker_datas, route.filter_server_table, order_conf)
                 )
 
-        value = self.route_table.pickup_topic_route_cached(topic, build, key=encode)
-        if value is None:
-            raise TopicRouteNotFoundError(topic)
-        return cast(T, value)
+        return cast("T | None", self.route_table.pickup_topic_route_cached(topic, build, key=encode))
 
     def get_cluster_info(self) -> ClusterInfo:
         """GET_BROKER_CLUSTER_INFO (S22)."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import AsyncIterator, Awaitable, Callable
+from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
 import grpc
@@ -19,9 +20,14 @@ from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv.v1 import name_server_service_pb2_grpc as ns_grpc
 from namesrv_grpc.core.body import data_version_from_proto, data_version_to_proto
 from namesrv_grpc.core.errors import SnapshotWriteError
-from namesrv_grpc.core.model import TopicRouteData
 from namesrv_grpc.core.processor import NameServer
-from namesrv_grpc.grpc_api.convert import cluster_info_to_proto, queue_data_from_proto, route_to_proto
+from namesrv_grpc.grpc_api.convert import broker_live_entry_to_proto, cluster_info_to_proto, queue_data_from_proto
+from namesrv_grpc.grpc_api.encoded_responses import (
+    encode_route_response,
+    routes_response_bytes,
+    watch_response_bytes,
+)
+from namesrv_grpc.grpc_api.route_watches import RouteWatches, new_route_watches
 from namesrv_grpc.grpc_api.sessions import BrokerSessions
 from namesrv_grpc.metrics import NamesrvMetrics
 
@@ -37,18 +43,21 @@ thread. A compressed body always is: its work depends on its inflated size (up t
 ``registerBodyMaxInflatedSize``), not on the bytes sent."""
 
 
-def encode_route_response(route: TopicRouteData) -> bytes:
-    """A route as serialized ``PickupTopicRouteResponse`` bytes, ready to send."""
-    return bytes(ns_pb2.PickupTopicRouteResponse(route=route_to_proto(route)).SerializeToString())
-
-
 class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[misc]
     """``namesrv.v1.NameServerService``."""
 
-    def __init__(self, nameserver: NameServer, metrics: NamesrvMetrics, sessions: BrokerSessions) -> None:
+    def __init__(
+        self,
+        nameserver: NameServer,
+        metrics: NamesrvMetrics,
+        sessions: BrokerSessions,
+        route_watches: RouteWatches | None = None,
+    ) -> None:
+        """``route_watches``: the server's watch hub (a new one subscribed to the route table when None)."""
         self._ns = nameserver
         self._metrics = metrics
         self._sessions = sessions
+        self.route_watches = route_watches if route_watches is not None else new_route_watches(nameserver)
 
     def OpenBrokerSession(
         self, request_iterator: AsyncIterator[ns_pb2.OpenBrokerSessionRequest], context: Context
@@ -89,8 +98,13 @@ class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[mis
         )
         with self._metrics.registration():
             result, kv_table = await asyncio.to_thread(call) if off_loop else call()
+        if result.conflicting_instance_id:
+            self._metrics.registration_conflicts.inc()
         return ns_pb2.RegisterBrokerResponse(
-            master_addr=result.master_addr, ha_server_addr=result.ha_server_addr, kv_table=kv_table
+            master_addr=result.master_addr,
+            ha_server_addr=result.ha_server_addr,
+            kv_table=kv_table,
+            conflicting_instance_id=result.conflicting_instance_id,
         )
 
     async def UnregisterBroker(
@@ -101,6 +115,7 @@ class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[mis
             broker_name=request.broker_name,
             broker_id=request.broker_id,
             broker_addr=request.broker_addr,
+            instance_id=request.instance_id,
         )
         if removed is not None:
             self._metrics.unregistrations.inc()
@@ -133,9 +148,33 @@ class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[mis
         return response
 
     async def PickupTopicRoute(self, request: ns_pb2.PickupTopicRouteRequest, context: Context) -> bytes:
-        with self._metrics.route_lookup():
-            # The serialized PickupTopicRouteResponse, cached per topic (see PreEncodedResponses).
+        started = perf_counter()
+        try:
+            # The serialized PickupTopicRouteResponse, cached per topic (see encoded_responses).
             return self._ns.pickup_topic_route_encoded(request.topic, encode_route_response)
+        finally:
+            self._metrics.route_lookup_seconds.observe(perf_counter() - started)
+
+    async def PickupTopicRoutes(self, request: ns_pb2.PickupTopicRoutesRequest, context: Context) -> bytes:
+        # The cached PickupTopicRoute bytes of each topic, framed as map entries.
+        return routes_response_bytes(self._ns.pickup_topic_routes_encoded(request.topics, encode_route_response))
+
+    async def WatchTopicRoutes(self, request: ns_pb2.WatchTopicRoutesRequest, context: Context) -> AsyncIterator[bytes]:
+        # Serialized WatchTopicRoutesResponse messages; a slow reader holds back this generator, and
+        # meanwhile its changes coalesce in the hub (one entry per topic).
+        self._ns.check_serving()
+        hub = self.route_watches
+        watcher = hub.open(request.topics)
+        try:
+            while True:
+                taken = await hub.next(watcher)
+                if taken is None:
+                    await context.abort(grpc.StatusCode.UNAVAILABLE, "the NameServer is shutting down; watch another")
+                    return
+                revision, changes = taken
+                yield watch_response_bytes(revision, [change for _, change in changes])
+        finally:
+            hub.close(watcher)
 
     async def GetBrokerClusterInfo(
         self, request: ns_pb2.GetBrokerClusterInfoRequest, context: Context
@@ -247,6 +286,14 @@ class AdminServicer(admin_grpc.AdminServiceServicer):  # type: ignore[misc]
     ) -> admin_pb2.UpdateNamesrvConfigResponse:
         await asyncio.to_thread(self._ns.update_namesrv_config, dict(request.config))
         return admin_pb2.UpdateNamesrvConfigResponse()
+
+    async def GetBrokerLiveTable(
+        self, request: admin_pb2.GetBrokerLiveTableRequest, context: Context
+    ) -> admin_pb2.GetBrokerLiveTableResponse:
+        now, entries = self._ns.route_table.live_table()
+        return admin_pb2.GetBrokerLiveTableResponse(
+            brokers=[broker_live_entry_to_proto(addr, live, now) for addr, live in entries], now_millis=now
+        )
 
     async def ExportRouteSnapshot(
         self, request: admin_pb2.ExportRouteSnapshotRequest, context: Context
