@@ -24,6 +24,8 @@ from namesrv.v1 import kv_config_service_pb2 as kv_pb2
 from namesrv.v1 import kv_config_service_pb2_grpc as kv_grpc
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv.v1 import name_server_service_pb2_grpc as ns_grpc
+from namesrv_grpc.properties import ConfigError
+from namesrv_grpc.security import client as security
 
 TIMEOUT_SECONDS = 10.0
 
@@ -47,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=os.environ.get("NAMESRV_ADDR", "127.0.0.1:8081").split(";")[0],
         help="host:port of the NameServer (default: first of NAMESRV_ADDR, else 127.0.0.1:8081)",
     )
+    security.add_arguments(parser)
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("route", help="route of a topic (PickupTopicRoute)").add_argument("topic")
     sub.add_parser("clusters", help="brokers and clusters (GetBrokerClusterInfo)")
@@ -122,7 +125,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "config" and any("=" not in c for c in args.changes):
         parser.error("config changes must be KEY=VALUE")
-    with grpc.insecure_channel(args.namesrv) as channel:
+    try:
+        client_security = security.security_from_args(args)
+    except ConfigError as exc:
+        print(f"namesrv-admin: {exc}", file=sys.stderr)
+        return 2
+    with client_security.channel(args.namesrv) as channel:
         try:
             response = _command(args, channel)()
         except grpc.RpcError as error:

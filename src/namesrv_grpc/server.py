@@ -41,6 +41,7 @@ from namesrv_grpc.grpc_api.grpc_metrics import GrpcMetricsInterceptor, GrpcServe
 from namesrv_grpc.grpc_api.servicers import AdminServicer, KVConfigServicer, NameServerServicer
 from namesrv_grpc.grpc_api.sessions import BrokerSessions
 from namesrv_grpc.metrics import NamesrvMetrics
+from namesrv_grpc.security.setup import OPEN_WARNING, reload_acl, server_guard, server_tls
 
 if TYPE_CHECKING:  # pyarrow (about 40 MB resident) is loaded only when a snapshot is taken
     from namesrv_grpc.snapshot import SnapshotExporter, SnapshotInfo
@@ -78,8 +79,15 @@ class NamesrvServer:
         self.metrics = NamesrvMetrics(self.route_table)
         self.grpc_metrics = GrpcServerMetrics(self.metrics.registry)
         self.grpc_metrics.preregister(SERVICE_DESCRIPTORS)
-        self.sessions = BrokerSessions(self.nameserver, self.metrics)
+        self.tls = server_tls(config)
+        """Server TLS (None = plaintext); raises TlsFileError for unusable files."""
+        self.guard = server_guard(config, self.metrics.auth_refusals)
+        """The ACL check before every request (open without ``--acl-file``); raises ConfigError."""
+        self.sessions = BrokerSessions(self.nameserver, self.metrics, self.guard)
         self.health = health.aio.HealthServicer()
+        self._health_server: grpc.aio.Server | None = None
+        self.health_port = 0
+        self._tls_watch_task: asyncio.Task[None] | None = None
         self.port = 0
         self._server: grpc.aio.Server | None = None
         self._scan_task: asyncio.Task[None] | None = None
@@ -116,23 +124,32 @@ class NamesrvServer:
         interceptors = [GrpcMetricsInterceptor(self.grpc_metrics), ErrorInterceptor(), PreEncodedResponses()]
         server = grpc.aio.server(interceptors=interceptors, options=options)
         name_server_service_pb2_grpc.add_NameServerServiceServicer_to_server(
-            NameServerServicer(self.nameserver, self.metrics, self.sessions), server
+            NameServerServicer(self.nameserver, self.metrics, self.sessions, self.guard), server
         )
         kv_config_service_pb2_grpc.add_KVConfigServiceServicer_to_server(
-            KVConfigServicer(self.nameserver, self.metrics), server
+            KVConfigServicer(self.nameserver, self.metrics, self.guard), server
         )
         admin_service_pb2_grpc.add_AdminServiceServicer_to_server(
-            AdminServicer(self.nameserver, self.export_snapshot), server
+            AdminServicer(self.nameserver, self.export_snapshot, self.guard), server
         )
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         reflection.enable_server_reflection((*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
         address = f"{_host_for_bind(config.bind_address)}:{config.grpc_server_port}"
         try:
-            self.port = server.add_insecure_port(address)
+            if self.tls is not None:
+                self.port = server.add_secure_port(address, self.tls.grpc_credentials())
+            else:
+                self.port = server.add_insecure_port(address)
         except RuntimeError as exc:
             raise RuntimeError(f"cannot listen on {address}: {exc}") from None
         await server.start()
         self._server = server
+        if config.health_port:
+            await self._start_health_server(config)
+        if self.guard.acl is None:
+            log.warning("%s", OPEN_WARNING)
+        if self.tls is not None:
+            self._tls_watch_task = asyncio.create_task(self.tls.watch(), name="tls-file-watch")
         for name in ("", *SERVICE_NAMES):
             await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
         self._scan_task = asyncio.create_task(self._scan_loop(), name="scan-not-active-broker")
@@ -142,12 +159,35 @@ class NamesrvServer:
                 config.metrics_port, addr=config.bind_address, registry=self.metrics.registry
             )
         log.info(
-            "listening on %s:%d (gRPC), metrics %s",
+            "listening on %s:%d (gRPC, %s), metrics %s, health-only port %s, ACL %s",
             config.bind_address,
             self.port,
+            ("mTLS" if self.tls.require_client_cert else "TLS") if self.tls is not None else "plaintext",
             config.metrics_port or "off",
+            self.health_port or "off",
+            config.acl_file or "none",
         )
         return self.port
+
+    async def _start_health_server(self, config: NamesrvConfig) -> None:
+        """A plaintext server with only ``grpc.health.v1`` (same statuses as the main port), for
+        Kubernetes ``grpc`` probes, which cannot speak TLS."""
+        server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
+        address = f"{_host_for_bind(config.bind_address)}:{config.health_port}"
+        try:
+            self.health_port = server.add_insecure_port(address)
+        except RuntimeError as exc:
+            raise RuntimeError(f"cannot listen on {address} (--health-port): {exc}") from None
+        await server.start()
+        self._health_server = server
+
+    def reload_security(self) -> None:
+        """SIGHUP: load the certificate files and the ACL file again; what fails to load is
+        reported and the old one stays. The route table is untouched."""
+        if self.tls is not None:
+            self.tls.reload("SIGHUP")
+        reload_acl(self.guard, self.config)
 
     async def _scan_loop(self) -> None:
         """S13: scan every ``scanNotActiveBrokerInterval`` ms (re-read each time, it may be updated)."""
@@ -215,7 +255,9 @@ class NamesrvServer:
         self.sessions.close_all()
         if self._server is not None:
             await self._server.stop(grace_seconds)
-        for task in (self._scan_task, self._snapshot_task):
+        if self._health_server is not None:
+            await self._health_server.stop(0)
+        for task in (self._scan_task, self._snapshot_task, self._tls_watch_task):
             if task is not None:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -224,6 +266,7 @@ class NamesrvServer:
             http_server, thread = self._metrics_server
             http_server.shutdown()
             thread.join(timeout=5)
+        self.guard.audit_log.close()
 
     async def serve_until_signalled(self) -> None:
         """Run until SIGTERM or SIGINT, then :meth:`stop`."""
@@ -231,6 +274,14 @@ class NamesrvServer:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
+        reloads: set[asyncio.Task[None]] = set()
+
+        def on_sighup() -> None:  # read the files in a worker thread, never on the event loop
+            task = asyncio.create_task(asyncio.to_thread(self.reload_security))
+            reloads.add(task)
+            task.add_done_callback(reloads.discard)
+
+        loop.add_signal_handler(signal.SIGHUP, on_sighup)
         await stop.wait()
         log.info("signal received: draining in-flight calls and stopping")
         await self.stop()
