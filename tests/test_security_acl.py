@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import json
+import signal
 import textwrap
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -31,10 +32,13 @@ from tests.support import (
     NamesrvProcess,
     Stubs,
     error_info,
+    fixture_path,
     free_port,
+    poll_until,
     register_request,
     run_cli,
     running_namesrv,
+    spawn_agent,
     topic,
 )
 
@@ -641,3 +645,32 @@ def test_without_an_acl_one_warning_names_the_risk(namesrv: NamesrvProcess) -> N
     assert len(warnings) == 1
     assert "WARNING" in warnings[0]
     assert "register or unregister brokers" in warnings[0]
+
+
+def test_agent_signs_registrations_and_sessions_with_broker_conf_keys(tmp_path: Path) -> None:
+    conf = tmp_path / "broker.conf"
+    conf.write_text(
+        fixture_path("broker-a.properties").read_text() + "\naccessKey=broker-a-ak\nsecretKey=broker-a-secret\n"
+    )
+    audit_file = tmp_path / "audit.log"
+    acl = ["--acl-file", str(write_acl(tmp_path / "acl.yml")), "--audit-log-file", str(audit_file)]
+
+    def audited(rpc: str) -> list[dict[str, Any]]:
+        entries = [json.loads(line.split(" ", 2)[2]) for line in audit_file.read_text().splitlines()]
+        return [e for e in entries if e["audit"] == rpc and e.get("broker_addr") == "127.0.0.1:10911"]
+
+    with running_namesrv(tmp_path / "ns", *acl) as server:
+        agent = spawn_agent(
+            "--broker-config", str(conf), "--topics-json", str(fixture_path("topics-quickstart.json")),
+            "--namesrv-addr", server.address, "--set", "brokerIP1=127.0.0.1",
+        )  # fmt: skip
+        try:
+            poll_until(lambda: bool(audited("OpenBrokerSession")), timeout=30, interval=0.2)
+            assert {e["identity"] for e in audited("RegisterBroker")} == {"ak:broker-a-ak"}
+            assert {(e["identity"], e["result"]) for e in audited("OpenBrokerSession")} == {("ak:broker-a-ak", "ok")}
+        finally:
+            agent.send_signal(signal.SIGTERM)
+            agent.communicate(timeout=20)
+        assert agent.returncode == 0
+        unregistered = [(e["identity"], e["result"], e["removed"]) for e in audited("UnregisterBroker")]
+        assert unregistered == [("ak:broker-a-ak", "ok", True)]

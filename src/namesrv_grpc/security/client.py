@@ -85,7 +85,7 @@ class ClientSecurity:
     def aio_channel(self, address: str, options: Sequence[tuple[str, Any]] = ()) -> grpc.aio.Channel:
         """An asyncio channel to ``address`` with TLS and signing as configured."""
         all_options = [*options, *self.channel_options()]
-        interceptors: list[Any] = [_AioSigner(self)] if self.access_key else []
+        interceptors = _aio_signers(self) if self.access_key else []
         credentials = self.channel_credentials()
         if credentials is None:
             return grpc.aio.insecure_channel(address, options=all_options, interceptors=interceptors)
@@ -199,12 +199,9 @@ class _SyncSigner(
         return continuation(self._details(details), requests)
 
 
-class _AioSigner(
-    grpc.aio.UnaryUnaryClientInterceptor,
-    grpc.aio.UnaryStreamClientInterceptor,
-    grpc.aio.StreamStreamClientInterceptor,
-):
-    """Adds a fresh signature to every asyncio call (streams are signed when they open)."""
+class _AioSigner:
+    """Adds a fresh signature to every asyncio call (streams are signed when they open). grpc.aio
+    files each interceptor under one kind only, hence one subclass per kind."""
 
     def __init__(self, security: ClientSecurity) -> None:
         self._security = security
@@ -218,13 +215,31 @@ class _AioSigner(
             details.wait_for_ready,
         )
 
+
+class _AioUnaryUnarySigner(_AioSigner, grpc.aio.UnaryUnaryClientInterceptor):
     async def intercept_unary_unary(self, continuation: Any, client_call_details: Any, request: Any) -> Any:
         return await continuation(self._details(client_call_details), request)
 
+
+class _AioUnaryStreamSigner(_AioSigner, grpc.aio.UnaryStreamClientInterceptor):
     async def intercept_unary_stream(self, continuation: Any, client_call_details: Any, request: Any) -> Any:
         return await continuation(self._details(client_call_details), request)
 
+
+class _AioStreamUnarySigner(_AioSigner, grpc.aio.StreamUnaryClientInterceptor):
+    async def intercept_stream_unary(
+        self, continuation: Any, client_call_details: Any, request_iterator: AsyncIterable[Any] | Iterable[Any]
+    ) -> Any:
+        return await continuation(self._details(client_call_details), request_iterator)
+
+
+class _AioStreamStreamSigner(_AioSigner, grpc.aio.StreamStreamClientInterceptor):
     async def intercept_stream_stream(
         self, continuation: Any, client_call_details: Any, request_iterator: AsyncIterable[Any] | Iterable[Any]
     ) -> Any:
         return await continuation(self._details(client_call_details), request_iterator)
+
+
+def _aio_signers(security: ClientSecurity) -> list[Any]:
+    kinds = (_AioUnaryUnarySigner, _AioUnaryStreamSigner, _AioStreamUnarySigner, _AioStreamStreamSigner)
+    return [kind(security) for kind in kinds]
