@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 BUF := npx --yes @bufbuild/buf@1.75.0
 
-.PHONY: demo report analytics-zip test lint deploy-check prometheus-tools java-runtime proto proto-check clean bench bench-quick bench-tools
+.PHONY: demo report analytics-zip test lint deploy-check prometheus-tools java-runtime proto proto-check clean bench bench-quick bench-tools remoting-clients
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -18,17 +18,18 @@ demo: $(STAMP)
 	$(PY) scripts/demo.py
 
 ## test: lint (ruff, mypy, buf), the Prometheus config and alert checks, and the whole test suite
-## (NAMESRV_REQUIRE_PROMETHEUS=1: the tests that need the prometheus binary fail instead of skipping)
-test: $(STAMP) lint deploy-check java-runtime
-	NAMESRV_REQUIRE_PROMETHEUS=1 $(PY) -m pytest -q
+## (NAMESRV_REQUIRE_PROMETHEUS=1 / NAMESRV_REQUIRE_NODE=1: the tests that need the prometheus binary
+## or the ali-ons remoting client fail instead of skipping)
+test: $(STAMP) lint deploy-check java-runtime remoting-clients
+	NAMESRV_REQUIRE_PROMETHEUS=1 NAMESRV_REQUIRE_NODE=1 $(PY) -m pytest -q
 
 ## report: a short demo cluster exports route snapshots; the Spark topic distribution job reports on them
 report: $(STAMP) java-runtime
 	$(PY) scripts/report.py
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check src tests scripts bench
-	$(VENV)/bin/ruff format --check src tests scripts bench
+	$(VENV)/bin/ruff check src analytics tests scripts bench
+	$(VENV)/bin/ruff format --check src analytics tests scripts bench
 	$(VENV)/bin/mypy
 	$(BUF) lint protos
 
@@ -39,6 +40,10 @@ prometheus-tools:
 ## analytics-zip: the Spark jobs as build/analytics.zip, for spark-submit --py-files on a cluster
 analytics-zip: $(STAMP)
 	$(PY) scripts/analytics_zip.py build/analytics.zip
+
+## remoting-clients: npm ali-ons (an independent RocketMQ remoting client) in build/node, for the tests
+remoting-clients:
+	bash scripts/install-ali-ons.sh
 
 ## java-runtime: a Java 17 runtime for PySpark (Debian's openjdk-17-jre-headless), when java is missing
 java-runtime:

@@ -26,6 +26,7 @@ from google.protobuf.message import Message
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
+from namesrv_grpc.cli import parse_boot_line
 from namesrv_grpc.core.body import encode_body
 from namesrv_grpc.core.model import DataVersion, TopicConfig
 
@@ -40,10 +41,16 @@ class Server:
 
     process: subprocess.Popen[str]
     port: int
+    remoting_port: int = 0
+    """RocketMQ remoting port (the boot line names both)."""
 
     @property
     def address(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def remoting_address(self) -> str:
+        return f"127.0.0.1:{self.remoting_port}"
 
     def rss_bytes(self) -> int:
         """Resident set size of the server process, from /proc."""
@@ -60,7 +67,8 @@ def namesrv(*extra: str) -> Iterator[Server]:
     """Start a NameServer (state in a temporary directory); stop it with SIGTERM afterwards."""
     with tempfile.TemporaryDirectory(prefix="namesrv-bench-") as tmp:
         args = [
-            sys.executable, "-m", "namesrv_grpc", "--host", "127.0.0.1", "--port", "0", "--log-level", "WARNING",
+            sys.executable, "-m", "namesrv_grpc", "--host", "127.0.0.1", "--port", "0", "--remoting-port", "0",
+            "--log-level", "WARNING",
             "--kv-config-path", f"{tmp}/kvConfig.json", "--config-store-path", f"{tmp}/namesrv.properties", *extra,
         ]  # fmt: skip
         with open(f"{tmp}/stderr", "w") as stderr:
@@ -70,7 +78,8 @@ def namesrv(*extra: str) -> Iterator[Server]:
         if "boot success" not in line:
             process.kill()
             raise RuntimeError(f"namesrv did not start: {line!r} {Path(tmp, 'stderr').read_text()}")
-        server = Server(process, int(line.rsplit(":", 1)[1]))
+        ports = parse_boot_line(line)
+        server = Server(process, ports["gRPC"], ports["remoting"])
         with server.channel() as channel:
             health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=10)
         try:

@@ -71,7 +71,8 @@ def percentiles(samples: list[float]) -> str:
 def against_process(topics: int, brokers: int, seconds: float, directory: Path) -> None:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     server = subprocess.Popen(
-        [sys.executable, "-m", "namesrv_grpc", "--host", "127.0.0.1", "--port", "0", "--log-level", "INFO",
+        [sys.executable, "-m", "namesrv_grpc", "--host", "127.0.0.1", "--port", "0", "--remoting-port", "0",
+         "--log-level", "INFO",
          "--kv-config-path", str(directory / "kv.json"), "--config-store-path", str(directory / "ns.properties"),
          "--snapshot-dir", str(directory / "snapshots")],
         stdout=subprocess.PIPE, stderr=(directory / "namesrv.log").open("w"), text=True, env=env,

@@ -3,21 +3,26 @@
 1. Start a NameServer on a free loopback port (built-in defaults, state in a temporary directory).
 2. Start broker agents for broker-a master, broker-a slave (listenPort 10921) and broker-b master
    (listenPort 10931), all with brokerIP1=127.0.0.1.
-3. Print the route of TopicTest: its queue data and its brokers with master and slave addresses.
-4. Stop the slave (SIGTERM: it unregisters) and show the route without it.
-5. Stop everything with SIGTERM and check that every process exited 0.
+3. Print the route of TopicTest: its queue data and its brokers with master and slave addresses,
+   looked up over gRPC and over RocketMQ's remoting protocol (as every RocketMQ client does it).
+4. A broker registers over remoting as a Java broker does (REGISTER_BROKER); its topic is looked up
+   over gRPC. One table, two protocols.
+5. Stop the slave (SIGTERM: it unregisters) and show the route without it.
+6. Stop everything with SIGTERM and check that every process exited 0.
 
 Exit code 0 when all of that happened; 1 with the reason otherwise.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
 import sys
 import tempfile
 import time
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -26,6 +31,11 @@ import grpc
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv.v1 import name_server_service_pb2_grpc as ns_grpc
 from namesrv.v1 import types_pb2
+from namesrv_grpc.cli import parse_boot_line
+from namesrv_grpc.core.model import DataVersion, TopicConfig
+from namesrv_grpc.remoting import bodies
+from namesrv_grpc.remoting.client import RemotingClient
+from namesrv_grpc.remoting.codes import RequestCode, ResponseCode
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -51,6 +61,37 @@ def print_route(topic: str, route: types_pb2.TopicRouteData) -> None:
         print(f"  {b.broker_name} ({b.cluster}): {addrs}")
 
 
+async def remoting_lookup(port: int, topic: str) -> bytes:
+    """GET_ROUTEINFO_BY_TOPIC over RocketMQ remoting, as a RocketMQ client asks: the JSON body."""
+    async with await RemotingClient.connect("127.0.0.1", port) as client:
+        answer = await client.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
+    if answer.code != ResponseCode.SUCCESS:
+        raise RuntimeError(f"remoting lookup of {topic}: code {answer.code} {answer.remark}")
+    return answer.body
+
+
+async def remoting_broker(port: int, stop: asyncio.Event, registered: asyncio.Event) -> None:
+    """broker-c registers over remoting exactly as a Java broker does, and stays connected until ``stop``."""
+    body = bodies.encode_register_broker_body(
+        {"java-topic": TopicConfig("java-topic", 2, 2)}, DataVersion(0, int(time.time() * 1000), 1), compressed=True
+    )
+    header = {
+        "clusterName": "DefaultCluster",
+        "brokerName": "broker-c",
+        "brokerId": "0",
+        "brokerAddr": "127.0.0.1:10941",
+        "haServerAddr": "127.0.0.1:10942",
+        "compressed": "true",
+        "bodyCrc32": str(zlib.crc32(body) & 0x7FFFFFFF),
+    }
+    async with await RemotingClient.connect("127.0.0.1", port) as client:
+        answer = await client.request(RequestCode.REGISTER_BROKER, header, body)
+        if answer.code != ResponseCode.SUCCESS:
+            raise RuntimeError(f"REGISTER_BROKER over remoting: code {answer.code} {answer.remark}")
+        registered.set()
+        await stop.wait()
+
+
 def wait_for(what: str, check: Callable[[], bool], timeout: float = 20) -> None:
     """Poll ``check`` every 0.1 s; raise TimeoutError naming ``what``."""
     deadline = time.monotonic() + timeout
@@ -66,7 +107,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="namesrv-demo-") as tmp:
         try:
             namesrv = subprocess.Popen(
-                [sys.executable, "-m", "namesrv_grpc", "--host", "127.0.0.1", "--port", "0",
+                [sys.executable, "-m", "namesrv_grpc", "--host", "127.0.0.1", "--port", "0", "--remoting-port", "0",
                  "--kv-config-path", f"{tmp}/kvConfig.json", "--config-store-path", f"{tmp}/namesrv.properties"],
                 stdout=subprocess.PIPE, text=True, env=env,
             )  # fmt: skip
@@ -76,7 +117,8 @@ def main() -> int:
             print(line)
             if "boot success" not in line:
                 raise RuntimeError("the NameServer did not start (see its messages above)")
-            address = f"127.0.0.1:{int(line.rsplit(':', 1)[1])}"
+            ports = parse_boot_line(line)
+            address = f"127.0.0.1:{ports['gRPC']}"
             agents = {
                 "broker-a master": ("broker-a.properties", "topics-quickstart.json", []),
                 "broker-a slave": ("broker-a-s.properties", "topics-quickstart.json", ["--set", "listenPort=10921"]),
@@ -106,8 +148,25 @@ def main() -> int:
 
                 wait_for("broker-a master and slave", lambda: len(broker_a_addrs()) == 2)
                 wait_for("broker-b", lambda: route("test_order_message_topic") is not None)
+                print("\nOver gRPC (PickupTopicRoute on the gRPC port):")
                 print_route("TopicTest", route("TopicTest"))  # type: ignore[arg-type]
                 print_route("TBW102", route("TBW102"))  # type: ignore[arg-type]
+                print(f"\nOver RocketMQ remoting (GET_ROUTEINFO_BY_TOPIC on port {ports['remoting']}), the body")
+                print("every RocketMQ client, mqadmin and the Dashboard receive:")
+                print(f"  {asyncio.run(remoting_lookup(ports['remoting'], 'TopicTest')).decode()}")
+
+                print("\nbroker-c registers over remoting as a Java broker does; its topic over gRPC:")
+                loop = asyncio.new_event_loop()
+                stop_broker_c, broker_c_registered = asyncio.Event(), asyncio.Event()
+                broker_c = loop.create_task(remoting_broker(ports["remoting"], stop_broker_c, broker_c_registered))
+                loop.run_until_complete(asyncio.wait_for(broker_c_registered.wait(), 10))
+                print_route("java-topic", route("java-topic"))  # type: ignore[arg-type]
+                print("broker-c closes its connection: the NameServer removes it at once (S15).")
+                stop_broker_c.set()
+                loop.run_until_complete(broker_c)
+                loop.close()
+                wait_for("broker-c to leave", lambda: route("java-topic") is None, timeout=5)
+                print("java-topic has no route any more.")
 
                 print("\nStopping the broker-a slave (SIGTERM: it unregisters) ...")
                 slave = processes.pop("broker-a slave")

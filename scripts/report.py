@@ -4,7 +4,7 @@
    ``make demo`` (broker-a master and slave, broker-b master, from examples/).
 2. Export three snapshots through ``AdminService.ExportRouteSnapshot``: all brokers; without the
    broker-a slave (stopped: it unregisters); with it back.
-3. Stop everything, run ``python -m analytics.topic_distribution`` on the snapshots into
+3. Stop everything, run ``python -m namesrv_analytics.topic_distribution`` on the snapshots into
    demo-run/report, print the report's headline numbers and where the report is.
 
 Exit code 0 when all of that happened; 1 with the reason otherwise.
@@ -66,7 +66,7 @@ def take_snapshots(env: dict[str, str], snapshots: Path) -> None:
     state.mkdir(parents=True, exist_ok=True)
     try:
         namesrv = subprocess.Popen(
-            [sys.executable, "-m", "namesrv_grpc", "--host", "127.0.0.1", "--port", "0",
+            [sys.executable, "-m", "namesrv_grpc", "--host", "127.0.0.1", "--port", "0", "--remoting-port", "0",
              "--kv-config-path", str(state / "kvConfig.json"), "--config-store-path", str(state / "namesrv.properties"),
              "--snapshot-dir", str(snapshots), "--snapshot-retention", "0"],
             stdout=subprocess.PIPE, text=True, env=env,
@@ -147,7 +147,15 @@ def main() -> int:
         print(f"report failed: {exc}", file=sys.stderr)
         return 1
     job = subprocess.run(
-        [sys.executable, "-m", "analytics.topic_distribution", "--snapshots", str(snapshots), "--out", str(out)],
+        [
+            sys.executable,
+            "-m",
+            "namesrv_analytics.topic_distribution",
+            "--snapshots",
+            str(snapshots),
+            "--out",
+            str(out),
+        ],
         env=env,
     )
     if job.returncode != 0:

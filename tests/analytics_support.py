@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 
 from pyspark.sql import DataFrame, SparkSession
 
-from analytics.common import spark_schema
+from namesrv_analytics.common import spark_schema
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=timezone.utc)
 

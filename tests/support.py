@@ -20,6 +20,7 @@ from grpc_status import rpc_status
 
 from namesrv.v1 import admin_service_pb2_grpc, kv_config_service_pb2_grpc, name_server_service_pb2_grpc
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
+from namesrv_grpc.cli import parse_boot_line
 from namesrv_grpc.core.body import encode_body
 from namesrv_grpc.core.model import DataVersion, TopicConfig
 
@@ -49,10 +50,18 @@ class NamesrvProcess:
     process: subprocess.Popen[str]
     port: int
     workdir: Path
+    remoting_port: int = 0
+    """The RocketMQ remoting port (``port`` is the gRPC one)."""
 
     @property
     def address(self) -> str:
+        """gRPC ``host:port``."""
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def remoting_address(self) -> str:
+        """RocketMQ remoting ``host:port``."""
+        return f"127.0.0.1:{self.remoting_port}"
 
     def channel(self) -> grpc.Channel:
         return grpc.insecure_channel(self.address)
@@ -96,7 +105,7 @@ def spawn_namesrv(workdir: Path, *extra: str) -> NamesrvProcess:
     answers health checks; raise RuntimeError with its stderr when it does not start in 20 s."""
     workdir.mkdir(parents=True, exist_ok=True)
     args = [
-        sys.executable, "-m", "namesrv_grpc", "--host", "127.0.0.1", "--port", "0",
+        sys.executable, "-m", "namesrv_grpc", "--host", "127.0.0.1", "--port", "0", "--remoting-port", "0",
         "--kv-config-path", str(workdir / "kvConfig.json"),
         "--config-store-path", str(workdir / "namesrv.properties"),
         *extra,
@@ -109,8 +118,8 @@ def spawn_namesrv(workdir: Path, *extra: str) -> NamesrvProcess:
         process.kill()
         process.communicate(timeout=10)
         raise RuntimeError(f"namesrv did not start: {line!r} {(workdir / 'namesrv.stderr').read_text()}")
-    port = int(line.rsplit(":", 1)[1])
-    server = NamesrvProcess(process, port, workdir)
+    ports = parse_boot_line(line)
+    server = NamesrvProcess(process, ports["gRPC"], workdir, ports["remoting"])
     wait_serving(server.address)
     return server
 

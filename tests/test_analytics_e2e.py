@@ -18,10 +18,10 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
-from analytics import churn, namesrv_consistency
 from namesrv.v1 import admin_service_pb2 as admin_pb2
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv.v1 import types_pb2
+from namesrv_analytics import churn, namesrv_consistency
 from tests.support import (
     ROOT,
     NamesrvProcess,
@@ -175,12 +175,12 @@ def test_snapshots_of_real_namesrvs_through_every_job(
         [
             str(Path(sys.executable).parent / "spark-submit"),
             "--master", "local[2]", "--conf", "spark.ui.enabled=false", "--conf", "spark.sql.shuffle.partitions=2",
-            str(ROOT / "src" / "analytics" / "topic_distribution.py"),
+            str(ROOT / "analytics" / "namesrv_analytics" / "topic_distribution.py"),
             "--snapshots", f"file://{snapshots}", "--out", f"file://{out}", "--namesrv", ns1.address,
         ],
         capture_output=True, text=True, timeout=300,
         env={**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
-             "PYTHONPATH": str(ROOT / "src")},
+             "PYTHONPATH": f"{ROOT / 'src'}:{ROOT / 'analytics'}"},
     )  # fmt: skip
     assert submitted.returncode == 0, submitted.stderr[-3000:]
     assert f"report: file://{out}/report.html" in submitted.stdout

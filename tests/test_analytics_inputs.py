@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
-from analytics import synthetic, topic_distribution
+from namesrv_analytics import synthetic, topic_distribution
 from namesrv_grpc.snapshot import commit_snapshot, list_snapshots, tables_from_copy
 from namesrv_grpc.snapshot_schema import MANIFEST, TABLES
 from tests.support import FakeClock
@@ -45,7 +45,7 @@ def test_a_missing_or_empty_input_is_a_clear_error(
     assert "no snapshots under" in capsys.readouterr().err
     (tmp_path / "empty" / "snapshots").mkdir(parents=True)
     assert run_distribution(spark, tmp_path / "empty", tmp_path / "out") == 2
-    assert "has no snapshot files" in capsys.readouterr().err
+    assert "holds no snapshot file" in capsys.readouterr().err
     write_snapshot(tmp_path / "one", NOW)
     assert run_distribution(spark, tmp_path / "one", tmp_path / "out", "--namesrv", "other:1") == 2
     assert "no snapshots of NameServer 'other:1'" in capsys.readouterr().err

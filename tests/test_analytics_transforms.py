@@ -10,8 +10,8 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.testing import assertDataFrameEqual, assertSchemaEqual
 
-from analytics import churn, namesrv_consistency, topic_distribution
-from analytics.common import KEY, load_snapshots, spark_schema
+from namesrv_analytics import churn, namesrv_consistency, topic_distribution
+from namesrv_analytics.common import KEY, load_snapshots, spark_schema
 from namesrv_grpc.snapshot import SnapshotExporter
 from namesrv_grpc.snapshot_schema import TABLES
 from tests.analytics_support import at, broker_data, expect, manifest, queue_data
@@ -87,6 +87,7 @@ def test_topic_distribution(spark: SparkSession, distribution_input: tuple[objec
         "single_broker",
         "writable",
         "masterless_brokers",
+        "system_topic",
     ]
     assert [f.dataType.simpleString() for f in actual.schema.fields[3:]] == [
         "bigint",
@@ -99,6 +100,7 @@ def test_topic_distribution(spark: SparkSession, distribution_input: tuple[objec
         "boolean",
         "boolean",
         "bigint",
+        "boolean",
     ]
     assertDataFrameEqual(
         actual,
@@ -106,10 +108,10 @@ def test_topic_distribution(spark: SparkSession, distribution_input: tuple[objec
             spark,
             actual,
             [
-                (NS1, S1, "T1", 2, 12, 12, 12, 4, 8, 8 / 12, False, True, 0),
-                (NS1, S1, "T2", 1, 4, 2, 0, 2, 2, 1.0, True, False, 0),  # read-only: no writable queue
-                (NS1, S1, "T3", 0, 0, 0, 0, None, None, 0.0, False, False, 1),  # only a slave: nothing counts
-                (NS1, S1, "T4", 1, 16, 16, 16, 16, 16, 1.0, True, True, 1),  # broker-x has no BrokerData
+                (NS1, S1, "T1", 2, 12, 12, 12, 4, 8, 8 / 12, False, True, 0, False),
+                (NS1, S1, "T2", 1, 4, 2, 0, 2, 2, 1.0, True, False, 0, False),  # read-only: no writable queue
+                (NS1, S1, "T3", 0, 0, 0, 0, None, None, 0.0, False, False, 1, False),  # only a slave: nothing counts
+                (NS1, S1, "T4", 1, 16, 16, 16, 16, 16, 1.0, True, True, 1, False),  # broker-x has no BrokerData
             ],
         ),
     )
@@ -158,11 +160,28 @@ def test_cluster_distribution_and_summary(spark: SparkSession, distribution_inpu
             spark,
             summary,
             [
-                (NS1, S1, "namesrv", 4, 2, 2, 1, 30, 4, 3, 2, 1 / 6),
-                (NS1, S2, "namesrv", 0, 0, 0, 0, 0, 0, 0, 0, None),  # the empty snapshot is in the trend
+                (NS1, S1, "namesrv", 4, 4, 0, 2, 2, 1, 30, 4, 3, 2, 1 / 6),
+                (NS1, S2, "namesrv", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, None),  # the empty snapshot is in the trend
             ],
         ),
     )
+
+
+def test_system_topics_are_flagged_and_left_out_of_the_business_counts(spark: SparkSession) -> None:
+    """Each topic on broker-a alone: only T9 is a business topic (single-broker, counted)."""
+    names = ["T9", "%RETRY%g1", "%DLQ%g1", "c9", "broker-a", "TBW102", "SELF_TEST_TOPIC", "rmq_sys_wheel"]
+    qd = queue_data(spark, [(NS1, S1, name, "broker-a", 4, 4, 6) for name in names])
+    bd = broker_data(spark, [(NS1, S1, "c9", "broker-a", 0, "10.0.0.1:10911")])
+    topics = topic_distribution.topic_distribution(qd, bd)
+    flags = {r["topic"]: r["system_topic"] for r in topics.collect()}
+    assert flags == {name: name != "T9" for name in names}
+    assert all(r["single_broker"] for r in topics.collect()), "every topic is on one broker"
+    brokers = topic_distribution.broker_distribution(qd, bd)
+    clusters = topic_distribution.cluster_distribution(brokers, qd, bd)
+    summary = topic_distribution.snapshot_summary(manifest(spark, [(NS1, S1)]), topics, brokers, clusters).collect()
+    assert [(r["topics"], r["business_topics"], r["system_topics"], r["single_broker_topics"]) for r in summary] == [
+        (8, 1, 7, 1)
+    ]
 
 
 def test_gini_and_cv_of_an_uneven_cluster(spark: SparkSession) -> None:
@@ -230,7 +249,10 @@ def test_namesrv_consistency_rounds_differences_and_spans(spark: SparkSession) -
         expect(
             spark,
             topics,
-            [(round_a, 1, at(2), "T2", [NS1], [NS2], 1), (round_b, 2, at(70), "T1", [NS1, NS2], [], 2)],
+            [
+                (round_a, 1, at(2), "T2", [NS1], [NS2], 1, []),  # missing on ns2: said by "missing from"
+                (round_b, 2, at(70), "T1", [NS1, NS2], [], 2, [f"broker-a perm: {NS1}=6, {NS2}=2"]),
+            ],
         ),
     )
     broker_spans = namesrv_consistency.difference_spans(brokers, namesrv_consistency.BROKER_KEY, rounds)

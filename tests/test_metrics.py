@@ -82,6 +82,10 @@ def test_fixed_names_types_and_labels(ns: MetricsNamesrv) -> None:
         "grpc_server_started": "counter",
         "grpc_server_handled": "counter",
         "grpc_server_handling_seconds": "histogram",
+        "namesrv_remoting_requests": "counter",
+        "namesrv_remoting_connections": "gauge",
+        "namesrv_remoting_connections_opened": "counter",
+        "namesrv_remoting_frame_errors": "counter",
     }
     assert {name: metrics.types.get(name) for name in expected_types} == expected_types
     for name in (
@@ -108,6 +112,8 @@ def test_fixed_names_types_and_labels(ns: MetricsNamesrv) -> None:
             if sample.name.startswith("grpc_server_handled"):
                 expected.add("grpc_code")
             assert labels == expected, sample
+        elif sample.name.startswith("namesrv_remoting_requests"):
+            assert set(sample.labels) == {"request_code", "response_code"}, sample
         elif sample.name.startswith("namesrv_"):
             assert set(sample.labels) <= {"result", "version", "le", "reason"}, sample
 

@@ -27,6 +27,7 @@ from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoRe
 from namesrv.v1 import admin_service_pb2 as admin_pb2
 from namesrv.v1 import kv_config_service_pb2 as kv_pb2
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
+from namesrv_grpc.cli import parse_boot_line
 from tests.support import (
     ROOT,
     NamesrvProcess,
@@ -79,7 +80,8 @@ def started(command: list[str], home: Path) -> Iterator[NamesrvProcess]:
         if "boot success" not in line:
             process.kill()
             raise AssertionError(f"did not start: {line!r} {process.communicate(timeout=10)[1]}")
-        server = NamesrvProcess(process, int(line.rsplit(":", 1)[1]), home)
+        ports = parse_boot_line(line)
+        server = NamesrvProcess(process, ports["gRPC"], home, ports["remoting"])
         wait_serving(server.address)
         yield server
     finally:
@@ -272,7 +274,18 @@ def test_bad_config_flag_out_of_range() -> None:
 def test_bad_kv_config_file(tmp_path: Path, content: str, problem: str) -> None:
     kv_path = tmp_path / "kvConfig.json"
     kv_path.write_text(content, encoding="utf-8")
-    result = run_cli("namesrv_grpc", "--host", "127.0.0.1", "--port", "0", "--kv-config-path", str(kv_path), timeout=20)
+    result = run_cli(
+        "namesrv_grpc",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "0",
+        "--remoting-port",
+        "0",
+        "--kv-config-path",
+        str(kv_path),
+        timeout=20,
+    )
     _assert_one_line_error(result, str(kv_path), problem)
     assert kv_path.read_text(encoding="utf-8") == content, "the broken file was rewritten"
 
@@ -294,6 +307,8 @@ def test_sigint_stops_installed_script_with_exit_0(tmp_path: Path) -> None:
         "--host",
         "127.0.0.1",
         "--port",
+        "0",
+        "--remoting-port",
         "0",
         "--kv-config-path",
         str(tmp_path / "kvConfig.json"),

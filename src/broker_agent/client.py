@@ -4,13 +4,29 @@
 
 from __future__ import annotations
 
-from typing import Protocol
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable
+from typing import Protocol, TypeVar
 
 import grpc
 
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv.v1 import name_server_service_pb2_grpc as ns_grpc
+from namesrv_grpc.remoting.codec import FrameDecoder, FrameError, RemotingCommand, encode_command
+from namesrv_grpc.remoting.codes import RequestCode
 from namesrv_grpc.security.client import ClientSecurity
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+PROBE_TIMEOUT_SECONDS = 2.0
+"""How long the remoting probe of an unreachable NameServer address waits for an answer."""
+
+DEFAULT_GRPC_PORT = 8081
+"""The NameServer's default gRPC port (``grpcServerPort``)."""
 
 MAX_MESSAGE_BYTES = 128 * 1024 * 1024
 """Largest request the agent sends (a 100,000-topic body is about 6 MiB, 1 MiB compressed)."""
@@ -33,6 +49,48 @@ class NamesrvClient(Protocol):
     ) -> ns_pb2.QueryDataVersionResponse: ...
 
     async def close(self) -> None: ...
+
+
+async def speaks_remoting(address: str, timeout: float = PROBE_TIMEOUT_SECONDS) -> bool:
+    """True when ``address`` (``host:port``) answers a harmless RocketMQ remoting request
+    (GET_NAMESRV_CONFIG, which changes nothing) with a remoting response within ``timeout`` seconds:
+    it is a NameServer's remoting port (9876), not its gRPC port. False on any failure."""
+    host, _, port = address.rpartition(":")
+    writer = None
+    try:
+        async with asyncio.timeout(timeout):
+            reader, writer = await asyncio.open_connection(host.strip("[]"), int(port))
+            writer.write(encode_command(RemotingCommand(RequestCode.GET_NAMESRV_CONFIG, opaque=1)))
+            await writer.drain()
+            decoder = FrameDecoder(1 << 20)
+            while True:
+                data = await reader.read(65536)
+                if not data:
+                    return False
+                for command in decoder.feed(data):
+                    return command.is_response and command.opaque == 1
+    except (OSError, ValueError, FrameError, TimeoutError):
+        return False
+    finally:
+        if writer is not None:
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
+
+_REPORTED_REMOTING: set[str] = set()
+"""Addresses already reported as remoting ports (the line is logged once per address and process)."""
+
+
+def remoting_port_message(address: str) -> str:
+    """The one line that says ``address`` is a remoting port and what to do instead."""
+    host = address.rpartition(":")[0] or address
+    return (
+        f"NameServer {address} speaks RocketMQ remoting, not gRPC: the agent registers over gRPC. Give it "
+        f"the NameServer's gRPC port (grpcServerPort, default {DEFAULT_GRPC_PORT}): --namesrv-addr "
+        f"{host}:{DEFAULT_GRPC_PORT}, or grpcNamesrvAddr={host}:{DEFAULT_GRPC_PORT} in broker.conf "
+        "(namesrvAddr keeps naming the remoting ports for the Java broker)"
+    )
 
 
 class GrpcNamesrvClient:
@@ -65,19 +123,36 @@ class GrpcNamesrvClient:
         """The channel, shared with the broker's liveness session."""
         return self._channel
 
+    async def _call(self, call: Awaitable[T]) -> T:
+        """Await a call; when it fails UNAVAILABLE, check once whether the address is a remoting
+        port (a ``namesrvAddr`` copied from broker.conf) and say so in one log line."""
+        try:
+            return await call
+        except grpc.aio.AioRpcError as error:
+            if (
+                error.code() == grpc.StatusCode.UNAVAILABLE
+                and self.address not in _REPORTED_REMOTING
+                and await speaks_remoting(self.address)
+            ):
+                _REPORTED_REMOTING.add(self.address)
+                log.error("%s", remoting_port_message(self.address))
+            raise
+
     async def register_broker(
         self, request: ns_pb2.RegisterBrokerRequest, timeout: float
     ) -> ns_pb2.RegisterBrokerResponse:
-        response: ns_pb2.RegisterBrokerResponse = await self._stub.RegisterBroker(request, timeout=timeout)
+        response: ns_pb2.RegisterBrokerResponse = await self._call(self._stub.RegisterBroker(request, timeout=timeout))
         return response
 
     async def unregister_broker(self, request: ns_pb2.UnregisterBrokerRequest, timeout: float) -> None:
-        await self._stub.UnregisterBroker(request, timeout=timeout)
+        await self._call(self._stub.UnregisterBroker(request, timeout=timeout))
 
     async def query_data_version(
         self, request: ns_pb2.QueryDataVersionRequest, timeout: float
     ) -> ns_pb2.QueryDataVersionResponse:
-        response: ns_pb2.QueryDataVersionResponse = await self._stub.QueryDataVersion(request, timeout=timeout)
+        response: ns_pb2.QueryDataVersionResponse = await self._call(
+            self._stub.QueryDataVersion(request, timeout=timeout)
+        )
         return response
 
     async def close(self) -> None:

@@ -158,8 +158,9 @@ def load_broker_config(
 ) -> BrokerConfig:
     """Build a BrokerConfig from broker.conf properties (raises ConfigError).
 
-    ``namesrvAddr`` comes from ``namesrv_addr_override`` (``--namesrv-addr``), else the file, else
-    the ``NAMESRV_ADDR`` environment variable, as RocketMQ does. Warnings (settings RocketMQ
+    The NameServer addresses come from ``namesrv_addr_override`` (``--namesrv-addr``), else the file's
+    ``grpcNamesrvAddr`` (our key: the gRPC ports), else its ``namesrvAddr``, else the ``NAMESRV_ADDR``
+    environment variable, as RocketMQ does. Warnings (settings RocketMQ
     overrides) are appended to ``warnings`` when given, else logged.
     """
     r = _Reader(properties, source)
@@ -181,6 +182,9 @@ def load_broker_config(
 
     if namesrv_addr_override is not None:
         namesrv_addrs = parse_namesrv_addr(namesrv_addr_override, "--namesrv-addr", "namesrvAddr")
+    elif r.text("grpcNamesrvAddr") is not None:
+        # The NameServers' gRPC ports; namesrvAddr keeps naming their remoting ports for the Java broker.
+        namesrv_addrs = parse_namesrv_addr(r.text("grpcNamesrvAddr") or "", source, "grpcNamesrvAddr")
     elif r.text("namesrvAddr") is not None:
         namesrv_addrs = parse_namesrv_addr(r.text("namesrvAddr") or "", source)
     elif environ.get("NAMESRV_ADDR"):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -26,7 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The command line of CONTRACT.md ("Programs")."""
     parser = argparse.ArgumentParser(
         prog="namesrv",
-        description="Apache RocketMQ NameServer (route registry) over gRPC.",
+        description="Apache RocketMQ NameServer (route registry): RocketMQ remoting and gRPC.",
         epilog="Command-line flags override -c FILE, which overrides the built-in defaults.",
     )
     parser.add_argument(
@@ -149,11 +150,34 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
 
 
+BOOT_LINE_PREFIX = "The Name Server boot success."
+"""How the line starts that ``namesrv`` prints once it serves (RocketMQ ``NamesrvStartup`` prints it too)."""
+
+_BOOT_ADDRESS = re.compile(r"\b(remoting|gRPC) (\S+):(\d+)")
+
+
+def boot_line(config: NamesrvConfig, remoting_port: int, grpc_port: int) -> str:
+    """``The Name Server boot success. serializeType=JSON, remoting HOST:PORT, gRPC HOST:PORT``.
+
+    ``serializeType`` is the header serialization of RocketMQ's own boot line; gRPC stays last, so
+    parsers taking the text after the last ':' keep finding the gRPC port.
+    """
+    host = config.bind_address
+    return f"{BOOT_LINE_PREFIX} serializeType=JSON, remoting {host}:{remoting_port}, gRPC {host}:{grpc_port}"
+
+
+def parse_boot_line(line: str) -> dict[str, int]:
+    """The ports a boot line names: ``{"remoting": port, "gRPC": port}``. Raises ValueError when
+    ``line`` is not a boot line."""
+    if not line.startswith(BOOT_LINE_PREFIX):
+        raise ValueError(f"not a NameServer boot line: {line!r}")
+    return {match[1]: int(match[3]) for match in _BOOT_ADDRESS.finditer(line)}
+
+
 async def _serve(config: NamesrvConfig) -> int:
     server = NamesrvServer(config)
     port = await server.start()
-    # Parsers take the gRPC port from the end of this line: keep "gRPC HOST:PORT" last.
-    print(f"The Name Server boot success. gRPC {config.bind_address}:{port}", flush=True)
+    print(boot_line(config, server.remoting_port, port), flush=True)
     await server.serve_until_signalled()
     print("The Name Server stopped.", flush=True)
     return 0

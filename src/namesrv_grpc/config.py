@@ -67,6 +67,12 @@ class NamesrvConfig:
     snapshot_interval: int = 0
     snapshot_retention_hours: int = 168
     snapshot_namesrv_id: str = ""
+    server_channel_max_idle_time_seconds: int = 120
+    """Remoting connections silent this long are closed (RocketMQ ``NettyServerConfig``)."""
+    remoting_frame_max_length: int = 16 * 1024 * 1024
+    """Largest remoting frame, bytes (RocketMQ's ``com.rocketmq.remoting.frameMaxLength``, 16 MiB)."""
+    return_order_topic_config_to_broker: bool = True
+    """REGISTER_BROKER answers carry the ORDER_TOPIC_CONFIG KV table (RocketMQ 5.x, S11)."""
     tls_server_mode: str = "enforcing"
     """``tls.server.mode`` (RocketMQ ``TlsSystemConfig``): disabled, permissive (remoting only), enforcing."""
     tls_server_cert_path: str = ""
@@ -170,6 +176,15 @@ KEYS: dict[str, _Key] = {
         "snapshot_retention_hours", _int_parser(0, 87_600), "keep snapshots this many hours (0 = all; never the newest)"
     ),
     "snapshotNamesrvId": _Key("snapshot_namesrv_id", str, "identity in snapshots (empty = host:port)"),
+    "serverChannelMaxIdleTimeSeconds": _Key(
+        "server_channel_max_idle_time_seconds", _int_parser(1, 86_400), "close idle remoting connections, seconds"
+    ),
+    "remotingFrameMaxLength": _Key(
+        "remoting_frame_max_length", _int_parser(64 * 1024, 2**31 - 1), "largest remoting frame, bytes"
+    ),
+    "returnOrderTopicConfigToBroker": _Key(
+        "return_order_topic_config_to_broker", _parse_bool, "REGISTER_BROKER answers carry ORDER_TOPIC_CONFIG"
+    ),
     "tls.server.mode": _Key(
         "tls_server_mode", _choice("disabled", "permissive", "enforcing"), "TLS: disabled, permissive, enforcing"
     ),
@@ -186,7 +201,15 @@ KEYS: dict[str, _Key] = {
 """Every configuration key, in RocketMQ spelling."""
 
 RESTART_KEYS = frozenset(
-    {"listenPort", "grpcServerPort", "bindAddress", "metricsPort", "grpcMaxMessageSize", "snapshotNamesrvId"}
+    {
+        "listenPort",
+        "grpcServerPort",
+        "bindAddress",
+        "metricsPort",
+        "grpcMaxMessageSize",
+        "snapshotNamesrvId",
+        "remotingFrameMaxLength",
+    }
 )
 """Keys that ``UpdateNamesrvConfig`` stores but that take effect only at the next start."""
 

@@ -1,8 +1,10 @@
-"""Wiring (RocketMQ ``NamesrvController``): the ``grpc.aio`` server with the three services, health
-checking and reflection, the periodic expiry scan (S13), metrics, and orderly shutdown.
+"""Wiring (RocketMQ ``NamesrvController``): the RocketMQ remoting listener, the ``grpc.aio`` server with
+the three services, health checking and reflection, the periodic expiry scan (S13), metrics, and
+orderly shutdown.
 
-Where a request goes: ``servicers.py`` (protobuf) -> ``processor.py`` (rules, validation) ->
-``route_table.py`` / ``kvconfig.py`` (state).
+Where a request goes: ``grpc_api/servicers.py`` (protobuf) or ``remoting/handlers.py`` (RocketMQ
+remoting) -> ``core/processor.py`` (rules, validation) -> ``core/route_table.py`` / ``core/kvconfig.py``
+(state).
 """
 
 from __future__ import annotations
@@ -41,6 +43,9 @@ from namesrv_grpc.grpc_api.grpc_metrics import GrpcMetricsInterceptor, GrpcServe
 from namesrv_grpc.grpc_api.servicers import AdminServicer, KVConfigServicer, NameServerServicer
 from namesrv_grpc.grpc_api.sessions import BrokerSessions
 from namesrv_grpc.metrics import NamesrvMetrics
+from namesrv_grpc.remoting.handlers import RemotingHandlers
+from namesrv_grpc.remoting.remoting_metrics import RemotingMetrics
+from namesrv_grpc.remoting.server import RemotingServer
 from namesrv_grpc.security.setup import OPEN_WARNING, reload_acl, server_guard, server_tls
 
 if TYPE_CHECKING:  # pyarrow (about 40 MB resident) is loaded only when a snapshot is taken
@@ -85,10 +90,16 @@ class NamesrvServer:
         """The ACL check before every request (open without ``--acl-file``); raises ConfigError."""
         self.sessions = BrokerSessions(self.nameserver, self.metrics, self.guard)
         self.health = health.aio.HealthServicer()
+        self.remoting = RemotingServer(
+            RemotingHandlers(self.nameserver, self.metrics, RemotingMetrics(self.metrics.registry)),
+            frame_max_length=config.remoting_frame_max_length,
+            idle_timeout_seconds=lambda: self.config.server_channel_max_idle_time_seconds,
+        )
         self._health_server: grpc.aio.Server | None = None
         self.health_port = 0
         self._tls_watch_task: asyncio.Task[None] | None = None
         self.port = 0
+        """The bound gRPC port (after :meth:`start`)."""
         self._server: grpc.aio.Server | None = None
         self._scan_task: asyncio.Task[None] | None = None
         self._snapshot_task: asyncio.Task[None] | None = None
@@ -103,12 +114,19 @@ class NamesrvServer:
         """The effective configuration (UpdateNamesrvConfig may replace it)."""
         return self.nameserver.config
 
-    async def start(self) -> int:
-        """Bind, start serving, start the expiry scan and metrics; return the bound gRPC port.
+    @property
+    def remoting_port(self) -> int:
+        """The bound remoting port (after :meth:`start`)."""
+        return self.remoting.port
 
-        Raises RuntimeError when the port cannot be bound.
+    async def start(self) -> int:
+        """Bind both listeners (remoting first), start serving, start the expiry scan and metrics;
+        return the bound gRPC port (:attr:`remoting_port` holds the remoting one).
+
+        Raises RuntimeError when a port cannot be bound.
         """
         config = self.config
+        await self.remoting.start(config.bind_address, config.listen_port)
         options = [
             ("grpc.max_receive_message_length", config.grpc_max_message_size),
             ("grpc.max_send_message_length", config.grpc_max_message_size),
@@ -141,6 +159,7 @@ class NamesrvServer:
             else:
                 self.port = server.add_insecure_port(address)
         except RuntimeError as exc:
+            await self.remoting.stop(0)
             raise RuntimeError(f"cannot listen on {address}: {exc}") from None
         await server.start()
         self._server = server
@@ -159,7 +178,9 @@ class NamesrvServer:
                 config.metrics_port, addr=config.bind_address, registry=self.metrics.registry
             )
         log.info(
-            "listening on %s:%d (gRPC, %s), metrics %s, health-only port %s, ACL %s",
+            "listening on %s:%d (remoting), %s:%d (gRPC, %s), metrics %s, health-only port %s, ACL %s",
+            config.bind_address,
+            self.remoting_port,
             config.bind_address,
             self.port,
             ("mTLS" if self.tls.require_client_cert else "TLS") if self.tls is not None else "plaintext",
@@ -247,14 +268,17 @@ class NamesrvServer:
                 log.exception("route snapshot failed")
 
     async def stop(self, grace_seconds: float | None = None) -> None:
-        """Orderly shutdown: health NOT_SERVING, stop accepting, drain in-flight calls for up to
-        ``grace_seconds`` (default ``shutdownGracePeriodMillis``), stop the scan and metrics."""
+        """Orderly shutdown: health NOT_SERVING, stop accepting (both listeners), drain in-flight calls
+        for up to ``grace_seconds`` (default ``shutdownGracePeriodMillis``), close the remoting
+        connections, stop the scan and metrics."""
         if grace_seconds is None:
             grace_seconds = self.config.shutdown_grace_period_millis / 1000
         await self.health.enter_graceful_shutdown()
         self.sessions.close_all()
         if self._server is not None:
-            await self._server.stop(grace_seconds)
+            await asyncio.gather(self.remoting.stop(grace_seconds), self._server.stop(grace_seconds))
+        else:
+            await self.remoting.stop(grace_seconds)
         if self._health_server is not None:
             await self._health_server.stop(0)
         for task in (self._scan_task, self._snapshot_task, self._tls_watch_task):

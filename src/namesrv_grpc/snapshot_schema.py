@@ -1,5 +1,5 @@
 """The route snapshot's tables, defined once (pyarrow schemas). Writers (:mod:`namesrv_grpc.snapshot`,
-``analytics.synthetic``) build exactly these; the Spark readers (``analytics.snapshots``) derive their
+``namesrv_analytics.synthetic``) build exactly these; the Spark readers (``analytics.snapshots``) derive their
 ``StructType`` from them. Imports nothing but pyarrow, so a Spark driver needs no gRPC.
 
 Layout under a snapshot directory (Hive-style partitions; every file is one snapshot of one table)::

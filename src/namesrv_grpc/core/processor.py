@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TypeVar, cast
+from typing import NamedTuple, TypeVar, cast
 
 from namesrv_grpc.config import RESTART_KEYS, NamesrvConfig, apply_properties, persist_properties
 from namesrv_grpc.core.body import decompress_body, parse_body, split_topic_table, verify_checksum
@@ -32,6 +32,7 @@ from namesrv_grpc.core.model import (
     QueueData,
     RegisterBrokerResult,
     RemovedBroker,
+    TopicConfig,
     TopicRouteData,
 )
 from namesrv_grpc.core.route_table import RouteInfoManager
@@ -50,11 +51,37 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
+def _as_is(route: TopicRouteData) -> TopicRouteData:
+    return route
+
+
 def _require_broker(cluster_name: str, broker_name: str, broker_id: int, broker_addr: str) -> None:
     require_name("cluster_name", cluster_name)
     require_name("broker_name", broker_name)
     require_broker_id("broker_id", broker_id)
     require_addr("broker_addr", broker_addr)
+
+
+class BrokerIdentity(NamedTuple):
+    """Who registers: the four fields every broker request names (keyword names of the route table)."""
+
+    cluster_name: str
+    broker_name: str
+    broker_id: int
+    broker_addr: str
+
+
+class DecodedBody(NamedTuple):
+    """A registration body as :meth:`NameServer.apply_registration` needs it, whatever the wire format.
+
+    ``topic_configs`` None means "the topics are known unchanged, do not apply them";
+    ``topics_fingerprint`` (or None) lets the next registration skip decoding an unchanged topic table.
+    """
+
+    topic_configs: Mapping[str, TopicConfig] | None
+    data_version: DataVersion
+    filter_server_list: Sequence[str]
+    topics_fingerprint: int | None = None
 
 
 MasterListener = Callable[[str, str, str], None]
@@ -111,48 +138,79 @@ class NameServer:
         zone_name: str = "",
         instance_id: str = "",
     ) -> tuple[RegisterBrokerResult, dict[str, str]]:
-        """REGISTER_BROKER (S01-S12): returns the registration result (S10) and the
-        ORDER_TOPIC_CONFIG table (S11). A body identical to this broker's last one (same CRC32C,
-        length and compression) is not decoded again: only liveness and identity are refreshed.
+        """REGISTER_BROKER over gRPC (S01-S12): a protobuf body with its CRC32C; see
+        :meth:`apply_registration` for the result. A body identical to this broker's last one (same
+        CRC32C, length and compression) is not decoded again: only liveness and identity are refreshed.
 
         Raises BodyChecksumMismatchError (checked first, S01), InvalidFieldError, MalformedBodyError,
         StaleBrokerStateError.
         """
         verify_checksum(body, body_crc32c)
-        _require_broker(cluster_name, broker_name, broker_id, broker_addr)
+        identity = BrokerIdentity(cluster_name, broker_name, broker_id, broker_addr)
+        return self.apply_registration(
+            identity,
+            ha_server_addr=ha_server_addr,
+            heartbeat_timeout_millis=heartbeat_timeout_millis,
+            enable_acting_master=enable_acting_master,
+            zone_name=zone_name,
+            instance_id=instance_id,
+            body_fingerprint=(body_crc32c, len(body), compressed),
+            decode=lambda: self._decode_protobuf_body(identity, body, compressed),
+        )
+
+    def _decode_protobuf_body(self, identity: BrokerIdentity, body: bytes, compressed: bool) -> DecodedBody:
+        raw = decompress_body(body, compressed=compressed)
+        split = split_topic_table(raw)
+        topics_fingerprint = split[0] if split else None
+        decoded = None
+        topic_configs = None
+        if split and self.route_table.topics_unchanged(**identity._asdict(), topics_fingerprint=split[0]):
+            # Same topic table as last time, only the DataVersion or filter servers differ: S07
+            # would change nothing, so only the rest of the body is decoded.
+            decoded = parse_body(split[1], compressed=False)
+        if decoded is None or decoded.topic_config_table:
+            decoded = parse_body(raw, compressed=False)
+            topic_configs = decoded.topic_config_table
+        return DecodedBody(topic_configs, decoded.data_version, decoded.filter_server_list, topics_fingerprint)
+
+    def apply_registration(
+        self,
+        identity: BrokerIdentity,
+        *,
+        ha_server_addr: str,
+        heartbeat_timeout_millis: int,
+        body_fingerprint: tuple[int, int, bool],
+        decode: Callable[[], DecodedBody],
+        enable_acting_master: bool = False,
+        zone_name: str = "",
+        instance_id: str = "",
+    ) -> tuple[RegisterBrokerResult, dict[str, str]]:
+        """The part of REGISTER_BROKER both protocols share (S02-S12), after the front door checked
+        the body's checksum (S01: CRC32C over gRPC, CRC32 over remoting).
+
+        ``body_fingerprint`` identifies the body bytes as sent (checksum, length, compressed): when it
+        equals this broker's last one, ``decode`` is not called. ``decode`` returns the decoded body
+        (raising MalformedBodyError or InvalidFieldError). Returns the registration result (S10) and
+        the ORDER_TOPIC_CONFIG table (S11). Raises InvalidFieldError, MalformedBodyError,
+        StaleBrokerStateError; nothing changes when it raises.
+        """
+        _require_broker(*identity)
         require_addr("ha_server_addr", ha_server_addr, allow_empty=True)
         require_non_negative("heartbeat_timeout_millis", heartbeat_timeout_millis)
-        fingerprint = (body_crc32c, len(body), compressed)
-        identity = {
-            "cluster_name": cluster_name,
-            "broker_name": broker_name,
-            "broker_id": broker_id,
-            "broker_addr": broker_addr,
-        }
-        same = self.route_table.same_body_registered(**identity, fingerprint=fingerprint)  # type: ignore[arg-type]
+        filter_servers: Sequence[str]
+        same = self.route_table.same_body_registered(**identity._asdict(), fingerprint=body_fingerprint)
         if same is not None:
             # The same bytes as last time: decoding them would change nothing (S06, S07, S09).
             data_version, filter_servers, topics_fingerprint = same
-            topic_configs = None
+            topic_configs: Mapping[str, TopicConfig] | None = None
         else:
-            raw = decompress_body(body, compressed=compressed)
-            split = split_topic_table(raw)
-            topics_fingerprint = split[0] if split else None
-            decoded = None
-            if split and self.route_table.topics_unchanged(**identity, topics_fingerprint=split[0]):  # type: ignore[arg-type]
-                # Same topic table as last time, only the DataVersion or filter servers differ: S07
-                # would change nothing, so only the rest of the body is decoded.
-                decoded = parse_body(split[1], compressed=False)
-                topic_configs = None
-            if decoded is None or decoded.topic_config_table:
-                decoded = parse_body(raw, compressed=False)
-                topic_configs = decoded.topic_config_table
+            decoded = decode()
             for index, addr in enumerate(decoded.filter_server_list):
                 require_addr(f"body.filter_server_list[{index}]", addr)
-            data_version, filter_servers = decoded.data_version, decoded.filter_server_list
-        master_before = self.route_table.master_of(broker_name)
+            topic_configs, data_version, filter_servers, topics_fingerprint = decoded
+        master_before = self.route_table.master_of(identity.broker_name)
         result = self.route_table.register_broker(
-            **identity,  # type: ignore[arg-type]
+            **identity._asdict(),
             ha_server_addr=ha_server_addr,
             data_version=data_version,
             topic_configs=topic_configs,
@@ -161,10 +219,10 @@ class NameServer:
             zone_name=zone_name,
             enable_acting_master=enable_acting_master,
             instance_id=instance_id,
-            body_fingerprint=fingerprint,
+            body_fingerprint=body_fingerprint,
             topics_fingerprint=topics_fingerprint,
         )
-        self._notify_if_master_changed(broker_name, master_before)
+        self._notify_if_master_changed(identity.broker_name, master_before)
         return result, self.kv_config.list_namespace(ORDER_TOPIC_CONFIG_NAMESPACE)
 
     def unregister_broker(
@@ -236,16 +294,18 @@ class NameServer:
             instance_id=instance_id,
         )
 
-    def session_ended(self, broker_addr: str, session_id: int) -> RemovedBroker | None:
-        """S15: the session's stream ended; remove the broker if the session was still bound."""
-        removed = self.route_table.remove_if_session(broker_addr, session_id, "session ended")
+    def session_ended(self, broker_addr: str, session_id: int, cause: str = "session ended") -> RemovedBroker | None:
+        """S15: the session's stream (or the remoting connection the broker registered over) ended;
+        remove the broker if the session was still bound. ``cause`` goes into the log line."""
+        removed = self.route_table.remove_if_session(broker_addr, session_id, cause)
         if removed is not None:
             log.warning(
-                "broker %s (%s/%s id %d) removed: its session ended",
+                "broker %s (%s/%s id %d) removed: its %s",
                 broker_addr,
                 removed.cluster,
                 removed.broker_name,
                 removed.broker_id,
+                cause,
             )
             self._after_removals([removed])
         return removed
@@ -255,11 +315,13 @@ class NameServer:
     def pickup_topic_route(self, topic: str) -> TopicRouteData:
         """GET_ROUTEINFO_BY_TOPIC (S18, S19). Raises InvalidFieldError, TopicRouteNotFoundError,
         ServiceWarmingUpError (``needWaitForService``: for ``waitSecondsForService`` after start)."""
-        return self.pickup_topic_route_encoded(topic, lambda route: route)
+        return self.pickup_topic_route_encoded(topic, _as_is)
 
     def pickup_topic_route_encoded(self, topic: str, encode: Callable[[TopicRouteData], T]) -> T:
-        """:meth:`pickup_topic_route`, returning ``encode(route)`` cached per topic by the route table
-        (the servicer passes a protobuf encoder, so a lookup costs a dict hit). Same errors."""
+        """:meth:`pickup_topic_route`, returning ``encode(route)`` cached per topic and per ``encode``
+        by the route table (the gRPC servicer passes a protobuf encoder, the remoting handler a JSON
+        one: a lookup costs a dict hit). ``encode`` must be a stable function (it keys the cache).
+        Same errors."""
         require_name("topic", topic)
         if self.config.need_wait_for_service:
             remaining = self.config.wait_seconds_for_service - (self._monotonic() - self.started_at)
@@ -269,17 +331,17 @@ class NameServer:
                     f"{remaining:.0f} s more for brokers to register (needWaitForService); ask another NameServer",
                     {"retry_after_seconds": f"{remaining:.0f}"},
                 )
+        build = encode
         if self.config.order_message_enable:
-            inner = encode
 
-            def encode(route: TopicRouteData) -> T:
+            def build(route: TopicRouteData) -> T:
                 # KV changes of ORDER_TOPIC_CONFIG and toggling orderMessageEnable drop cached routes.
                 order_conf = self.kv_config.get_or_none(ORDER_TOPIC_CONFIG_NAMESPACE, topic) or ""
-                return inner(
+                return encode(
                     TopicRouteData(route.queue_datas, route.broker_datas, route.filter_server_table, order_conf)
                 )
 
-        value = self.route_table.pickup_topic_route_cached(topic, encode)
+        value = self.route_table.pickup_topic_route_cached(topic, build, key=encode)
         if value is None:
             raise TopicRouteNotFoundError(topic)
         return cast(T, value)
@@ -287,6 +349,13 @@ class NameServer:
     def get_cluster_info(self) -> ClusterInfo:
         """GET_BROKER_CLUSTER_INFO (S22)."""
         return self.route_table.get_cluster_info()
+
+    def get_broker_member_group(self, cluster_name: str, broker_name: str) -> dict[int, str]:
+        """GET_BROKER_MEMBER_GROUP (RocketMQ 5.x): broker id -> address of ``broker_name``; {} when it
+        has no BrokerData (the cluster name is only echoed, as in RocketMQ). Raises InvalidFieldError."""
+        require_name("cluster_name", cluster_name)
+        require_name("broker_name", broker_name)
+        return self.route_table.broker_addrs_of(broker_name)
 
     def get_topics_by_cluster(self, cluster_name: str) -> list[str]:
         """GET_TOPICS_BY_CLUSTER (S24). Raises InvalidFieldError."""

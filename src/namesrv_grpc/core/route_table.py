@@ -35,7 +35,7 @@ import dataclasses
 import heapq
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -121,9 +121,10 @@ class RouteInfoManager:
         later than its real one (``last_update_timestamp + heartbeat_timeout_millis``); a scan pops
         the entries that are due, removes the brokers that really expired and reschedules the rest
         at their real deadline. A scan with nothing due costs one comparison."""
-        self._route_cache: dict[str, Any] = {}
-        """topic -> the route as the caller of pickup_topic_route_cached encoded it. Entries are built
-        under the lock and dropped (under the lock) by every change that touches the topic's route."""
+        self._route_cache: dict[str, dict[Hashable, Any]] = {}
+        """topic -> {encoding key -> the route as that encoder encoded it} (gRPC bytes, remoting JSON
+        in both forms). Values are built under the lock; every change that touches the topic's route
+        drops the topic's whole entry (all encodings together) under the lock."""
         self.version = 0
         """Increases on every change of any table; cheap change detection for caches and snapshots."""
 
@@ -499,25 +500,39 @@ class RouteInfoManager:
         with self._lock:
             return self._route_data(topic)
 
-    def pickup_topic_route_cached(self, topic: str, encode: Callable[[TopicRouteData], Any]) -> Any | None:
+    def pickup_topic_route_cached(
+        self, topic: str, encode: Callable[[TopicRouteData], Any], key: Hashable | None = None
+    ) -> Any | None:
         """S18 at the cost of a dict lookup: ``encode(route)`` of the topic's route, cached until a
         change touches the route (its QueueData, its broker names' BrokerData or filter servers).
-        None when the topic has no route (not cached).
+        None when the topic has no route (not cached). ``key`` names the encoding (default: ``encode``
+        itself, so pass a stable function); one topic may be cached in several encodings (the gRPC
+        response and the remoting bodies), and a change drops all of them together.
 
         A hit takes no lock: entries are complete values built under the lock, and every change drops
         the entries it touches before it releases the lock, so a reader sees the route either
         before or after a registration, never half of one. ``encode`` runs under the lock; it must not
         call back into this table. Call :meth:`invalidate_routes` when what ``encode`` adds changes.
         """
-        cached = self._route_cache.get(topic)
-        if cached is not None:
-            return cached
+        if key is None:
+            key = encode
+        encodings = self._route_cache.get(topic)
+        if encodings is not None:
+            cached = encodings.get(key)
+            if cached is not None:
+                return cached
         with self._lock:
+            encodings = self._route_cache.get(topic)
+            if encodings is not None and (cached := encodings.get(key)) is not None:
+                return cached
             route = self._route_data(topic)
             if route is None:
                 return None
             value = encode(route)
-            self._route_cache[topic] = value
+            if encodings is None:
+                self._route_cache[topic] = {key: value}
+            else:
+                encodings[key] = value
             return value
 
     def invalidate_routes(self, topics: Iterable[str] | None = None) -> None:
@@ -587,6 +602,12 @@ class RouteInfoManager:
                 {name: data.copy() for name, data in self.broker_addr_table.items()},
                 {cluster: tuple(sorted(names)) for cluster, names in self.cluster_addr_table.items()},
             )
+
+    def broker_addrs_of(self, broker_name: str) -> dict[int, str]:
+        """A copy of ``brokerAddrs`` (broker id -> address) of ``broker_name``; {} when it is unknown."""
+        with self._lock:
+            broker_data = self.broker_addr_table.get(broker_name)
+            return dict(broker_data.broker_addrs) if broker_data is not None else {}
 
     def get_all_topic_list(self) -> list[str]:
         """S24: every topic, sorted."""

@@ -42,6 +42,79 @@ class SnapshotInputError(Exception):
     """The input holds no usable snapshot (missing, empty, only other schema versions)."""
 
 
+# ------------------------------------------------------------------------------------ system topics
+
+SYSTEM_TOPICS = frozenset(
+    {
+        "TBW102",  # AUTO_CREATE_TOPIC_KEY_TOPIC
+        "SELF_TEST_TOPIC",
+        "BenchmarkTest",
+        "OFFSET_MOVED_EVENT",
+        "SCHEDULE_TOPIC_XXXX",
+        "RMQ_SYS_TRANS_HALF_TOPIC",
+        "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+        "TRANS_CHECK_MAX_TIME_TOPIC",
+        "RMQ_SYS_TRACE_TOPIC",
+        "RMQ_SYS_WHEEL_TIMER",
+        "rmq_sys_REVIVE_LOG",
+    }
+)
+"""Topics RocketMQ brokers create for themselves (``TopicValidator.SYSTEM_TOPIC_SET`` of RocketMQ
+4.9/5.x and the topics a fresh broker registers, rule S38)."""
+
+SYSTEM_TOPIC_PREFIXES = ("rmq_sys_", "%RETRY%", "%DLQ%", "%LMQ%")
+"""``TopicValidator.SYSTEM_TOPIC_PREFIX`` and the per-consumer-group retry and dead-letter topics
+(``MixAll.RETRY_GROUP_TOPIC_PREFIX``, ``DLQ_GROUP_TOPIC_PREFIX``) and light message queues."""
+
+
+def is_system_topic(topic: Column, own_names: Column) -> Column:
+    """A boolean column: ``topic`` is a system topic — a built-in one (:data:`SYSTEM_TOPICS`), one
+    with a system prefix (:data:`SYSTEM_TOPIC_PREFIXES`), or the name of a cluster or broker name of
+    the same snapshot (a broker registers topics named after its cluster and itself, S38);
+    ``own_names`` is true where the topic is such a name. Everything else is a business topic."""
+    prefixed = F.lit(False)
+    for prefix in SYSTEM_TOPIC_PREFIXES:
+        prefixed = prefixed | topic.startswith(prefix)
+    return topic.isin(*sorted(SYSTEM_TOPICS)) | prefixed | F.coalesce(own_names, F.lit(False))
+
+
+def with_system_flag(df: DataFrame, broker_data: DataFrame) -> DataFrame:
+    """``df`` (with ``namesrv``, ``snapshot_time``, ``topic``) plus ``system_topic`` (see
+    :func:`is_system_topic`)."""
+    names = (
+        broker_data.select(*KEY, F.col("cluster").alias("topic"))
+        .union(broker_data.select(*KEY, F.col("broker_name").alias("topic")))
+        .distinct()
+        .withColumn("own_name", F.lit(True))
+    )
+    return (
+        df.join(names, [*KEY, "topic"], "left")
+        .withColumn("system_topic", is_system_topic(F.col("topic"), F.col("own_name")))
+        .drop("own_name")
+    )
+
+
+def check_input(uri: str) -> None:
+    """Fail fast, before a JVM starts, on a local input that cannot hold snapshots: missing, not a
+    directory, or without the manifest table (``snapshots/``) and any Parquet file in it. Remote URIs
+    (hdfs:, s3a:, ...) are checked by :func:`load_snapshots`. Raises SnapshotInputError."""
+    if not is_local(uri):
+        return
+    path = local_path(uri)
+    if not path.exists():
+        raise SnapshotInputError(f"no snapshots under {uri}: the directory does not exist")
+    if not path.is_dir():
+        raise SnapshotInputError(f"no snapshots under {uri}: not a directory")
+    manifest = path / MANIFEST
+    if not manifest.is_dir():
+        raise SnapshotInputError(
+            f"no snapshots under {uri}: {manifest} does not exist (give the directory namesrv --snapshot-dir "
+            "or namesrv-snapshot --out wrote)"
+        )
+    if next(manifest.rglob("*.parquet"), None) is None:
+        raise SnapshotInputError(f"no snapshots under {uri}: {manifest} holds no snapshot file")
+
+
 # ------------------------------------------------------------------------------------------ schemas
 
 
@@ -90,6 +163,12 @@ def build_session(app_name: str, master: str | None) -> SparkSession:
         builder = builder.master(master)
         if master.startswith("local"):
             builder = builder.config("spark.sql.shuffle.partitions", str(4 * (os.cpu_count() or 2)))
+            # A local job serves nothing to the network: no web UI (it would listen on every
+            # interface), and the driver binds to loopback, so Spark does not warn about choosing an
+            # interface. SPARK_UI=1 turns the UI on, on 127.0.0.1 only.
+            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+            builder = builder.config("spark.driver.bindAddress", "127.0.0.1").config("spark.driver.host", "127.0.0.1")
+            builder = builder.config("spark.ui.enabled", "true" if os.environ.get("SPARK_UI") == "1" else "false")
     return builder.getOrCreate()
 
 
@@ -270,6 +349,11 @@ def run_job(
     """Run a job's ``body`` (it returns the report's URI) with a session (``spark`` or a new one,
     stopped afterwards); map errors to exit codes: 2 bad input, 1 a read or Spark failure."""
     own = spark is None
+    try:
+        check_input(args.snapshots)
+    except SnapshotInputError as error:
+        print(f"{prog}: {error}", file=sys.stderr)
+        return 2
     session = spark if spark is not None else build_session(prog, args.master)
     # Outputs carry UTC instants as Parquet TIMESTAMP (isAdjustedToUTC), not Spark's legacy INT96.
     session.conf.set("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")

@@ -1,6 +1,6 @@
 """NameServer consistency: NameServers never sync, so compare their route tables.
 
-    python -m analytics.namesrv_consistency --snapshots URI --out URI [--window SECONDS] [--master M]
+    python -m namesrv_analytics.namesrv_consistency --snapshots URI --out URI [--window SECONDS] [--master M]
 
 Snapshots of several NameServers (their own exports into one directory, or ``namesrv-snapshot``
 of all of them) are grouped into rounds: tumbling windows of ``--window`` seconds (default 60; use
@@ -14,7 +14,8 @@ Outputs (Parquet ``<out>/<name>``, CSV ``<out>/csv/<name>``, ``<out>/report.html
 - ``rounds``: round_start, round_time (latest snapshot of the round), namesrvs, broker/topic differences
 - ``broker_differences``: per round and broker: ``namesrvs_with``, ``namesrvs_without``
 - ``topic_differences``: per round and topic: ``namesrvs_with_route``, ``namesrvs_without_route``,
-  ``distinct_routes``
+  ``distinct_routes``, ``differences`` (what differs between the routes, one text per broker name and
+  field: ``broker-a perm: ns1=6, ns2=4``, or ``broker-a: no QueueData on ns2``)
 - ``broker_difference_spans`` / ``topic_difference_spans``: how long: consecutive comparable rounds
   with the same difference: ``first_seen``, ``last_seen`` (round times), ``rounds``,
   ``duration_seconds`` (last - first: 0 for one round, a lower bound), ``resolved_at`` (the next
@@ -30,11 +31,11 @@ import argparse
 from collections.abc import Sequence
 from datetime import datetime
 
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from analytics.common import KEY, base_parser, load_snapshots, parse, run_job, write_table, write_text
-from analytics.report import Report, line_chart
+from namesrv_analytics.common import KEY, base_parser, load_snapshots, parse, run_job, write_table, write_text
+from namesrv_analytics.report import Report, fmt, has_trend, line_chart
 
 BROKER_KEY = ["cluster", "broker_name", "broker_id", "broker_addr"]
 
@@ -86,14 +87,53 @@ def broker_differences(broker_data: DataFrame, chosen: DataFrame, rounds: DataFr
     )
 
 
-def topic_differences(queue_data: DataFrame, chosen: DataFrame, rounds: DataFrame) -> DataFrame:
-    """Per comparable round, every topic that some NameServers lack or route differently."""
-    entry = F.struct("broker_name", "read_queue_nums", "write_queue_nums", "perm", "topic_sys_flag")
-    routes = (
-        queue_data.join(chosen, KEY)
-        .groupBy("round_start", "namesrv", "topic")
-        .agg(F.array_sort(F.collect_list(entry)).alias("route"))
+QUEUE_DATA_FIELDS = ("read_queue_nums", "write_queue_nums", "perm", "topic_sys_flag")
+
+
+def route_field_differences(entries: DataFrame) -> DataFrame:
+    """Per (round_start, topic): ``differences``, the texts saying how the NameServers that route the
+    topic disagree, per broker name: a QueueData field with several values
+    (``broker-a perm: ns1=6, ns2=4``) or a broker name some of them lack (``broker-a: no QueueData on
+    ns2``). ``entries``: round_start, namesrv, topic, broker_name and the QueueData fields."""
+    routed_by = entries.groupBy("round_start", "topic").agg(F.array_sort(F.collect_set("namesrv")).alias("routed_by"))
+    entry = F.struct("namesrv", *QUEUE_DATA_FIELDS)
+    per_broker = (
+        entries.groupBy("round_start", "topic", "broker_name")
+        .agg(F.array_sort(F.collect_list(entry)).alias("entries"))
+        .join(routed_by, ["round_start", "topic"])
     )
+    texts = [_field_difference(name) for name in QUEUE_DATA_FIELDS]
+    lacking = F.array_except("routed_by", F.transform("entries", lambda e: e["namesrv"]))
+    texts.append(
+        F.when(
+            F.size(lacking) > 0,
+            F.concat(F.col("broker_name"), F.lit(": no QueueData on "), F.array_join(lacking, ", ")),
+        )
+    )
+    described = per_broker.select(
+        "round_start", "topic", F.filter(F.array(*texts), lambda t: t.isNotNull()).alias("texts")
+    )
+    return described.groupBy("round_start", "topic").agg(
+        F.array_sort(F.flatten(F.collect_list("texts"))).alias("differences")
+    )
+
+
+def _field_difference(name: str) -> Column:
+    """``broker-a perm: ns1=6, ns2=4`` when the ``entries`` disagree on QueueData field ``name``, else null.
+    (A function of its own: Spark reads a lambda's second parameter as the element index.)"""
+    values = F.transform("entries", lambda e: e[name])
+    listed = F.array_join(
+        F.transform("entries", lambda e: F.concat(e["namesrv"], F.lit("="), e[name].cast("string"))), ", "
+    )
+    return F.when(F.size(F.array_distinct(values)) > 1, F.concat(F.col("broker_name"), F.lit(f" {name}: "), listed))
+
+
+def topic_differences(queue_data: DataFrame, chosen: DataFrame, rounds: DataFrame) -> DataFrame:
+    """Per comparable round, every topic that some NameServers lack or route differently, with what
+    differs (:func:`route_field_differences`)."""
+    entry = F.struct("broker_name", *QUEUE_DATA_FIELDS)
+    entries = queue_data.join(chosen, KEY).select("round_start", "namesrv", "topic", "broker_name", *QUEUE_DATA_FIELDS)
+    routes = entries.groupBy("round_start", "namesrv", "topic").agg(F.array_sort(F.collect_list(entry)).alias("route"))
     per_topic = routes.groupBy("round_start", "topic").agg(
         F.array_sort(F.collect_list("namesrv")).alias("namesrvs_with_route"),
         F.size(F.collect_set("route")).alias("distinct_routes"),
@@ -101,6 +141,7 @@ def topic_differences(queue_data: DataFrame, chosen: DataFrame, rounds: DataFram
     return (
         per_topic.join(rounds, "round_start")
         .where((F.size("namesrvs_with_route") < F.col("namesrv_count")) | (F.col("distinct_routes") > 1))
+        .join(route_field_differences(entries), ["round_start", "topic"], "left")
         .select(
             "round_start",
             "round_seq",
@@ -109,6 +150,7 @@ def topic_differences(queue_data: DataFrame, chosen: DataFrame, rounds: DataFram
             "namesrvs_with_route",
             F.array_except("namesrvs", "namesrvs_with_route").alias("namesrvs_without_route"),
             F.col("distinct_routes").cast("long").alias("distinct_routes"),
+            F.coalesce(F.col("differences"), F.array().cast("array<string>")).alias("differences"),
         )
     )
 
@@ -223,17 +265,19 @@ def build_report(
     )
     ordered = sorted(rows, key=lambda r: r["round_start"])
     times: list[datetime] = [r["round_time"] for r in ordered]
-    report.figure(
-        line_chart(
-            {
-                "brokers differing": (times, [r["broker_differences"] for r in ordered]),
-                "topics differing": (times, [r["topic_differences"] for r in ordered]),
-            },
-            title="Differences between NameServers per round",
-            ylabel="differences",
-        ),
-        "differences per round",
-    )
+    series = {
+        "brokers differing": (times, [float(r["broker_differences"]) for r in ordered]),
+        "topics differing": (times, [float(r["topic_differences"]) for r in ordered]),
+    }
+    if not any(r["broker_differences"] or r["topic_differences"] for r in ordered):
+        report.paragraph(f"The NameServers agreed in all {len(ordered)} comparable round(s).", note=True)
+    elif has_trend(series):
+        report.figure(
+            line_chart(series, title="Differences between NameServers per round", ylabel="differences"),
+            "differences per round",
+        )
+    else:
+        report.paragraph("One comparable round only: no trend to draw.", note=True)
     report.heading("Longest broker differences")
     report.table(
         ["cluster", "broker", "id", "address", "first seen", "last seen", "rounds", "seconds", "resolved at"],
@@ -251,7 +295,7 @@ def build_report(
         ],
     )
     is_latest = F.col("round_start") == F.lit(latest["round_start"])
-    report.heading(f"Latest round ({latest['round_time']:%Y-%m-%d %H:%M:%S} UTC): brokers")
+    report.heading(f"Latest round ({fmt(latest['round_time'])} UTC): brokers")
     report.table(
         ["cluster", "broker", "id", "address", "listed by", "missing from"],
         [
@@ -261,13 +305,14 @@ def build_report(
     )
     report.heading("Latest round: topics")
     report.table(
-        ["topic", "routed by", "missing from", "distinct routes"],
+        ["topic", "routed by", "missing from", "distinct routes", "what differs"],
         [
             [
                 r["topic"],
                 ", ".join(r["namesrvs_with_route"]),
                 ", ".join(r["namesrvs_without_route"]),
                 r["distinct_routes"],
+                "; ".join(r["differences"]) or "–",
             ]
             for r in topics.where(is_latest).orderBy("topic").limit(top).collect()
         ],

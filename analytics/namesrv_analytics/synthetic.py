@@ -1,7 +1,7 @@
 """Synthetic route snapshots at any scale, for tests and benchmarks, written with the NameServer's own
 writer (:func:`namesrv_grpc.snapshot.commit_snapshot`), so they are exactly what a NameServer exports.
 
-    python -m analytics.synthetic --out DIR [--brokers 1000] [--topics 100000] [--snapshots 10]
+    python -m namesrv_analytics.synthetic --out DIR [--brokers 1000] [--topics 100000] [--snapshots 10]
         [--clusters 4] [--namesrvs 1] [--interval 300] [--seed 1]
 
 The model (deterministic for a seed):
@@ -178,7 +178,7 @@ def generate(
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Generate; print what was written."""
-    parser = argparse.ArgumentParser(prog="analytics.synthetic", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="namesrv_analytics.synthetic", description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, type=Path, help="snapshot directory")
     parser.add_argument("--brokers", type=int, default=1000)
     parser.add_argument("--topics", type=int, default=100_000)

@@ -1,7 +1,7 @@
 """Churn between consecutive snapshots of each NameServer: brokers appearing and disappearing
 (flaps), topics created and deleted.
 
-    python -m analytics.churn --snapshots URI --out URI [--namesrv ID] [--master M]
+    python -m namesrv_analytics.churn --snapshots URI --out URI [--namesrv ID] [--master M]
 
 Each NameServer's snapshots are taken in time order; every snapshot is compared with the one before
 it (the first has nothing to compare with). A broker is (cluster, broker name, id, address): a
@@ -28,8 +28,8 @@ from datetime import datetime
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from analytics.common import KEY, base_parser, load_snapshots, parse, run_job, write_table, write_text
-from analytics.report import Report, bar_chart, line_chart
+from namesrv_analytics.common import KEY, base_parser, load_snapshots, parse, run_job, write_table, write_text
+from namesrv_analytics.report import Report, bar_chart, line_chart
 
 BROKER_KEY = ["cluster", "broker_name", "broker_id", "broker_addr"]
 

@@ -1,20 +1,27 @@
 """Topic distribution: how topics spread over brokers, for every snapshot of the input (a trend)
 and, in the report, for the latest one.
 
-    python -m analytics.topic_distribution --snapshots URI --out URI [--master M] [--namesrv ID]
-    spark-submit src/analytics/topic_distribution.py --snapshots URI --out URI
+    python -m namesrv_analytics.topic_distribution --snapshots URI --out URI [--master M] [--namesrv ID]
+    spark-submit analytics/namesrv_analytics/topic_distribution.py --snapshots URI --out URI
 
 Outputs (Parquet under ``<out>/<name>``, CSV under ``<out>/csv/<name>``, report ``<out>/report.html``),
 one row per snapshot (``namesrv``, ``snapshot_time``) and ...:
 
 - ``topic_distribution`` ... topic: ``brokers``, ``read_queues``, ``write_queues``, ``writable_queues``,
   ``min/max_broker_write_queues``, ``max_broker_write_share``, ``single_broker``, ``writable``,
-  ``masterless_brokers``
+  ``masterless_brokers``, ``system_topic``
 - ``broker_distribution`` ... broker name: ``cluster``, ``has_master``, ``addresses``, ``topics``,
   ``read_queues``, ``write_queues``, ``write_queue_share`` (of its cluster), ``slave_only_topics``
 - ``cluster_distribution`` ... cluster: write queues over its master brokers: ``max_over_mean``,
   ``write_queues_cv``, ``write_queues_gini``, and ``brokers``, ``slave_only_brokers``, ``topics``
-- ``snapshot_summary`` ... snapshot: the trend (topics, single-broker and unwritable topics, ...)
+- ``snapshot_summary`` ... snapshot: the trend (topics, business and system topics, single-broker and
+  unwritable business topics, ...)
+
+System topics (``system_topic``: RocketMQ's own such as ``TBW102`` and ``SELF_TEST_TOPIC``, names
+starting ``rmq_sys_``, ``%RETRY%``, ``%DLQ%``, and topics named after a cluster or broker name of the
+snapshot: see :func:`namesrv_analytics.common.is_system_topic`) are kept in ``topic_distribution`` but
+left out of the business counts and of the report's findings: a broker creates them for itself, on
+itself alone, so "single-broker" says nothing about them.
 
 Queue counts come from master QueueData: a QueueData counts when its broker name has a master
 (broker id 0) in the same snapshot. A broker name that has only slaves (its master is gone) counts
@@ -35,8 +42,17 @@ from datetime import datetime
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from analytics.common import KEY, base_parser, load_snapshots, parse, run_job, write_table, write_text
-from analytics.report import PALETTE, Report, bar_chart, line_chart
+from namesrv_analytics.common import (
+    KEY,
+    base_parser,
+    load_snapshots,
+    parse,
+    run_job,
+    with_system_flag,
+    write_table,
+    write_text,
+)
+from namesrv_analytics.report import PALETTE, Report, bar_chart, fmt, has_trend, line_chart
 
 PERM_WRITE = 2
 
@@ -73,7 +89,7 @@ def topic_distribution(queue_data: DataFrame, broker_data: DataFrame) -> DataFra
         F.min(F.when(master, writes)).alias("min_broker_write_queues"),
         F.max(F.when(master, writes)).alias("max_broker_write_queues"),
     )
-    return per_topic.select(
+    return with_system_flag(per_topic, broker_data).select(
         *KEY,
         "topic",
         "brokers",
@@ -88,6 +104,7 @@ def topic_distribution(queue_data: DataFrame, broker_data: DataFrame) -> DataFra
         (F.col("brokers") == 1).alias("single_broker"),
         (F.col("writable_queues") > 0).alias("writable"),
         "masterless_brokers",
+        "system_topic",
     )
 
 
@@ -198,12 +215,17 @@ def cluster_distribution(broker_dist: DataFrame, queue_data: DataFrame, broker_d
 def snapshot_summary(
     manifest: DataFrame, topic_dist: DataFrame, broker_dist: DataFrame, cluster_dist: DataFrame
 ) -> DataFrame:
-    """One row per snapshot of the input (empty ones too): the trend."""
+    """One row per snapshot of the input (empty ones too): the trend. ``topics`` counts every
+    topic, ``business_topics`` + ``system_topics`` split them; the single-broker, unwritable and
+    masterless counts are of business topics only."""
+    business = ~F.col("system_topic")
     topics = topic_dist.groupBy(*KEY).agg(
         F.count(F.lit(1)).alias("topics"),
-        F.count(F.when(F.col("single_broker"), 1)).alias("single_broker_topics"),
-        F.count(F.when(~F.col("writable"), 1)).alias("unwritable_topics"),
-        F.count(F.when(F.col("brokers") == 0, 1)).alias("masterless_topics"),
+        F.count(F.when(business, 1)).alias("business_topics"),
+        F.count(F.when(~business, 1)).alias("system_topics"),
+        F.count(F.when(business & F.col("single_broker"), 1)).alias("single_broker_topics"),
+        F.count(F.when(business & ~F.col("writable"), 1)).alias("unwritable_topics"),
+        F.count(F.when(business & (F.col("brokers") == 0), 1)).alias("masterless_topics"),
         F.sum("write_queues").alias("write_queues"),
     )
     brokers = broker_dist.groupBy(*KEY).agg(
@@ -214,6 +236,8 @@ def snapshot_summary(
     clusters = cluster_dist.groupBy(*KEY).agg(F.max("write_queues_gini").alias("max_cluster_gini"))
     counts = [
         "topics",
+        "business_topics",
+        "system_topics",
         "single_broker_topics",
         "unwritable_topics",
         "masterless_topics",
@@ -251,26 +275,27 @@ def build_report(
     is_latest = (F.col("namesrv") == latest["namesrv"]) & (F.col("snapshot_time") == latest["snapshot_time"])
     report = Report(
         "Topic distribution",
-        f"latest snapshot {latest['snapshot_time']:%Y-%m-%d %H:%M:%S} UTC of NameServer {latest['namesrv']}; "
+        f"latest snapshot {fmt(latest['snapshot_time'])} UTC of NameServer {latest['namesrv']}; "
         f"{snapshots} snapshot(s) in the input",
     )
     clusters = cluster.where(is_latest).orderBy("cluster").limit(500).collect()
     worst = max(clusters, key=lambda r: r["write_queues_gini"] or 0.0, default=None)
-    topics = latest["topics"]
+    topics = latest["business_topics"]
     single = latest["single_broker_topics"]
     unwritable = latest["unwritable_topics"]
     top_broker = broker.where(is_latest).orderBy(F.desc("write_queue_share"), "broker_name").limit(1).collect()
     report.headline(
         [
-            ("topics", topics),
+            ("business topics", topics),
+            ("system topics (not counted below)", latest["system_topics"]),
             ("master brokers", latest["master_brokers"]),
             ("clusters", latest["clusters"]),
             (
-                "single-broker topics",
+                "single-broker business topics",
                 f"{single:,} ({100.0 * single / topics:.1f} %)" if topics else "0",
                 single > 0,
             ),
-            ("topics with no writable queue", unwritable, unwritable > 0),
+            ("business topics with no writable queue", unwritable, unwritable > 0),
             (
                 "largest broker share of its cluster",
                 f"{100 * top_broker[0]['write_queue_share']:.1f} % ({top_broker[0]['broker_name']})"
@@ -284,6 +309,13 @@ def build_report(
                 else "–",
             ),
         ]
+    )
+    report.paragraph(
+        "Business topics are the ones applications use. System topics — RocketMQ's own (TBW102, "
+        "SELF_TEST_TOPIC, BenchmarkTest, OFFSET_MOVED_EVENT, rmq_sys_…), the per-consumer-group %RETRY% and "
+        "%DLQ% topics, and the topics a broker names after its cluster and itself — live on the broker that "
+        "made them by design, so they are left out of every count and table below.",
+        note=True,
     )
     if skipped:
         report.paragraph(f"{skipped} snapshot(s) of another schema version were skipped.", note=True)
@@ -306,6 +338,14 @@ def build_report(
             ]
             for r in clusters
         ],
+    )
+    report.paragraph(
+        "How evenly each cluster spreads write queues over its master brokers. max/mean: the fullest "
+        "broker against the average (1 = even, 2 = one broker carries twice its share). CV (coefficient "
+        "of variation): standard deviation / mean of the brokers' write queues (0 = all equal; above "
+        "about 0.5 the spread is wide). Gini: 0 = every broker has the same number of write queues, "
+        "towards 1 = all on one broker; above about 0.3 a few brokers carry most of the writes.",
+        note=True,
     )
 
     bars = broker.where(is_latest & F.col("has_master")).orderBy(F.desc("write_queues"), "broker_name").limit(40)
@@ -340,13 +380,14 @@ def build_report(
             + ", ".join(f"{r['broker_name']} ({r['slave_only_topics']} topics)" for r in slave_only)
         )
 
-    histogram = topic.where(is_latest).groupBy("brokers").count().orderBy("brokers").limit(200).collect()
+    business = ~F.col("system_topic")
+    histogram = topic.where(is_latest & business).groupBy("brokers").count().orderBy("brokers").limit(200).collect()
     report.heading("Brokers per topic")
     report.figure(
         bar_chart(
             [str(r["brokers"]) for r in histogram],
             [r["count"] for r in histogram],
-            title="Topics by number of master brokers carrying them (0 = no master, 1 = no redundancy)",
+            title="Business topics by number of master brokers carrying them (0 = no master, 1 = no redundancy)",
             ylabel="topics",
             colors=[PALETTE[3] if r["brokers"] <= 1 else PALETTE[0] for r in histogram],
         ),
@@ -354,18 +395,18 @@ def build_report(
     )
     _topic_table(
         report,
-        f"Single-broker topics (largest first; {single:,} in all)",
-        topic.where(is_latest & F.col("single_broker")).orderBy(F.desc("write_queues"), "topic").limit(top),
+        f"Single-broker business topics (largest first; {single:,} in all)",
+        topic.where(is_latest & business & F.col("single_broker")).orderBy(F.desc("write_queues"), "topic").limit(top),
     )
     _topic_table(
         report,
-        f"Topics with no writable queue ({unwritable:,} in all)",
-        topic.where(is_latest & ~F.col("writable")).orderBy("topic").limit(top),
+        f"Business topics with no writable queue ({unwritable:,} in all)",
+        topic.where(is_latest & business & ~F.col("writable")).orderBy("topic").limit(top),
     )
     _topic_table(
         report,
-        "Most skewed topics on several brokers (largest broker share of write queues)",
-        topic.where(is_latest & (F.col("brokers") > 1))
+        "Most skewed business topics on several brokers (largest broker share of write queues)",
+        topic.where(is_latest & business & (F.col("brokers") > 1))
         .orderBy(F.desc("max_broker_write_share"), F.desc("write_queues"), "topic")
         .limit(top),
     )
@@ -380,10 +421,13 @@ def build_report(
             xs, ys = series.setdefault(name, ([], []))
             xs.append(r["snapshot_time"])
             ys.append(r[label])
-    report.figure(
-        line_chart(series, title="Topics without redundancy or without a writable queue", ylabel="topics"),
-        "trend of single-broker and unwritable topics",
-    )
+    if has_trend(series):
+        report.figure(
+            line_chart(series, title="Business topics without redundancy or without a writable queue", ylabel="topics"),
+            "trend of single-broker and unwritable business topics",
+        )
+    else:
+        report.paragraph("One snapshot time only: no trend to draw.", note=True)
     cluster_trend = (
         cluster.where(F.col("snapshot_time") >= F.lit(first_time))
         .select("namesrv", "snapshot_time", "cluster", "write_queues_gini")
@@ -397,17 +441,28 @@ def build_report(
             xs, ys = gini.setdefault(f"{r['cluster']} ({r['namesrv']})", ([], []))
             xs.append(r["snapshot_time"])
             ys.append(r["write_queues_gini"])
-    report.figure(
-        line_chart(gini, title="Gini of write queues over master brokers, per cluster", ylabel="Gini"),
-        "trend of the Gini coefficient per cluster",
-    )
+    if has_trend(gini):
+        report.figure(
+            line_chart(gini, title="Gini of write queues over master brokers, per cluster", ylabel="Gini"),
+            "trend of the Gini coefficient per cluster",
+        )
     report.table(
-        ["snapshot", "NameServer", "topics", "master brokers", "single-broker", "unwritable", "max cluster Gini"],
+        [
+            "snapshot (UTC)",
+            "NameServer",
+            "business topics",
+            "system topics",
+            "master brokers",
+            "single-broker",
+            "unwritable",
+            "max cluster Gini",
+        ],
         [
             [
                 r["snapshot_time"],
                 r["namesrv"],
-                r["topics"],
+                r["business_topics"],
+                r["system_topics"],
                 r["master_brokers"],
                 r["single_broker_topics"],
                 r["unwritable_topics"],

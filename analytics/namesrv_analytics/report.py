@@ -15,6 +15,7 @@ from datetime import datetime, timezone
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter, MaxNLocator
 
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22")
 
@@ -103,8 +104,8 @@ def fmt(value: object) -> str:
         return f"{value:,}"
     if isinstance(value, float):
         return f"{value:,.3f}".rstrip("0").rstrip(".") if abs(value) < 1000 else f"{value:,.0f}"
-    if isinstance(value, datetime):
-        return value.strftime("%Y-%m-%d %H:%M:%S")
+    if isinstance(value, datetime):  # snapshots can be milliseconds apart: show the milliseconds
+        return value.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
     return str(value)
 
 
@@ -152,25 +153,59 @@ def bar_chart(
     return figure
 
 
+def has_trend(series: Mapping[str, tuple[Sequence[datetime], Sequence[float]]]) -> bool:
+    """True when the series span at least two distinct times: a line chart over fewer says nothing
+    (callers write a sentence instead)."""
+    return len({t for times, _ in series.values() for t in times}) >= 2
+
+
+def time_label_format(span_seconds: float) -> str:
+    """The ``strftime`` format of time-axis labels for a time span: the finest unit that changes
+    between ticks, always with hours and minutes, so no label reads like ``05:30.000000``."""
+    if span_seconds < 60:
+        return "%H:%M:%S.%f"  # cut to milliseconds by the formatter
+    if span_seconds < 3600:
+        return "%H:%M:%S"
+    if span_seconds < 2 * 86_400:
+        return "%H:%M"
+    return "%m-%d %H:%M"
+
+
 def line_chart(
     series: Mapping[str, tuple[Sequence[datetime], Sequence[float]]], *, title: str, ylabel: str, steps: bool = False
 ) -> Figure:
-    """One line per series over time."""
+    """One line per series over time (UTC): tick labels in :func:`time_label_format`, the date under
+    the axis when every point is on one day. Check :func:`has_trend` first."""
     figure = Figure(figsize=(10, 3.8))
     ax = figure.add_subplot()
+    everything = [t for times, _ in series.values() for t in times]
     for i, (name, (times, ys)) in enumerate(sorted(series.items())):
-        xs = [t.timestamp() / 86_400 for t in times]  # matplotlib's dates: days since 1970, shown in UTC
+        xs = [t.replace(tzinfo=timezone.utc).timestamp() for t in times]  # seconds since the epoch, UTC
         style = "-o" if len(xs) <= 60 else "-"
         if steps:
             ax.step(xs, ys, where="post", label=name, color=PALETTE[i % len(PALETTE)])
         else:
             ax.plot(xs, ys, style, label=name, color=PALETTE[i % len(PALETTE)], markersize=3)
-    ax.xaxis_date()
+    first, last = (min(everything), max(everything)) if everything else (datetime.now(), datetime.now())
+    label_format = time_label_format((last - first).total_seconds())
+
+    def label(x: float, _position: object) -> str:
+        text = datetime.fromtimestamp(x, timezone.utc).strftime(label_format)
+        return text[:-3] if label_format.endswith("%f") else text
+
+    ax.xaxis.set_major_locator(MaxNLocator(nbins=8))
+    ax.xaxis.set_major_formatter(FuncFormatter(label))
+    one_day = first.date() == last.date()
+    ax.set_xlabel(f"time (UTC) on {first:%Y-%m-%d}" if one_day else f"time (UTC), {first:%Y-%m-%d} to {last:%Y-%m-%d}")
+    if len(label_format) > 9:  # long labels: slanted, so they never overlap
+        ax.tick_params(axis="x", labelrotation=30)
     ax.set_title(title)
     ax.set_ylabel(ylabel)
+    values = [y for _, ys in series.values() for y in ys]
+    if values and min(values) >= 0:  # counts and ratios: the axis starts at 0, never below
+        ax.set_ylim(bottom=0, top=ax.get_ylim()[1] if max(values) > 0 else 1)
     if series:
         ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
-    figure.autofmt_xdate()
     figure.tight_layout()
     return figure

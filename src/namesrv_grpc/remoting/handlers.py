@@ -1,0 +1,448 @@
+"""Remoting request handlers: one method per RocketMQ request code, each a thin translation of the
+request's ``extFields`` and body into the same :class:`~namesrv_grpc.core.processor.NameServer` call the
+gRPC servicer makes (:mod:`namesrv_grpc.grpc_api.servicers`), and of the result into a response.
+No rules live here; domain errors become response codes and remarks in :mod:`.errors`.
+
+Request code -> handler -> NameServer method (rule)::
+
+    PUT_KV_CONFIG 100                     put_kv_config            put_kv_config (S21)
+    GET_KV_CONFIG 101                     get_kv_config            get_kv_config (S21)
+    DELETE_KV_CONFIG 102                  delete_kv_config         delete_kv_config (S21)
+    REGISTER_BROKER 103                   register_broker          apply_registration (S01-S12, S15)
+    UNREGISTER_BROKER 104                 unregister_broker        unregister_broker (S16, S17)
+    GET_ROUTEINFO_BY_TOPIC 105            get_routeinfo_by_topic   pickup_topic_route_encoded (S18, S19)
+    GET_BROKER_CLUSTER_INFO 106           get_broker_cluster_info  get_cluster_info (S22)
+    WIPE_WRITE_PERM_OF_BROKER 205         wipe_write_perm_of_broker  wipe_write_perm_of_broker (S23)
+    GET_ALL_TOPIC_LIST_FROM_NAMESERVER 206  get_all_topic_list     route_table.get_all_topic_list (S24)
+    DELETE_TOPIC_IN_NAMESRV 216           delete_topic             delete_topic (S25)
+    REGISTER_TOPIC_IN_NAMESRV 217         register_topic           register_topic (S25)
+    GET_KVLIST_BY_NAMESPACE 219           get_kv_list_by_namespace get_kv_list_by_namespace (S21)
+    GET_TOPICS_BY_CLUSTER 224             get_topics_by_cluster    get_topics_by_cluster (S24)
+    GET_SYSTEM_TOPIC_LIST_FROM_NS 304     get_system_topic_list    route_table.get_system_topic_list (S24)
+    GET_UNIT_TOPIC_LIST 311               get_unit_topic_list      route_table.get_unit_topic_list (S24)
+    GET_HAS_UNIT_SUB_TOPIC_LIST 312       get_has_unit_sub_topic_list  (S24)
+    GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST 313  get_has_unit_sub_ununit_topic_list  (S24)
+    UPDATE_NAMESRV_CONFIG 318             update_namesrv_config    update_namesrv_config (S26)
+    GET_NAMESRV_CONFIG 319                get_namesrv_config       get_namesrv_config (S26)
+    QUERY_DATA_VERSION 322                query_data_version       query_data_version (S20, S14)
+    ADD_WRITE_PERM_OF_BROKER 327          add_write_perm_of_broker add_write_perm_of_broker (S23)
+    GET_BROKER_MEMBER_GROUP 901           get_broker_member_group  get_broker_member_group
+    BROKER_HEARTBEAT 904                  broker_heartbeat         broker_heartbeat (S14)
+    anything else                         REQUEST_CODE_NOT_SUPPORTED (3), " request type X not supported"
+
+Where RocketMQ 5.x and the rules differ in small ways, the handler says which it follows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import zlib
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+from namesrv_grpc.core.errors import (
+    BodyChecksumMismatchError,
+    BrokerNotRegisteredError,
+    InvalidFieldError,
+    NamesrvError,
+)
+from namesrv_grpc.core.model import DataVersion, TopicRouteData
+from namesrv_grpc.core.processor import BrokerIdentity, DecodedBody, NameServer
+from namesrv_grpc.metrics import NamesrvMetrics
+from namesrv_grpc.remoting import bodies
+from namesrv_grpc.remoting.codec import RemotingCommand
+from namesrv_grpc.remoting.codes import VERSION_V4_9_4, RequestCode, ResponseCode
+from namesrv_grpc.remoting.errors import kv_not_found_remark, not_supported_remark, to_response
+from namesrv_grpc.remoting.remoting_metrics import RemotingMetrics
+
+if TYPE_CHECKING:
+    from namesrv_grpc.remoting.server import RemotingConnection
+
+log = logging.getLogger(__name__)
+
+Result = RemotingCommand | Awaitable[RemotingCommand]
+Handler = Callable[[RemotingCommand, "RemotingConnection"], Result]
+
+OFF_LOOP_BODY_BYTES = 256 * 1024
+"""A plain (JSON) REGISTER_BROKER body larger than this is checked and decoded in a worker thread."""
+
+OFF_LOOP_COMPRESSED_BODY_BYTES = 32 * 1024
+"""A compressed body larger than this goes to a worker thread (it inflates to several times its size)."""
+
+MAX_INFLATED_BODY_BYTES = 64 * 1024 * 1024
+"""Largest compressed REGISTER_BROKER body after inflation (64 MiB, about 1.5 million topics in the
+Deflater format): a deflate bomb is refused (SYSTEM_ERROR) after inflating at most this much."""
+
+REMOTING_FINGERPRINT_TAG = 1 << 32
+"""Added to the CRC32 in a remoting body fingerprint, so it never equals a gRPC one (CRC32C < 2**32)."""
+
+CONNECTION_CLOSED = "remoting connection closed"
+"""The cause logged when a broker is removed because its connection closed (S15)."""
+
+
+# ---------------------------------------------------------------------------------- header fields
+
+
+def _field(request: RemotingCommand, name: str) -> str:
+    value = request.ext_fields.get(name)
+    if value is None:
+        raise InvalidFieldError(name, "missing from the request header (extFields)")
+    return value
+
+
+def _optional(request: RemotingCommand, name: str, default: str = "") -> str:
+    value = request.ext_fields.get(name)
+    return default if value is None else value
+
+
+def _int(request: RemotingCommand, name: str, default: int | None = None) -> int:
+    text = request.ext_fields.get(name)
+    if text is None or (text == "" and default is not None):
+        if default is None:
+            raise InvalidFieldError(name, "missing from the request header (extFields)")
+        return default
+    try:
+        return int(text)
+    except ValueError:
+        raise InvalidFieldError(name, f"must be a whole number, got {text[:40]!r}") from None
+
+
+def _bool(request: RemotingCommand, name: str, default: bool = False) -> bool:
+    text = request.ext_fields.get(name)
+    if text is None or text == "":
+        return default
+    return text.strip().lower() == "true"  # Java Boolean.parseBoolean
+
+
+def _identity(request: RemotingCommand) -> BrokerIdentity:
+    return BrokerIdentity(
+        _field(request, "clusterName"),
+        _field(request, "brokerName"),
+        _int(request, "brokerId"),
+        _field(request, "brokerAddr"),
+    )
+
+
+def _topic_list_body(topics: list[str], broker_addr: str | None = None) -> bytes:
+    return bodies.encode_topic_list(topics, broker_addr)
+
+
+def _route_old_json(route: TopicRouteData) -> bytes:
+    """GET_ROUTEINFO_BY_TOPIC body for clients before 4.9.4: fastjson's default form (unquoted int keys)."""
+    return bodies.encode_topic_route_data(route, standard_json=False)
+
+
+def _route_standard_json(route: TopicRouteData) -> bytes:
+    """GET_ROUTEINFO_BY_TOPIC body for 4.9.4+ or ``acceptStandardJsonOnly``: standard JSON, sorted keys."""
+    return bodies.encode_topic_route_data(route, standard_json=True)
+
+
+# ---------------------------------------------------------------------------------------- handlers
+
+
+class RemotingHandlers:
+    """The dispatch table of one NameServer's remoting listener, and S15 for its connections."""
+
+    def __init__(self, nameserver: NameServer, metrics: NamesrvMetrics, remoting_metrics: RemotingMetrics) -> None:
+        self._ns = nameserver
+        self._namesrv_metrics = metrics
+        self.metrics = remoting_metrics
+        self.table: dict[int, Handler] = {
+            RequestCode.PUT_KV_CONFIG: self.put_kv_config,
+            RequestCode.GET_KV_CONFIG: self.get_kv_config,
+            RequestCode.DELETE_KV_CONFIG: self.delete_kv_config,
+            RequestCode.REGISTER_BROKER: self.register_broker,
+            RequestCode.UNREGISTER_BROKER: self.unregister_broker,
+            RequestCode.GET_ROUTEINFO_BY_TOPIC: self.get_routeinfo_by_topic,
+            RequestCode.GET_BROKER_CLUSTER_INFO: self.get_broker_cluster_info,
+            RequestCode.WIPE_WRITE_PERM_OF_BROKER: self.wipe_write_perm_of_broker,
+            RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: self.get_all_topic_list,
+            RequestCode.DELETE_TOPIC_IN_NAMESRV: self.delete_topic,
+            RequestCode.REGISTER_TOPIC_IN_NAMESRV: self.register_topic,
+            RequestCode.GET_KVLIST_BY_NAMESPACE: self.get_kv_list_by_namespace,
+            RequestCode.GET_TOPICS_BY_CLUSTER: self.get_topics_by_cluster,
+            RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_NS: self.get_system_topic_list,
+            RequestCode.GET_UNIT_TOPIC_LIST: self.get_unit_topic_list,
+            RequestCode.GET_HAS_UNIT_SUB_TOPIC_LIST: self.get_has_unit_sub_topic_list,
+            RequestCode.GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST: self.get_has_unit_sub_ununit_topic_list,
+            RequestCode.UPDATE_NAMESRV_CONFIG: self.update_namesrv_config,
+            RequestCode.GET_NAMESRV_CONFIG: self.get_namesrv_config,
+            RequestCode.QUERY_DATA_VERSION: self.query_data_version,
+            RequestCode.ADD_WRITE_PERM_OF_BROKER: self.add_write_perm_of_broker,
+            RequestCode.GET_BROKER_MEMBER_GROUP: self.get_broker_member_group,
+            RequestCode.BROKER_HEARTBEAT: self.broker_heartbeat,
+        }
+        """request code -> handler (all 23 codes of a RocketMQ 5.x NameServer)."""
+
+    # ------------------------------------------------------------------ dispatch
+
+    def dispatch(self, request: RemotingCommand, connection: RemotingConnection) -> Result:
+        """The answer to ``request``: a response now, or an awaitable of one (large registrations).
+        Never raises: domain errors become their response code (:func:`.errors.to_response`), anything
+        unexpected SYSTEM_ERROR (logged with its traceback)."""
+        handler = self.table.get(request.code)
+        if handler is None:
+            remark = not_supported_remark(request.code)
+            response = request.make_response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, remark)
+        else:
+            try:
+                result = handler(request, connection)
+            except NamesrvError as error:
+                response = request.make_response(*to_response(error))
+            except Exception as exc:
+                response = self._internal_error(request, exc)
+            else:
+                if not isinstance(result, RemotingCommand):
+                    return self._finish(request, result)
+                response = result
+        self.metrics.request_handled(request.code, response.code)
+        return response
+
+    async def _finish(self, request: RemotingCommand, pending: Awaitable[RemotingCommand]) -> RemotingCommand:
+        try:
+            response = await pending
+        except NamesrvError as error:
+            response = request.make_response(*to_response(error))
+        except Exception as exc:
+            response = self._internal_error(request, exc)
+        self.metrics.request_handled(request.code, response.code)
+        return response
+
+    @staticmethod
+    def _internal_error(request: RemotingCommand, exc: Exception) -> RemotingCommand:
+        log.exception("remoting request code %d failed", request.code)
+        return request.make_response(ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
+
+    @staticmethod
+    def _ok(request: RemotingCommand, body: bytes = b"", ext_fields: dict[str, str] | None = None) -> RemotingCommand:
+        return request.make_response(ResponseCode.SUCCESS, None, body, ext_fields)
+
+    # ------------------------------------------------------------------ KV config (S21)
+
+    def put_kv_config(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
+        self._ns.put_kv_config(_field(request, "namespace"), _field(request, "key"), _field(request, "value"))
+        self._namesrv_metrics.kv_config_writes.inc()
+        return self._ok(request)
+
+    def get_kv_config(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
+        value = self._ns.get_kv_config(_field(request, "namespace"), _field(request, "key"))
+        return self._ok(request, ext_fields={"value": value})
+
+    def delete_kv_config(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
+        self._ns.delete_kv_config(_field(request, "namespace"), _field(request, "key"))
+        self._namesrv_metrics.kv_config_writes.inc()
+        return self._ok(request)
+
+    def get_kv_list_by_namespace(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
+        namespace = _field(request, "namespace")
+        table = self._ns.get_kv_list_by_namespace(namespace)
+        if not table:  # RocketMQ: no such namespace -> QUERY_NOT_FOUND
+            return request.make_response(ResponseCode.QUERY_NOT_FOUND, kv_not_found_remark(namespace))
+        return self._ok(request, bodies.encode_kv_table(table))
+
+    # ------------------------------------------------------------------ brokers
+
+    def register_broker(self, request: RemotingCommand, connection: RemotingConnection) -> Result:
+        """REGISTER_BROKER: ``bodyCrc32`` (CRC32 & 0x7FFFFFFF, 0 = unchecked) first (S01), then the
+        shared :meth:`NameServer.apply_registration`; the broker is bound to this connection (S15).
+        A large body is checked and decoded in a worker thread."""
+        identity = _identity(request)
+        compressed = _bool(request, "compressed")
+        body_crc32 = _int(request, "bodyCrc32", 0)
+        body = request.body
+        threshold = OFF_LOOP_COMPRESSED_BODY_BYTES if compressed else OFF_LOOP_BODY_BYTES
+        if len(body) > threshold:
+            return self._register_off_loop(request, connection, identity, compressed, body_crc32)
+        outcome = self._register(request, connection, identity, compressed, body_crc32)
+        return self._registered(request, connection, identity, outcome)
+
+    async def _register_off_loop(
+        self,
+        request: RemotingCommand,
+        connection: RemotingConnection,
+        identity: BrokerIdentity,
+        compressed: bool,
+        body_crc32: int,
+    ) -> RemotingCommand:
+        outcome = await asyncio.to_thread(self._register, request, connection, identity, compressed, body_crc32)
+        return self._registered(request, connection, identity, outcome)
+
+    def _register(
+        self,
+        request: RemotingCommand,
+        connection: RemotingConnection,
+        identity: BrokerIdentity,
+        compressed: bool,
+        body_crc32: int,
+    ) -> tuple[RemotingCommand, int | None]:
+        """Check, decode and apply (on the loop or in a worker thread); return the response and the
+        session id bound to this connection (None when the binding failed)."""
+        body = request.body
+        with self._namesrv_metrics.registration():
+            actual = zlib.crc32(body) & 0x7FFFFFFF
+            if body_crc32 != 0 and actual != body_crc32:
+                log.warning(
+                    "REGISTER_BROKER from %s (%s): crc32 not match (bodyCrc32 %d, body %d)",
+                    connection.peer,
+                    identity.broker_addr,
+                    body_crc32,
+                    actual,
+                )
+                raise BodyChecksumMismatchError(
+                    f"bodyCrc32 is {body_crc32} but the CRC32 of the {len(body)} body bytes is {actual}",
+                    {"expected": str(body_crc32), "actual": str(actual)},
+                )
+            instance_id = f"remoting-connection-{connection.connection_id}"
+            result, kv_table = self._ns.apply_registration(
+                identity,
+                ha_server_addr=_optional(request, "haServerAddr"),
+                heartbeat_timeout_millis=_int(request, "heartbeatTimeoutMillis", 0),
+                enable_acting_master=_bool(request, "enableActingMaster"),
+                zone_name=_optional(request, "zoneName"),
+                instance_id=instance_id,
+                body_fingerprint=(actual + REMOTING_FINGERPRINT_TAG, len(body), compressed),
+                decode=lambda: self._decode_register_body(body, compressed),
+            )
+        bound = self._ns.bind_session(**identity._asdict(), instance_id=instance_id)
+        ext_fields = {}
+        if result.master_addr:
+            ext_fields["masterAddr"] = result.master_addr
+        if result.ha_server_addr:
+            ext_fields["haServerAddr"] = result.ha_server_addr
+        body_out = b""
+        if kv_table and self._ns.config.return_order_topic_config_to_broker:
+            body_out = bodies.encode_kv_table(kv_table)
+        return self._ok(request, body_out, ext_fields), bound[0] if bound else None
+
+    def _decode_register_body(self, body: bytes, compressed: bool) -> DecodedBody:
+        decoded = bodies.decode_register_broker_body(body, compressed=compressed, max_inflated=MAX_INFLATED_BODY_BYTES)
+        return DecodedBody(decoded.topic_config_table, decoded.data_version, decoded.filter_server_list)
+
+    def _registered(
+        self,
+        request: RemotingCommand,
+        connection: RemotingConnection,
+        identity: BrokerIdentity,
+        outcome: tuple[RemotingCommand, int | None],
+    ) -> RemotingCommand:
+        """Back on the event loop: remember the session of this connection (S15), or end it at once
+        when the connection closed while the registration was applied."""
+        response, session_id = outcome
+        if session_id is not None:
+            if connection.closed:
+                if self._ns.session_ended(identity.broker_addr, session_id, CONNECTION_CLOSED) is not None:
+                    self._namesrv_metrics.session_losses.inc()
+            else:
+                connection.registered[identity.broker_addr] = session_id
+        return response
+
+    def connection_closed(self, connection: RemotingConnection) -> None:
+        """S15 (RocketMQ ``BrokerHousekeepingService.onChannelDestroy``): remove the brokers registered
+        over this connection, unless a newer registration (another connection, gRPC) took them (S17)."""
+        for broker_addr, session_id in connection.registered.items():
+            if self._ns.session_ended(broker_addr, session_id, CONNECTION_CLOSED) is not None:
+                self._namesrv_metrics.session_losses.inc()
+        connection.registered.clear()
+
+    def unregister_broker(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
+        removed = self._ns.unregister_broker(**_identity(request)._asdict())
+        if removed is not None:
+            self._namesrv_metrics.unregistrations.inc()
+        return self._ok(request)
+
+    def broker_heartbeat(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
+        """S14. An unregistered broker still gets SUCCESS, as from RocketMQ 5.x
+        (``updateBrokerInfoUpdateTimestamp`` ignores unknown addresses; brokers send it oneway)."""
+        with contextlib.suppress(BrokerNotRegisteredError):
+            self._ns.broker_heartbeat(**_identity(request)._asdict())
+        return self._ok(request)
+
+    def query_data_version(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
+        """S20: header ``changed``, body the stored DataVersion (none when the broker is unknown)."""
+        changed, stored = self._ns.query_data_version(
+            **_identity(request)._asdict(),
+            data_version=bodies.decode_data_version(request.body) if request.body else DataVersion(),
+        )
+        body = bodies.encode_data_version(stored) if stored is not None else b""
+        return self._ok(request, body, {"changed": "true" if changed else "false"})
+
+    def get_broker_member_group(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
+        cluster_name, broker_name = _field(request, "clusterName"), _field(request, "brokerName")
+        addrs = self._ns.get_broker_member_group(cluster_name, broker_name)
+        return self._ok(request, bodies.encode_broker_member_group(cluster_name, broker_name, addrs))
+
+    # ------------------------------------------------------------------ routes
+
+    def get_routeinfo_by_topic(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
+        """S18/S19 from the route cache: clients of 4.9.4 and later (``version``) or asking
+        ``acceptStandardJsonOnly`` get standard JSON, older ones fastjson's form (``ClientRequestProcessor``)."""
+        topic = _field(request, "topic")
+        standard = request.version >= VERSION_V4_9_4 or _bool(request, "acceptStandardJsonOnly")
+        encode = _route_standard_json if standard else _route_old_json
+        return self._ok(request, self._ns.pickup_topic_route_encoded(topic, encode))
+
+    def get_broker_cluster_info(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
+        return self._ok(request, bodies.encode_cluster_info(self._ns.get_cluster_info()))
+
+    def get_all_topic_list(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
+        return self._ok(request, _topic_list_body(self._ns.route_table.get_all_topic_list()))
+
+    def get_topics_by_cluster(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
+        return self._ok(request, _topic_list_body(self._ns.get_topics_by_cluster(_field(request, "cluster"))))
+
+    def get_system_topic_list(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
+        topics, broker_addr = self._ns.route_table.get_system_topic_list()
+        return self._ok(request, _topic_list_body(topics, broker_addr or None))
+
+    def get_unit_topic_list(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
+        return self._ok(request, _topic_list_body(self._ns.route_table.get_unit_topic_list()))
+
+    def get_has_unit_sub_topic_list(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
+        return self._ok(request, _topic_list_body(self._ns.route_table.get_has_unit_sub_topic_list()))
+
+    def get_has_unit_sub_ununit_topic_list(
+        self, request: RemotingCommand, connection: RemotingConnection
+    ) -> RemotingCommand:
+        return self._ok(request, _topic_list_body(self._ns.route_table.get_has_unit_sub_ununit_topic_list()))
+
+    # ------------------------------------------------------------------ admin (S23, S25, S26)
+
+    def wipe_write_perm_of_broker(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
+        broker_name = _field(request, "brokerName")
+        count = self._ns.wipe_write_perm_of_broker(broker_name)
+        log.info("wipe write perm of broker %s by %s: %d topics", broker_name, connection.peer, count)
+        return self._ok(request, ext_fields={"wipeTopicCount": str(count)})
+
+    def add_write_perm_of_broker(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
+        broker_name = _field(request, "brokerName")
+        count = self._ns.add_write_perm_of_broker(broker_name)
+        log.info("add write perm of broker %s by %s: %d topics", broker_name, connection.peer, count)
+        return self._ok(request, ext_fields={"addTopicCount": str(count)})
+
+    def delete_topic(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
+        self._ns.delete_topic(_field(request, "topic"), _optional(request, "clusterName"))
+        return self._ok(request)
+
+    def register_topic(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
+        """S25: the body is a TopicRouteData whose ``queueDatas`` are added; none at all is a no-op
+        (as in RocketMQ)."""
+        topic = _field(request, "topic")
+        queue_datas = bodies.decode_register_topic_body(request.body) if request.body else []
+        if queue_datas:
+            self._ns.register_topic(topic, queue_datas)
+        return self._ok(request)
+
+    def get_namesrv_config(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
+        """S26: the configuration as Java properties text (``Configuration.getAllConfigsFormatString``)."""
+        return self._ok(request, bodies.encode_namesrv_config(self._ns.get_namesrv_config()))
+
+    def update_namesrv_config(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
+        """S26: the body is Java properties text; no body changes nothing (as in RocketMQ)."""
+        if not request.body:
+            return self._ok(request)
+        changes = bodies.decode_namesrv_config(request.body)
+        log.info("UPDATE_NAMESRV_CONFIG from %s: %s", connection.peer, sorted(changes))
+        self._ns.update_namesrv_config(changes)
+        return self._ok(request)
