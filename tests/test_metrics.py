@@ -20,7 +20,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from namesrv.v1 import kv_config_service_pb2 as kv_pb2
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
-from namesrv_grpc.grpc_api.grpc_metrics import GrpcMetricsInterceptor, GrpcServerMetrics
+from namesrv_grpc.grpc_api.grpc_metrics import GrpcServerMetrics
+from namesrv_grpc.grpc_api.handlers import wrap_stream_response, wrap_unary_response
 from namesrv_grpc.metrics import REGISTRATION_RESULTS
 from tests.metrics_support import Scrape, free_port, parse, scrape, wait_until
 from tests.support import NamesrvProcess, Stubs, register_request, running_namesrv, topic
@@ -250,10 +251,10 @@ def test_cancelled_server_stream_counted(ns: MetricsNamesrv, stubs: Stubs) -> No
     assert ns.scrape().value("grpc_server_started_total", **labels) == 1
 
 
-def test_interceptor_kinds_and_final_codes_in_process() -> None:
-    """GrpcMetricsInterceptor on a bare grpc.aio server: a unary handler that sets a code without
-    raising, one that raises (UNKNOWN), and a bidi handler written as a plain function returning an
-    async iterator (as the broker-session handler is)."""
+def test_handler_wrappers_kinds_and_final_codes_in_process() -> None:
+    """The metrics wrappers of grpc_api.handlers on a bare grpc.aio server: a unary handler that sets
+    a code without raising, one that raises (UNKNOWN), and a bidi handler written as a plain function
+    returning an async iterator (as the broker-session handler is)."""
 
     async def set_code(request: bytes, context: grpc.aio.ServicerContext[bytes, bytes]) -> bytes:
         context.set_code(grpc.StatusCode.ALREADY_EXISTS)
@@ -269,16 +270,21 @@ def test_interceptor_kinds_and_final_codes_in_process() -> None:
 
         return responses()
 
-    handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {
-        "SetCode": grpc.unary_unary_rpc_method_handler(set_code),
-        "Boom": grpc.unary_unary_rpc_method_handler(boom),
-        "Echo": grpc.stream_stream_rpc_method_handler(echo),
-    }
-
     async def run() -> Scrape:
         registry = CollectorRegistry()
         metrics = GrpcServerMetrics(registry)
-        server = grpc.aio.server(interceptors=[GrpcMetricsInterceptor(metrics)])
+        handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {
+            "SetCode": grpc.unary_unary_rpc_method_handler(
+                wrap_unary_response(set_code, metrics.method(("unary", "test.Svc", "SetCode")))
+            ),
+            "Boom": grpc.unary_unary_rpc_method_handler(
+                wrap_unary_response(boom, metrics.method(("unary", "test.Svc", "Boom")))
+            ),
+            "Echo": grpc.stream_stream_rpc_method_handler(
+                wrap_stream_response(echo, metrics.method(("bidi_stream", "test.Svc", "Echo")))
+            ),
+        }
+        server = grpc.aio.server()
         server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("test.Svc", handlers),))
         port = server.add_insecure_port("127.0.0.1:0")
         await server.start()

@@ -307,6 +307,14 @@ RPCS: dict[str, tuple[str, Rpc]] = {
         "read",
         lambda s, b: s.ns.PickupTopicRoute(ns_pb2.PickupTopicRouteRequest(topic="T"), timeout=T),
     ),
+    "PickupTopicRoutes": (
+        "read",
+        lambda s, b: s.ns.PickupTopicRoutes(ns_pb2.PickupTopicRoutesRequest(topics=["T"]), timeout=T),
+    ),
+    "WatchTopicRoutes": (
+        "read",
+        lambda s, b: next(iter(s.ns.WatchTopicRoutes(ns_pb2.WatchTopicRoutesRequest(topics=["T"]), timeout=T))),
+    ),
     "GetBrokerClusterInfo": (
         "read",
         lambda s, b: s.ns.GetBrokerClusterInfo(ns_pb2.GetBrokerClusterInfoRequest(), timeout=T),

@@ -24,6 +24,7 @@ from namesrv.v1 import kv_config_service_pb2 as kv_pb2
 from namesrv.v1 import kv_config_service_pb2_grpc as kv_grpc
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv.v1 import name_server_service_pb2_grpc as ns_grpc
+from namesrv_grpc.admin_watch import add_watch_parser, run_watch
 from namesrv_grpc.properties import ConfigError
 from namesrv_grpc.security import client as security
 
@@ -72,6 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("snapshot", help="export a route snapshot into the server's snapshotDir (ExportRouteSnapshot)")
     config = sub.add_parser("config", help="show the config, or change keys: config KEY=VALUE ...")
     config.add_argument("changes", nargs="*", metavar="KEY=VALUE")
+    add_watch_parser(sub)
     return parser
 
 
@@ -125,6 +127,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "config" and any("=" not in c for c in args.changes):
         parser.error("config changes must be KEY=VALUE")
+    if args.command == "watch":
+        return run_watch(args)
     try:
         client_security = security.security_from_args(args)
     except ConfigError as exc:

@@ -67,6 +67,10 @@ class NamesrvConfig:
     snapshot_interval: int = 0
     snapshot_retention_hours: int = 168
     snapshot_namesrv_id: str = ""
+    route_watch_max_watchers: int = 20_000
+    """Open WatchTopicRoutes streams one NameServer serves at most (``routeWatchMaxWatchers``)."""
+    route_watch_max_topics: int = 1_000
+    """Topics per WatchTopicRoutes or PickupTopicRoutes request at most (``routeWatchMaxTopics``)."""
     server_channel_max_idle_time_seconds: int = 120
     """Remoting connections silent this long are closed (RocketMQ ``NettyServerConfig``)."""
     remoting_frame_max_length: int = 16 * 1024 * 1024
@@ -176,6 +180,12 @@ KEYS: dict[str, _Key] = {
         "snapshot_retention_hours", _int_parser(0, 87_600), "keep snapshots this many hours (0 = all; never the newest)"
     ),
     "snapshotNamesrvId": _Key("snapshot_namesrv_id", str, "identity in snapshots (empty = host:port)"),
+    "routeWatchMaxWatchers": _Key(
+        "route_watch_max_watchers", _int_parser(0, 1_000_000), "open WatchTopicRoutes streams at most (0 = none)"
+    ),
+    "routeWatchMaxTopics": _Key(
+        "route_watch_max_topics", _int_parser(1, 100_000), "topics per WatchTopicRoutes / PickupTopicRoutes at most"
+    ),
     "serverChannelMaxIdleTimeSeconds": _Key(
         "server_channel_max_idle_time_seconds", _int_parser(1, 86_400), "close idle remoting connections, seconds"
     ),

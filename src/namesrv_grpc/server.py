@@ -27,19 +27,16 @@ from prometheus_client import start_http_server
 
 from namesrv.v1 import (
     admin_service_pb2,
-    admin_service_pb2_grpc,
     kv_config_service_pb2,
-    kv_config_service_pb2_grpc,
     name_server_service_pb2,
-    name_server_service_pb2_grpc,
 )
 from namesrv_grpc.config import NamesrvConfig
 from namesrv_grpc.core.kvconfig import KVConfigManager
 from namesrv_grpc.core.processor import NameServer
 from namesrv_grpc.core.route_table import Clock, RouteInfoManager, wall_clock_millis
-from namesrv_grpc.grpc_api.encoded_responses import PreEncodedResponses
-from namesrv_grpc.grpc_api.grpc_errors import ErrorInterceptor
-from namesrv_grpc.grpc_api.grpc_metrics import GrpcMetricsInterceptor, GrpcServerMetrics
+from namesrv_grpc.grpc_api.grpc_metrics import GrpcServerMetrics
+from namesrv_grpc.grpc_api.handlers import add_services
+from namesrv_grpc.grpc_api.route_watches import RouteWatchCollector, new_route_watches
 from namesrv_grpc.grpc_api.servicers import AdminServicer, KVConfigServicer, NameServerServicer
 from namesrv_grpc.grpc_api.sessions import BrokerSessions
 from namesrv_grpc.metrics import NamesrvMetrics
@@ -89,6 +86,8 @@ class NamesrvServer:
         self.guard = server_guard(config, self.metrics.auth_refusals)
         """The ACL check before every request (open without ``--acl-file``); raises ConfigError."""
         self.sessions = BrokerSessions(self.nameserver, self.metrics, self.guard)
+        self.route_watches = new_route_watches(self.nameserver)
+        self.metrics.registry.register(RouteWatchCollector(self.route_watches, self.nameserver))
         self.health = health.aio.HealthServicer()
         self.remoting = RemotingServer(
             RemotingHandlers(self.nameserver, self.metrics, RemotingMetrics(self.metrics.registry)),
@@ -138,20 +137,27 @@ class NamesrvServer:
             ("grpc.http2.min_ping_interval_without_data_ms", 5_000),
             ("grpc.http2.max_pings_without_data", 0),
         ]
-        # The metrics interceptor wraps the error interceptor, so it counts the final status code.
-        interceptors = [GrpcMetricsInterceptor(self.grpc_metrics), ErrorInterceptor(), PreEncodedResponses()]
-        server = grpc.aio.server(interceptors=interceptors, options=options)
-        name_server_service_pb2_grpc.add_NameServerServiceServicer_to_server(
-            NameServerServicer(self.nameserver, self.metrics, self.sessions, self.guard), server
+        # No interceptors: every method is registered once, wrapped for error mapping and metrics,
+        # with a serializer that passes pre-encoded bytes through (grpc_api/handlers.py).
+        server = grpc.aio.server(options=options)
+        self.route_watches.attach(asyncio.get_running_loop())
+        add_services(
+            server,
+            self.grpc_metrics,
+            [
+                (
+                    SERVICE_DESCRIPTORS[0],
+                    NameServerServicer(self.nameserver, self.metrics, self.sessions, self.route_watches, self.guard),
+                ),
+                (SERVICE_DESCRIPTORS[1], KVConfigServicer(self.nameserver, self.metrics, self.guard)),
+                (SERVICE_DESCRIPTORS[2], AdminServicer(self.nameserver, self.export_snapshot, self.guard)),
+                (SERVICE_DESCRIPTORS[3], self.health),
+                (
+                    SERVICE_DESCRIPTORS[4],
+                    reflection.aio.ReflectionServicer((*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME)),
+                ),
+            ],
         )
-        kv_config_service_pb2_grpc.add_KVConfigServiceServicer_to_server(
-            KVConfigServicer(self.nameserver, self.metrics, self.guard), server
-        )
-        admin_service_pb2_grpc.add_AdminServiceServicer_to_server(
-            AdminServicer(self.nameserver, self.export_snapshot, self.guard), server
-        )
-        health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
-        reflection.enable_server_reflection((*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
         address = f"{_host_for_bind(config.bind_address)}:{config.grpc_server_port}"
         try:
             if self.tls is not None:
@@ -275,6 +281,7 @@ class NamesrvServer:
             grace_seconds = self.config.shutdown_grace_period_millis / 1000
         await self.health.enter_graceful_shutdown()
         self.sessions.close_all()
+        self.route_watches.close_all()
         if self._server is not None:
             await asyncio.gather(self.remoting.stop(grace_seconds), self._server.stop(grace_seconds))
         else:

@@ -263,3 +263,48 @@ class OpenBrokerSessionResponse(_message.Message):
     register_required: SessionRegisterRequired
     master_changed: SessionMasterChanged
     def __init__(self, accepted: _Optional[_Union[SessionAccepted, _Mapping]] = ..., register_required: _Optional[_Union[SessionRegisterRequired, _Mapping]] = ..., master_changed: _Optional[_Union[SessionMasterChanged, _Mapping]] = ...) -> None: ...
+
+class PickupTopicRoutesRequest(_message.Message):
+    __slots__ = ("topics",)
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    topics: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, topics: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class PickupTopicRoutesResponse(_message.Message):
+    __slots__ = ("routes", "not_found")
+    class RoutesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: _types_pb2.TopicRouteData
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[_types_pb2.TopicRouteData, _Mapping]] = ...) -> None: ...
+    ROUTES_FIELD_NUMBER: _ClassVar[int]
+    NOT_FOUND_FIELD_NUMBER: _ClassVar[int]
+    routes: _containers.MessageMap[str, _types_pb2.TopicRouteData]
+    not_found: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, routes: _Optional[_Mapping[str, _types_pb2.TopicRouteData]] = ..., not_found: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class WatchTopicRoutesRequest(_message.Message):
+    __slots__ = ("topics",)
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    topics: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, topics: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class TopicRouteChange(_message.Message):
+    __slots__ = ("topic", "route", "removed")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    ROUTE_FIELD_NUMBER: _ClassVar[int]
+    REMOVED_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    route: _types_pb2.TopicRouteData
+    removed: bool
+    def __init__(self, topic: _Optional[str] = ..., route: _Optional[_Union[_types_pb2.TopicRouteData, _Mapping]] = ..., removed: _Optional[bool] = ...) -> None: ...
+
+class WatchTopicRoutesResponse(_message.Message):
+    __slots__ = ("revision", "changes")
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    CHANGES_FIELD_NUMBER: _ClassVar[int]
+    revision: int
+    changes: _containers.RepeatedCompositeFieldContainer[TopicRouteChange]
+    def __init__(self, revision: _Optional[int] = ..., changes: _Optional[_Iterable[_Union[TopicRouteChange, _Mapping]]] = ...) -> None: ...

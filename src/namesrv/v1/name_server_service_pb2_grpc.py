@@ -100,6 +100,16 @@ class NameServerServiceStub:
                 request_serializer=namesrv_dot_v1_dot_name__server__service__pb2.OpenBrokerSessionRequest.SerializeToString,
                 response_deserializer=namesrv_dot_v1_dot_name__server__service__pb2.OpenBrokerSessionResponse.FromString,
                 _registered_method=True)
+        self.PickupTopicRoutes = channel.unary_unary(
+                '/namesrv.v1.NameServerService/PickupTopicRoutes',
+                request_serializer=namesrv_dot_v1_dot_name__server__service__pb2.PickupTopicRoutesRequest.SerializeToString,
+                response_deserializer=namesrv_dot_v1_dot_name__server__service__pb2.PickupTopicRoutesResponse.FromString,
+                _registered_method=True)
+        self.WatchTopicRoutes = channel.unary_stream(
+                '/namesrv.v1.NameServerService/WatchTopicRoutes',
+                request_serializer=namesrv_dot_v1_dot_name__server__service__pb2.WatchTopicRoutesRequest.SerializeToString,
+                response_deserializer=namesrv_dot_v1_dot_name__server__service__pb2.WatchTopicRoutesResponse.FromString,
+                _registered_method=True)
 
 
 class NameServerServiceServicer:
@@ -213,6 +223,33 @@ class NameServerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def PickupTopicRoutes(self, request, context):
+        """Returns the routes of many topics in one call (S18 for each topic; order_topic_conf per S19).
+        Topics without a route are listed in `not_found` instead of failing the call. Duplicate topics
+        are answered once. Errors: INVALID_ARGUMENT / INVALID_FIELD (empty list, more topics than the
+        server's `routeWatchMaxTopics`, or an invalid name; metadata "field" names the entry, e.g.
+        "topics[3]"); UNAVAILABLE / NAMESRV_WARMING_UP as for PickupTopicRoute.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WatchTopicRoutes(self, request, context):
+        """Pushes route changes of the named topics for as long as the stream is open (RocketMQ clients poll
+        GET_ROUTEINFO_BY_TOPIC every 30 s instead). The first message holds the current route of every
+        watched topic (`removed` = no route now); after that every change of a watched topic's route
+        (queue data, broker addresses, permission, a broker gone, order config) is pushed, coalesced per
+        topic: a watcher that reads slowly gets the latest route of each changed topic, never a backlog.
+        `revision` grows with every message of a stream. The server never ends the stream by itself
+        except when it shuts down (UNAVAILABLE); keepalive pings (every 10 s) notice a dead watcher.
+        Errors: INVALID_ARGUMENT / INVALID_FIELD (empty list, more topics than `routeWatchMaxTopics`, an
+        invalid name); RESOURCE_EXHAUSTED / TOO_MANY_ROUTE_WATCHERS (`routeWatchMaxWatchers` streams are
+        open; try another NameServer or later).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_NameServerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -280,6 +317,16 @@ def add_NameServerServiceServicer_to_server(servicer, server):
                     servicer.OpenBrokerSession,
                     request_deserializer=namesrv_dot_v1_dot_name__server__service__pb2.OpenBrokerSessionRequest.FromString,
                     response_serializer=namesrv_dot_v1_dot_name__server__service__pb2.OpenBrokerSessionResponse.SerializeToString,
+            ),
+            'PickupTopicRoutes': grpc.unary_unary_rpc_method_handler(
+                    servicer.PickupTopicRoutes,
+                    request_deserializer=namesrv_dot_v1_dot_name__server__service__pb2.PickupTopicRoutesRequest.FromString,
+                    response_serializer=namesrv_dot_v1_dot_name__server__service__pb2.PickupTopicRoutesResponse.SerializeToString,
+            ),
+            'WatchTopicRoutes': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchTopicRoutes,
+                    request_deserializer=namesrv_dot_v1_dot_name__server__service__pb2.WatchTopicRoutesRequest.FromString,
+                    response_serializer=namesrv_dot_v1_dot_name__server__service__pb2.WatchTopicRoutesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -634,6 +681,60 @@ class NameServerService:
             '/namesrv.v1.NameServerService/OpenBrokerSession',
             namesrv_dot_v1_dot_name__server__service__pb2.OpenBrokerSessionRequest.SerializeToString,
             namesrv_dot_v1_dot_name__server__service__pb2.OpenBrokerSessionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PickupTopicRoutes(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/namesrv.v1.NameServerService/PickupTopicRoutes',
+            namesrv_dot_v1_dot_name__server__service__pb2.PickupTopicRoutesRequest.SerializeToString,
+            namesrv_dot_v1_dot_name__server__service__pb2.PickupTopicRoutesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WatchTopicRoutes(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/namesrv.v1.NameServerService/WatchTopicRoutes',
+            namesrv_dot_v1_dot_name__server__service__pb2.WatchTopicRoutesRequest.SerializeToString,
+            namesrv_dot_v1_dot_name__server__service__pb2.WatchTopicRoutesResponse.FromString,
             options,
             channel_credentials,
             insecure,

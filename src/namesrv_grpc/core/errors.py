@@ -16,6 +16,7 @@
     ├── AccessDeniedError           ACCESS_DENIED                 PERMISSION_DENIED (--acl-file)
     ├── BadSignatureError           BAD_SIGNATURE                 UNAUTHENTICATED (--acl-file)
     ├── ServiceWarmingUpError       NAMESRV_WARMING_UP            UNAVAILABLE
+    ├── TooManyRouteWatchersError   TOO_MANY_ROUTE_WATCHERS       RESOURCE_EXHAUSTED
     ├── PersistError                KV_CONFIG_PERSIST_FAILED      INTERNAL
     └── SnapshotWriteError          SNAPSHOT_WRITE_FAILED         INTERNAL
 
@@ -127,3 +128,10 @@ class SnapshotWriteError(NamesrvError):
     """A route snapshot could not be written into ``snapshotDir``; nothing of it is visible."""
 
     reason = "SNAPSHOT_WRITE_FAILED"
+
+
+class TooManyRouteWatchersError(NamesrvError):
+    """``routeWatchMaxWatchers`` route watches are open already; the client should watch another
+    NameServer or try later."""
+
+    reason = "TOO_MANY_ROUTE_WATCHERS"

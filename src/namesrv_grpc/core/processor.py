@@ -36,6 +36,7 @@ from namesrv_grpc.core.model import (
     TopicRouteData,
 )
 from namesrv_grpc.core.route_table import RouteInfoManager
+from namesrv_grpc.core.route_watch import watched_topics
 from namesrv_grpc.core.validation import (
     require_addr,
     require_broker_id,
@@ -323,6 +324,28 @@ class NameServer:
         one: a lookup costs a dict hit). ``encode`` must be a stable function (it keys the cache).
         Same errors."""
         require_name("topic", topic)
+        self.check_serving()
+        value = self.topic_route_encoded(topic, encode)
+        if value is None:
+            raise TopicRouteNotFoundError(topic)
+        return value
+
+    def pickup_topic_routes_encoded(
+        self, topics: Sequence[str], encode: Callable[[TopicRouteData], T]
+    ) -> list[tuple[str, T | None]]:
+        """Many lookups in one call (``PickupTopicRoutes``; S18 per topic): ``[(topic, encode(route)
+        or None when it has no route)]`` in request order, duplicates answered once.
+
+        Raises InvalidFieldError (empty list, more than ``routeWatchMaxTopics``, an invalid name as
+        ``topics[i]``), ServiceWarmingUpError.
+        """
+        unique = watched_topics(topics, self.config.route_watch_max_topics)
+        self.check_serving()
+        return [(topic, self.topic_route_encoded(topic, encode)) for topic in unique]
+
+    def check_serving(self) -> None:
+        """Raise ServiceWarmingUpError during the warm-up after start (``needWaitForService``: for
+        ``waitSecondsForService`` s), so clients ask another NameServer."""
         if self.config.need_wait_for_service:
             remaining = self.config.wait_seconds_for_service - (self._monotonic() - self.started_at)
             if remaining > 0:
@@ -331,6 +354,11 @@ class NameServer:
                     f"{remaining:.0f} s more for brokers to register (needWaitForService); ask another NameServer",
                     {"retry_after_seconds": f"{remaining:.0f}"},
                 )
+
+    def topic_route_encoded(self, topic: str, encode: Callable[[TopicRouteData], T]) -> T | None:
+        """``encode(route)`` of a topic's route with its order config (S19), cached per topic and per
+        ``encode`` by the route table; None when it has no route. No checks: ``topic`` must be a valid
+        name; ``encode`` a stable function (it keys the cache)."""
         build = encode
         if self.config.order_message_enable:
 
@@ -341,10 +369,7 @@ class NameServer:
                     TopicRouteData(route.queue_datas, route.broker_datas, route.filter_server_table, order_conf)
                 )
 
-        value = self.route_table.pickup_topic_route_cached(topic, build, key=encode)
-        if value is None:
-            raise TopicRouteNotFoundError(topic)
-        return cast(T, value)
+        return cast("T | None", self.route_table.pickup_topic_route_cached(topic, build, key=encode))
 
     def get_cluster_info(self) -> ClusterInfo:
         """GET_BROKER_CLUSTER_INFO (S22)."""

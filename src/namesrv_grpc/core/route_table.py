@@ -27,6 +27,13 @@ Settled where the rules are silent (RocketMQ 4.9/5.x source decides, improved wh
   cluster, broker name and id; a session's end only removes the broker while that session is still
   bound to it (a newer session, or a registration by another broker instance, unbinds it).
 - A broker name removed from ``broker_addr_table`` leaves every cluster set that held it.
+
+Route changes: every place that drops a topic's cached route is exactly a change of that topic's
+route (its QueueData, its broker names' BrokerData or filter servers, or what the encoder adds).
+Each public method that may change routes collects the topics it touched; when the method ends, the
+route revision grows by one and every :data:`RouteListener` is called with the new revision and the
+changed topics, *after* the lock is released (a listener may read the table; it may be called from a
+worker thread when a registration runs there).
 """
 
 from __future__ import annotations
@@ -35,7 +42,8 @@ import dataclasses
 import heapq
 import threading
 import time
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,6 +72,10 @@ from namesrv_grpc.core.model import (
 
 Clock = Callable[[], int]
 """Returns the current time in milliseconds since the epoch."""
+
+RouteListener = Callable[[int, "frozenset[str] | None"], None]
+"""Called after a change with (route revision, changed topics); topics None = every topic (what
+the route encoder adds changed, e.g. ``orderMessageEnable`` was toggled)."""
 
 
 def wall_clock_millis() -> int:
@@ -127,6 +139,41 @@ class RouteInfoManager:
         drops the topic's whole entry (all encodings together) under the lock."""
         self.version = 0
         """Increases on every change of any table; cheap change detection for caches and snapshots."""
+        self.route_revision = 0
+        """Increases by one for every public call that changed some topic's route (see RouteListener)."""
+        self.route_listeners: list[RouteListener] = []
+        """Called after every route change, outside the lock, in the thread that made the change."""
+        self._changed_topics: set[str] = set()
+        self._all_routes_changed = False
+        self._change_depth = 0
+
+    # ------------------------------------------------------------------ route changes
+
+    @contextmanager
+    def _changing(self) -> Iterator[None]:
+        """Hold the lock; when the outermost hold ends, bump the revision (under the lock) if routes
+        changed and call the listeners (after releasing it)."""
+        notice: tuple[int, frozenset[str] | None] | None = None
+        with self._lock:
+            self._change_depth += 1
+            try:
+                yield
+            finally:
+                self._change_depth -= 1
+                if self._change_depth == 0 and (self._changed_topics or self._all_routes_changed):
+                    self.route_revision += 1
+                    topics = None if self._all_routes_changed else frozenset(self._changed_topics)
+                    notice = (self.route_revision, topics)
+                    self._changed_topics = set()
+                    self._all_routes_changed = False
+        if notice is not None:
+            for listener in list(self.route_listeners):
+                listener(*notice)
+
+    def _route_changed(self, topic: str) -> None:
+        """The topic's route changed: drop its cached encodings and report it when the call ends."""
+        self._route_cache.pop(topic, None)
+        self._changed_topics.add(topic)
 
     # ------------------------------------------------------------------ registration (S03-S12)
 
@@ -162,7 +209,7 @@ class RouteInfoManager:
         Raises StaleBrokerStateError (S12) before changing anything when the broker id is held by
         another live address with a higher ``state_version``.
         """
-        with self._lock:
+        with self._changing():
             now = self._clock()
             broker_data = self.broker_addr_table.get(broker_name)
             old_addr = broker_data.broker_addrs.get(broker_id) if broker_data else None
@@ -276,7 +323,7 @@ class RouteInfoManager:
         queue_data_map = self.topic_queue_table.setdefault(topic_config.topic_name, {})
         if queue_data_map.get(broker_name) != queue_data:
             queue_data_map[broker_name] = queue_data
-            self._route_cache.pop(topic_config.topic_name, None)
+            self._route_changed(topic_config.topic_name)
         self.topics_by_broker_name.setdefault(broker_name, set()).add(topic_config.topic_name)
 
     # ------------------------------------------------------------------ liveness (S13, S14, S20)
@@ -345,7 +392,7 @@ class RouteInfoManager:
         hold, so a broker that re-registered in between is never removed (S17). Costs O(brokers due
         now), not O(brokers): see ``_expiry_heap``.
         """
-        with self._lock:
+        with self._changing():
             now = self._clock()
             heap = self._expiry_heap
             removed = []
@@ -390,7 +437,7 @@ class RouteInfoManager:
         A broker that is not registered so (e.g. its address was re-registered under another id) is
         left alone and None is returned; that is not an error.
         """
-        with self._lock:
+        with self._changing():
             # Every BrokerData address is live with its current name and id, so the live entry decides.
             if self._matching_live(cluster_name, broker_name, broker_id, broker_addr) is None:
                 return None
@@ -429,7 +476,7 @@ class RouteInfoManager:
     def remove_if_session(self, broker_addr: str, session_id: int, reason: str) -> RemovedBroker | None:
         """S15: the session ended; remove the broker when that session is still the bound one
         (a newer session or another instance's registration is never wiped, S17)."""
-        with self._lock:
+        with self._changing():
             live = self.broker_live_table.get(broker_addr)
             if live is None or not session_id or live.session_id != session_id:
                 return None
@@ -479,7 +526,7 @@ class RouteInfoManager:
 
     def _remove_queue_data(self, topic: str, broker_name: str) -> None:
         self._forget_topics_fingerprints(broker_name)
-        self._route_cache.pop(topic, None)
+        self._route_changed(topic)
         queue_data_map = self.topic_queue_table.get(topic)
         if queue_data_map is not None:
             queue_data_map.pop(broker_name, None)
@@ -536,17 +583,26 @@ class RouteInfoManager:
             return value
 
     def invalidate_routes(self, topics: Iterable[str] | None = None) -> None:
-        """Drop cached routes of ``topics`` (all when None): what the encoder adds changed (S19)."""
-        with self._lock:
+        """Drop cached routes of ``topics`` (all when None): what the encoder adds changed (S19).
+        Reported to the route listeners as a change of those topics (of every topic for None)."""
+        with self._changing():
             if topics is None:
                 self._route_cache.clear()
+                self._all_routes_changed = True
             else:
                 for topic in topics:
-                    self._route_cache.pop(topic, None)
+                    self._route_changed(topic)
 
     def _invalidate_broker_name(self, broker_name: str) -> None:
         for topic in self.topics_by_broker_name.get(broker_name, ()):
-            self._route_cache.pop(topic, None)
+            self._route_changed(topic)
+
+    def routes_of(self, topics: Iterable[str]) -> tuple[int, dict[str, TopicRouteData | None]]:
+        """S18 for many topics under one lock hold: ``(route revision, {topic: route or None})``.
+        The routes are exactly those of that revision (for watchers: a change with a revision up to
+        this one is already in them)."""
+        with self._lock:
+            return self.route_revision, {topic: self._route_data(topic) for topic in topics}
 
     def _route_data(self, topic: str) -> TopicRouteData | None:
         queue_data_map = self.topic_queue_table.get(topic)
@@ -671,7 +727,7 @@ class RouteInfoManager:
         return self._operate_write_perm(broker_name, lambda perm: PERM_READ | PERM_WRITE)
 
     def _operate_write_perm(self, broker_name: str, new_perm: Callable[[int], int]) -> int:
-        with self._lock:
+        with self._changing():
             topics = self.topics_by_broker_name.get(broker_name, set())
             if topics:
                 self.version += 1
@@ -680,13 +736,13 @@ class RouteInfoManager:
                 queue_data_map = self.topic_queue_table[topic]
                 queue_data = queue_data_map[broker_name]
                 queue_data_map[broker_name] = queue_data.with_perm(new_perm(queue_data.perm))
-                self._route_cache.pop(topic, None)
+                self._route_changed(topic)
             return len(topics)
 
     def delete_topic(self, topic: str, cluster_name: str = "") -> None:
         """S25 ``DELETE_TOPIC_IN_NAMESRV``: remove the topic, or only the QueueData of the broker names
         of ``cluster_name`` when it is given (an unknown cluster or topic changes nothing)."""
-        with self._lock:
+        with self._changing():
             queue_data_map = self.topic_queue_table.get(topic)
             if queue_data_map is None:
                 return
@@ -707,7 +763,7 @@ class RouteInfoManager:
         queue_datas = list(queue_datas)
         if not queue_datas:
             return
-        with self._lock:
+        with self._changing():
             for queue_data in queue_datas:
                 if queue_data.broker_name not in self.broker_addr_table:
                     raise BrokerNameNotRegisteredError(
@@ -715,7 +771,7 @@ class RouteInfoManager:
                         {"broker_name": queue_data.broker_name},
                     )
             self.version += 1
-            self._route_cache.pop(topic, None)
+            self._route_changed(topic)
             queue_data_map = self.topic_queue_table.setdefault(topic, {})
             for queue_data in queue_datas:
                 self._forget_topics_fingerprints(queue_data.broker_name)

@@ -1,14 +1,11 @@
 """Domain errors -> gRPC status codes, in one place (CONTRACT.md, "Errors").
 
-:class:`ErrorInterceptor` wraps every handler of the server: a
+:mod:`namesrv_grpc.grpc_api.handlers` wraps every method of the server once, at registration: a
 :class:`~namesrv_grpc.core.errors.NamesrvError` raised inside becomes a status with a
 ``google.rpc.Status`` detail holding one ``google.rpc.ErrorInfo`` (domain ``namesrv.rocketmq``).
 """
 
 from __future__ import annotations
-
-from collections.abc import Awaitable, Callable
-from typing import Any
 
 import grpc
 from google.protobuf import any_pb2
@@ -35,6 +32,7 @@ STATUS_CODES: dict[type[errors.NamesrvError], grpc.StatusCode] = {
     errors.PersistError: grpc.StatusCode.INTERNAL,
     errors.ServiceWarmingUpError: grpc.StatusCode.UNAVAILABLE,
     errors.SnapshotWriteError: grpc.StatusCode.INTERNAL,
+    errors.TooManyRouteWatchersError: grpc.StatusCode.RESOURCE_EXHAUSTED,
 }
 
 
@@ -54,35 +52,3 @@ def to_status(error: errors.NamesrvError) -> grpc.Status:
     status = status_pb2.Status(code=getattr(code_pb2, code.name), message=error.message, details=[detail])
     result: grpc.Status = rpc_status.to_status(status)
     return result
-
-
-Handler = Callable[[Any, grpc.aio.ServicerContext[Any, Any]], Awaitable[Any]]
-
-
-def _wrap_unary(behavior: Handler) -> Handler:
-    async def wrapped(request: Any, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
-        try:
-            return await behavior(request, context)
-        except errors.NamesrvError as error:
-            status = to_status(error)
-            await context.abort(status.code, status.details, status.trailing_metadata)
-
-    return wrapped
-
-
-class ErrorInterceptor(grpc.aio.ServerInterceptor):
-    """Turns domain errors of unary-unary handlers into rich gRPC statuses."""
-
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any] | None]],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler[Any, Any] | None:
-        handler = await continuation(handler_call_details)
-        if handler is None or handler.unary_unary is None:
-            return handler
-        return grpc.unary_unary_rpc_method_handler(
-            _wrap_unary(handler.unary_unary),  # type: ignore[arg-type]  # aio handlers are coroutines
-            request_deserializer=handler.request_deserializer,
-            response_serializer=handler.response_serializer,
-        )

@@ -11,27 +11,38 @@ go-grpc-prometheus, :meth:`GrpcServerMetrics.preregister` creates every series o
 the given services at 0 (every status code for ``handled_total``), so that ``rate()`` and alerts
 see a series from the first scrape.
 
-:class:`GrpcMetricsInterceptor` must be the *first* interceptor of the server: interceptors wrap
-each other in list order, so the first one sees the final status, including the one that
-:class:`~namesrv_grpc.grpc_api.grpc_errors.ErrorInterceptor` sets with ``context.abort``.
+Cost: a route lookup's whole handling is a few microseconds, so the counters are plain Python
+integers per method (:class:`MethodMetrics`, looked up once when the handler is registered, see
+:mod:`namesrv_grpc.grpc_api.handlers`), turned into Prometheus samples only when scraped. Updating
+one costs two additions and a ``bisect``; prometheus-client's ``labels(...).inc()`` with its lock
+costs several times that on every call. Handlers run in the event loop's thread, so the counters
+need no lock; a scrape (in the metrics thread) copies them, and a histogram's count is its +Inf
+bucket, so each scraped histogram is consistent.
 """
 
 from __future__ import annotations
 
 import asyncio
-import inspect
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import grpc
 from google.protobuf.descriptor import ServiceDescriptor
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from namesrv_grpc.metrics import FastHistogram
 
 HANDLING_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 """Buckets of ``grpc_server_handling_seconds``: most calls of a NameServer take well under 1 ms."""
 
 Context = grpc.aio.ServicerContext[Any, Any]
+Labels = tuple[str, str, str]
+"""(grpc_type, grpc_service, grpc_method)."""
+
+CODE_NAMES = {code: code.name for code in grpc.StatusCode}
 
 
 def rpc_type(client_streaming: bool, server_streaming: bool) -> str:
@@ -51,27 +62,39 @@ def split_method(full_method: str) -> tuple[str, str]:
     return service or "unknown", method or "unknown"
 
 
-class GrpcServerMetrics:
-    """The three metric families in ``registry``."""
+class MethodMetrics:
+    """The counters of one method: RPCs started, completed by code, and handling time."""
 
-    def __init__(self, registry: CollectorRegistry, buckets: Iterable[float] = HANDLING_BUCKETS) -> None:
-        labels = ["grpc_type", "grpc_service", "grpc_method"]
-        self.started = Counter(
-            "grpc_server_started", "Total number of RPCs started on the server.", labels, registry=registry
-        )
-        self.handled = Counter(
-            "grpc_server_handled",
-            "Total number of RPCs completed on the server, regardless of success or failure.",
-            [*labels, "grpc_code"],
-            registry=registry,
-        )
-        self.handling_seconds = Histogram(
-            "grpc_server_handling_seconds",
-            "Histogram of response latency (seconds) of gRPC that had been application-level handled by the server.",
-            labels,
-            buckets=tuple(buckets),
-            registry=registry,
-        )
+    __slots__ = ("handled", "handling", "labels", "started")
+
+    def __init__(self, labels: Labels, buckets: Iterable[float]) -> None:
+        self.labels = labels
+        self.started = 0
+        self.handled: dict[str, int] = {}
+        self.handling = FastHistogram(buckets)
+
+    def finish(self, code: str, seconds: float) -> None:
+        """One RPC completed with status ``code`` (a ``grpc.StatusCode`` name) after ``seconds``."""
+        handled = self.handled
+        handled[code] = handled.get(code, 0) + 1
+        self.handling.observe(seconds)
+
+
+class GrpcServerMetrics(Collector):
+    """The three metric families, registered in ``registry`` as one collector."""
+
+    def __init__(self, registry: CollectorRegistry | None, buckets: Iterable[float] = HANDLING_BUCKETS) -> None:
+        self._buckets = tuple(buckets)
+        self._methods: dict[Labels, MethodMetrics] = {}
+        if registry is not None:
+            registry.register(self)
+
+    def method(self, labels: Labels) -> MethodMetrics:
+        """The counters of one method (created at 0 on first use)."""
+        metrics = self._methods.get(labels)
+        if metrics is None:
+            metrics = self._methods[labels] = MethodMetrics(labels, self._buckets)
+        return metrics
 
     def preregister(self, services: Iterable[ServiceDescriptor]) -> None:
         """Create every series of every method of ``services`` at 0 (go-grpc-prometheus'
@@ -79,20 +102,52 @@ class GrpcServerMetrics:
         for service in services:
             for method in service.methods:
                 labels = (rpc_type(method.client_streaming, method.server_streaming), service.full_name, method.name)
-                self.started.labels(*labels)
-                self.handling_seconds.labels(*labels)
+                metrics = self.method(labels)
                 for code in grpc.StatusCode:
-                    self.handled.labels(*labels, code.name)
+                    metrics.handled.setdefault(code.name, 0)
 
-    def start(self, labels: tuple[str, str, str]) -> float:
+    def start(self, labels: Labels) -> float:
         """Count a started RPC; return its start time for :meth:`finish`."""
-        self.started.labels(*labels).inc()
+        self.method(labels).started += 1
         return time.perf_counter()
 
-    def finish(self, labels: tuple[str, str, str], started: float, code: grpc.StatusCode) -> None:
+    def finish(self, labels: Labels, started: float, code: grpc.StatusCode) -> None:
         """Count a completed RPC with its final status code and observe its handling time."""
-        self.handling_seconds.labels(*labels).observe(time.perf_counter() - started)
-        self.handled.labels(*labels, code.name).inc()
+        self.method(labels).finish(code.name, time.perf_counter() - started)
+
+    def describe(self) -> Iterator[Metric]:
+        """The families without samples (lets the registry check for name clashes)."""
+        yield from self._families(())
+
+    def collect(self) -> Iterator[Metric]:
+        """Samples of every method seen or preregistered."""
+        yield from self._families(list(self._methods.values()))
+
+    def _families(self, methods: Iterable[MethodMetrics]) -> Iterator[Metric]:
+        label_names = ["grpc_type", "grpc_service", "grpc_method"]
+        started = CounterMetricFamily(
+            "grpc_server_started", "Total number of RPCs started on the server.", labels=label_names
+        )
+        handled = CounterMetricFamily(
+            "grpc_server_handled",
+            "Total number of RPCs completed on the server, regardless of success or failure.",
+            labels=[*label_names, "grpc_code"],
+        )
+        handling = HistogramMetricFamily(
+            "grpc_server_handling_seconds",
+            "Histogram of response latency (seconds) of gRPC that had been application-level handled by the server.",
+            labels=label_names,
+        )
+        for metrics in methods:
+            labels = list(metrics.labels)
+            started.add_metric(labels, metrics.started)
+            for code, count in list(metrics.handled.items()):
+                handled.add_metric([*labels, code], count)
+            buckets, total = metrics.handling.sample()
+            handling.add_metric(labels, buckets, total)
+        yield started
+        yield handled
+        yield handling
 
 
 def final_code(context: Context, error: BaseException | None) -> grpc.StatusCode:
@@ -110,76 +165,3 @@ def final_code(context: Context, error: BaseException | None) -> grpc.StatusCode
     if isinstance(error, (asyncio.CancelledError, GeneratorExit)):  # the client went away
         return grpc.StatusCode.CANCELLED
     return grpc.StatusCode.UNKNOWN
-
-
-class GrpcMetricsInterceptor(grpc.aio.ServerInterceptor):
-    """Counts and times every RPC of a ``grpc.aio`` server (all four kinds). Put it first."""
-
-    def __init__(self, metrics: GrpcServerMetrics) -> None:
-        self.metrics = metrics
-
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler[Any, Any] | None]],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler[Any, Any] | None:
-        handler = await continuation(handler_call_details)
-        if handler is None:  # unknown method: gRPC answers UNIMPLEMENTED itself
-            return handler
-        service, method = split_method(handler_call_details.method)
-        labels = (rpc_type(handler.request_streaming, handler.response_streaming), service, method)
-        kwargs: dict[str, Any] = {
-            "request_deserializer": handler.request_deserializer,
-            "response_serializer": handler.response_serializer,
-        }
-        if handler.unary_unary is not None:
-            return grpc.unary_unary_rpc_method_handler(self._wrap(handler.unary_unary, labels, False), **kwargs)
-        if handler.unary_stream is not None:
-            return grpc.unary_stream_rpc_method_handler(self._wrap(handler.unary_stream, labels, True), **kwargs)
-        if handler.stream_unary is not None:
-            return grpc.stream_unary_rpc_method_handler(self._wrap(handler.stream_unary, labels, False), **kwargs)
-        if handler.stream_stream is not None:
-            return grpc.stream_stream_rpc_method_handler(self._wrap(handler.stream_stream, labels, True), **kwargs)
-        return handler
-
-    def _wrap(self, behavior: Callable[..., Any], labels: tuple[str, str, str], streaming: bool) -> Any:
-        """Wrap a handler behavior as grpc.aio calls it: a coroutine function (a response returned,
-        or responses written with ``context.write``), an async generator function, or a plain
-        function returning a response, an awaitable, or (``streaming``) an (async) iterable."""
-        metrics = self.metrics
-        if streaming and not inspect.iscoroutinefunction(behavior):
-
-            async def wrapped_generator(request: Any, context: Context) -> AsyncIterator[Any]:
-                started = metrics.start(labels)
-                error: BaseException | None = None
-                try:
-                    responses = behavior(request, context)
-                    if inspect.isawaitable(responses):
-                        responses = await responses
-                    if hasattr(responses, "__aiter__"):
-                        async for response in responses:
-                            yield response
-                    else:
-                        for response in responses:
-                            yield response
-                except BaseException as exc:
-                    error = exc
-                    raise
-                finally:
-                    metrics.finish(labels, started, final_code(context, error))
-
-            return wrapped_generator
-
-        async def wrapped(request: Any, context: Context) -> Any:
-            started = metrics.start(labels)
-            error: BaseException | None = None
-            try:
-                result = behavior(request, context)
-                return (await result) if inspect.isawaitable(result) else result
-            except BaseException as exc:
-                error = exc
-                raise
-            finally:
-                metrics.finish(labels, started, final_code(context, error))
-
-        return wrapped

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import AsyncIterator, Awaitable, Callable
+from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
 import grpc
@@ -19,9 +20,14 @@ from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv.v1 import name_server_service_pb2_grpc as ns_grpc
 from namesrv_grpc.core.body import data_version_from_proto, data_version_to_proto
 from namesrv_grpc.core.errors import SnapshotWriteError
-from namesrv_grpc.core.model import TopicRouteData
 from namesrv_grpc.core.processor import NameServer
-from namesrv_grpc.grpc_api.convert import cluster_info_to_proto, queue_data_from_proto, route_to_proto
+from namesrv_grpc.grpc_api.convert import cluster_info_to_proto, queue_data_from_proto
+from namesrv_grpc.grpc_api.encoded_responses import (
+    encode_route_response,
+    routes_response_bytes,
+    watch_response_bytes,
+)
+from namesrv_grpc.grpc_api.route_watches import RouteWatches, new_route_watches
 from namesrv_grpc.grpc_api.sessions import BrokerSessions
 from namesrv_grpc.metrics import NamesrvMetrics
 from namesrv_grpc.security.audit import AuditLog
@@ -37,20 +43,23 @@ OFF_LOOP_BODY_BYTES = 256 * 1024
 """Registration bodies larger than this are processed in a worker thread."""
 
 
-def encode_route_response(route: TopicRouteData) -> bytes:
-    """A route as serialized ``PickupTopicRouteResponse`` bytes, ready to send."""
-    return bytes(ns_pb2.PickupTopicRouteResponse(route=route_to_proto(route)).SerializeToString())
-
-
 class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[misc]
     """``namesrv.v1.NameServerService``."""
 
     def __init__(
-        self, nameserver: NameServer, metrics: NamesrvMetrics, sessions: BrokerSessions, guard: Guard | None = None
+        self,
+        nameserver: NameServer,
+        metrics: NamesrvMetrics,
+        sessions: BrokerSessions,
+        route_watches: RouteWatches | None = None,
+        guard: Guard | None = None,
     ) -> None:
+        """``route_watches``: the server's watch hub (a new one subscribed to the route table when None);
+        ``guard``: the ACL check (open when None)."""
         self._ns = nameserver
         self._metrics = metrics
         self._sessions = sessions
+        self.route_watches = route_watches if route_watches is not None else new_route_watches(nameserver)
         self._guard = guard or Guard(None, AuditLog())
 
     def OpenBrokerSession(
@@ -160,9 +169,35 @@ class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[mis
 
     async def PickupTopicRoute(self, request: ns_pb2.PickupTopicRouteRequest, context: Context) -> bytes:
         self._guard.require(context, Action.READ_ROUTES)
-        with self._metrics.route_lookup():
-            # The serialized PickupTopicRouteResponse, cached per topic (see PreEncodedResponses).
+        started = perf_counter()
+        try:
+            # The serialized PickupTopicRouteResponse, cached per topic (see encoded_responses).
             return self._ns.pickup_topic_route_encoded(request.topic, encode_route_response)
+        finally:
+            self._metrics.route_lookup_seconds.observe(perf_counter() - started)
+
+    async def PickupTopicRoutes(self, request: ns_pb2.PickupTopicRoutesRequest, context: Context) -> bytes:
+        self._guard.require(context, Action.READ_ROUTES)
+        # The cached PickupTopicRoute bytes of each topic, framed as map entries.
+        return routes_response_bytes(self._ns.pickup_topic_routes_encoded(request.topics, encode_route_response))
+
+    async def WatchTopicRoutes(self, request: ns_pb2.WatchTopicRoutesRequest, context: Context) -> AsyncIterator[bytes]:
+        # Serialized WatchTopicRoutesResponse messages; a slow reader holds back this generator, and
+        # meanwhile its changes coalesce in the hub (one entry per topic).
+        self._guard.require(context, Action.READ_ROUTES)
+        self._ns.check_serving()
+        hub = self.route_watches
+        watcher = hub.open(request.topics)
+        try:
+            while True:
+                taken = await hub.next(watcher)
+                if taken is None:
+                    await context.abort(grpc.StatusCode.UNAVAILABLE, "the NameServer is shutting down; watch another")
+                    return
+                revision, changes = taken
+                yield watch_response_bytes(revision, [change for _, change in changes])
+        finally:
+            hub.close(watcher)
 
     async def GetBrokerClusterInfo(
         self, request: ns_pb2.GetBrokerClusterInfoRequest, context: Context

@@ -1,0 +1,231 @@
+"""Route watchers (``WatchTopicRoutes``): who watches which topic, and what each one has not seen yet.
+
+The route table reports every change as ``(route revision, changed topics)`` (see
+:data:`~namesrv_grpc.core.route_table.RouteListener`); :meth:`RouteWatchHub.routes_changed` marks the
+topic pending on every watcher of it and wakes the watcher. A watcher is never a queue of messages:
+it holds one dict ``topic -> revision of the newest change not sent yet``, so however slowly it reads,
+it costs at most one entry per watched topic, and what it gets next is the latest route of each
+changed topic (coalesced, latest wins).
+
+Per topic the hub keeps one encoded value (``encode(topic)``, e.g. a serialized
+``TopicRouteChange``) with the revision it is known to be at least as new as; a change drops it, the
+next watcher that needs it encodes it again, and every other watcher of the topic reuses it (one
+change fanned out to 10,000 watchers is encoded once).
+
+Revisions and threads: changes may be made in a worker thread (large registrations); the listener
+hops to the event loop with ``loop.call_soon_threadsafe``, so all hub state belongs to the loop's
+thread. A route read after a change's revision was published contains that change, so a
+notification that arrives after the watcher already sent a route at least that new is skipped
+(no duplicate, no loss).
+
+Bounds (configuration, read when a watch opens): ``routeWatchMaxWatchers`` open watches per
+NameServer (default 20,000), ``routeWatchMaxTopics`` topics per watch (default 1,000). Beyond them a
+watch is refused with :class:`~namesrv_grpc.core.errors.TooManyRouteWatchersError` or
+:class:`~namesrv_grpc.core.errors.InvalidFieldError` before anything is kept.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+from namesrv_grpc.core.errors import InvalidFieldError, TooManyRouteWatchersError
+from namesrv_grpc.core.validation import require_name
+
+T = TypeVar("T")
+
+
+def watched_topics(topics: Sequence[str], max_topics: int) -> tuple[str, ...]:
+    """The topics of a watch or batch lookup, checked and deduplicated (first occurrence kept).
+
+    Raises InvalidFieldError: ``topics`` empty, more than ``max_topics`` entries (counted before
+    deduplication, so the cost of checking is bounded too), or an invalid name (field
+    ``topics[i]``).
+    """
+    if not topics:
+        raise InvalidFieldError("topics", "must list at least one topic")
+    if len(topics) > max_topics:
+        raise InvalidFieldError(
+            "topics", f"lists {len(topics)} topics; at most {max_topics} per request (routeWatchMaxTopics)"
+        )
+    for index, topic in enumerate(topics):
+        require_name(f"topics[{index}]", topic)
+    return tuple(dict.fromkeys(topics))
+
+
+@dataclass(eq=False)
+class RouteWatcher:
+    """One open watch. Only the hub and the stream that owns it touch it (in the event loop)."""
+
+    topics: tuple[str, ...]
+    pending: dict[str, int] = field(default_factory=dict)
+    """topic -> revision of the newest change of it not sent yet (0 = send the current route)."""
+    sent: dict[str, int] = field(default_factory=dict)
+    """topic -> revision the last route sent for it was at least as new as."""
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    revision: int = 0
+    """Revision of the last message taken; messages never go back."""
+    closed: bool = False
+    """The server is shutting down: the stream should end."""
+
+
+class RouteWatchHub(Generic[T]):
+    """Every open watch of one NameServer. Create in (or before) the event loop; call
+    :meth:`routes_changed` from any thread; everything else from the loop's thread."""
+
+    def __init__(
+        self,
+        encode: Callable[[str], T],
+        revision: Callable[[], int],
+        *,
+        max_watchers: Callable[[], int],
+        max_topics: Callable[[], int],
+    ) -> None:
+        """``encode(topic)`` returns what a watcher is sent for the topic's current route (it must
+        read the route table, which is at least at ``revision()`` when called); ``max_watchers`` and
+        ``max_topics`` return the current bounds."""
+        self._encode = encode
+        self._revision = revision
+        self._max_watchers = max_watchers
+        self._max_topics = max_topics
+        self._by_topic: dict[str, set[RouteWatcher]] = {}
+        self._encoded: dict[str, tuple[int, T]] = {}
+        self._watchers: set[RouteWatcher] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread = 0
+
+    @property
+    def watchers(self) -> int:
+        """Watches open now."""
+        return len(self._watchers)
+
+    @property
+    def watched_topics(self) -> int:
+        """Distinct topics watched now."""
+        return len(self._by_topic)
+
+    def attach(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Deliver changes to ``loop`` (the server's); called once the loop runs."""
+        self._loop = loop
+        self._loop_thread = threading.get_ident()
+
+    # ------------------------------------------------------------------ watches
+
+    def open(self, topics: Sequence[str]) -> RouteWatcher:
+        """Start a watch of ``topics``: every topic is pending, so the first :meth:`take` returns
+        the current route of each. Raises InvalidFieldError (see :func:`watched_topics`) and
+        TooManyRouteWatchersError, keeping nothing."""
+        unique = watched_topics(topics, self._max_topics())
+        limit = self._max_watchers()
+        if len(self._watchers) >= limit:
+            raise TooManyRouteWatchersError(
+                f"{len(self._watchers)} route watches are open, the most this NameServer allows "
+                f"(routeWatchMaxWatchers={limit}); try another NameServer or later",
+                {"max_watchers": str(limit)},
+            )
+        if self._loop is None:
+            self.attach(asyncio.get_running_loop())
+        watcher = RouteWatcher(unique, pending=dict.fromkeys(unique, 0))
+        watcher.wake.set()
+        self._watchers.add(watcher)
+        for topic in unique:
+            self._by_topic.setdefault(topic, set()).add(watcher)
+        return watcher
+
+    def close(self, watcher: RouteWatcher) -> None:
+        """End a watch (its stream ended for any reason); forget everything it held."""
+        if watcher not in self._watchers:
+            return
+        self._watchers.discard(watcher)
+        for topic in watcher.topics:
+            watchers = self._by_topic.get(topic)
+            if watchers is not None:
+                watchers.discard(watcher)
+                if not watchers:
+                    del self._by_topic[topic]
+                    self._encoded.pop(topic, None)
+        watcher.pending.clear()
+        watcher.sent.clear()
+
+    def close_all(self) -> None:
+        """Server shutdown: mark every watch closed and wake it, so its stream ends."""
+        for watcher in self._watchers:
+            watcher.closed = True
+            watcher.wake.set()
+
+    def take(self, watcher: RouteWatcher) -> tuple[int, list[tuple[str, T]]] | None:
+        """What the watcher has not seen: ``(revision, [(topic, encoded route)])`` in watch order,
+        or None when nothing new (every pending change was already sent). Clears its pending set."""
+        watcher.wake.clear()
+        pending = watcher.pending
+        if not pending:
+            return None
+        watcher.pending = {}
+        sent = watcher.sent
+        revision = watcher.revision
+        changes: list[tuple[str, T]] = []
+        now: int | None = None
+        for topic in watcher.topics if len(pending) == len(watcher.topics) else pending:
+            wanted = pending.get(topic)
+            if wanted is None or (wanted and sent.get(topic, -1) >= wanted):
+                continue  # already sent a route at least that new
+            cached = self._encoded.get(topic)
+            if cached is None or cached[0] < wanted:
+                if now is None:
+                    now = self._revision()  # read before encoding: the route is at least this new
+                cached = (now, self._encode(topic))
+                self._encoded[topic] = cached
+            sent[topic] = cached[0]
+            revision = max(revision, cached[0])
+            changes.append((topic, cached[1]))
+        if not changes:
+            return None
+        watcher.revision = revision
+        return revision, changes
+
+    async def next(self, watcher: RouteWatcher) -> tuple[int, list[tuple[str, T]]] | None:
+        """Wait until the watcher has something new and :meth:`take` it; None when the watch was
+        closed by :meth:`close_all`."""
+        while True:
+            await watcher.wake.wait()
+            if watcher.closed:
+                return None
+            taken = self.take(watcher)
+            if taken is not None:
+                return taken
+
+    # ------------------------------------------------------------------ changes
+
+    def routes_changed(self, revision: int, topics: Iterable[str] | None) -> None:
+        """A :data:`~namesrv_grpc.core.route_table.RouteListener`: callable from any thread;
+        ``topics`` None = every topic changed."""
+        if not self._watchers:
+            return  # a watch opened later reads the routes after this change anyway
+        loop = self._loop
+        if loop is not None and threading.get_ident() != self._loop_thread:
+            loop.call_soon_threadsafe(self._mark, revision, None if topics is None else tuple(topics))
+            return
+        self._mark(revision, topics)
+
+    def _mark(self, revision: int, topics: Iterable[str] | None) -> None:
+        if topics is None:
+            self._encoded.clear()
+            for watcher in self._watchers:
+                for topic in watcher.topics:
+                    watcher.pending[topic] = max(revision, watcher.pending.get(topic, 0))
+                watcher.wake.set()
+            return
+        by_topic = self._by_topic
+        for topic in topics:
+            watchers = by_topic.get(topic)
+            if not watchers:
+                continue
+            self._encoded.pop(topic, None)
+            for watcher in watchers:
+                pending = watcher.pending
+                if pending.get(topic, 0) < revision:
+                    pending[topic] = revision
+                watcher.wake.set()

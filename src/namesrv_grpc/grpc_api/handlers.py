@@ -1,0 +1,174 @@
+"""How servicer methods become gRPC handlers: once, at start, with no per-call interceptor.
+
+For every method of a service descriptor, :func:`service_handler` takes the servicer's method of the
+same name and registers it (``grpc.method_handlers_generic_handler``) wrapped by one plain function
+that does what three ``grpc.aio`` interceptors used to do on every call:
+
+- error mapping: a :class:`~namesrv_grpc.core.errors.NamesrvError` raised by the method becomes its
+  status with a ``google.rpc.Status`` / ``ErrorInfo`` detail (:func:`~namesrv_grpc.grpc_api.grpc_errors.to_status`);
+- metrics: the method's :class:`~namesrv_grpc.grpc_api.grpc_metrics.MethodMetrics`, looked up here
+  once, count the call and observe its handling time;
+- pre-encoded responses: the response serializer passes ``bytes`` through unchanged, so a method may
+  return (or yield) a serialized response.
+
+An interceptor runs as a coroutine per call before the handler is even chosen, then builds a new
+handler object per call; here the per-call cost is the wrapper's frame, two ``perf_counter`` reads
+and the counters (``bench/lookup_limit.py`` measures the result against a bare generic handler).
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import grpc
+from google.protobuf import message_factory
+from google.protobuf.descriptor import MethodDescriptor, ServiceDescriptor
+
+from namesrv_grpc.core.errors import NamesrvError
+from namesrv_grpc.grpc_api.encoded_responses import passthrough_bytes
+from namesrv_grpc.grpc_api.grpc_errors import status_code_of, to_status
+from namesrv_grpc.grpc_api.grpc_metrics import (
+    CODE_NAMES,
+    Context,
+    GrpcServerMetrics,
+    MethodMetrics,
+    final_code,
+    rpc_type,
+)
+
+Behavior = Callable[..., Any]
+
+
+async def _abort_with(context: Context, error: NamesrvError) -> None:
+    status = to_status(error)
+    await context.abort(status.code, status.details, status.trailing_metadata)
+
+
+def _code_name(context: Context, error: BaseException | None) -> str:
+    return CODE_NAMES[final_code(context, error)]
+
+
+def wrap_unary_response(behavior: Behavior, metrics: MethodMetrics) -> Behavior:
+    """Wrap a method that returns one response (unary or client-streaming): a coroutine function,
+    or a plain one returning a response or an awaitable."""
+    perf_counter = time.perf_counter
+    if not inspect.iscoroutinefunction(behavior):
+        plain = behavior
+
+        async def behavior(request: Any, context: Context) -> Any:
+            result = plain(request, context)
+            return (await result) if inspect.isawaitable(result) else result
+
+    async def handle(request: Any, context: Context) -> Any:
+        metrics.started += 1
+        started = perf_counter()
+        try:
+            response = await behavior(request, context)
+        except NamesrvError as error:
+            metrics.finish(status_code_of(error).name, perf_counter() - started)
+            await _abort_with(context, error)
+            raise  # not reached: abort raises
+        except BaseException as error:
+            metrics.finish(_code_name(context, error), perf_counter() - started)
+            raise
+        code = context.code()
+        metrics.finish("OK" if code is None else _code_name(context, None), perf_counter() - started)
+        return response
+
+    return handle
+
+
+def wrap_stream_response(behavior: Behavior, metrics: MethodMetrics) -> Behavior:
+    """Wrap a method that streams responses (server or bidi streaming). An async generator
+    function, or a plain function returning an (async) iterable, is served as an async generator;
+    a coroutine function (responses written with ``context.write``) as a coroutine."""
+    perf_counter = time.perf_counter
+
+    if inspect.iscoroutinefunction(behavior):
+
+        async def write_responses(request: Any, context: Context) -> Any:
+            metrics.started += 1
+            started = perf_counter()
+            error: BaseException | None = None
+            try:
+                return await behavior(request, context)
+            except NamesrvError as exc:
+                error = exc
+                await _abort_with(context, exc)
+            except BaseException as exc:
+                error = exc
+                raise
+            finally:
+                metrics.finish(_code_name(context, error), perf_counter() - started)
+
+        return write_responses
+
+    async def yield_responses(request: Any, context: Context) -> AsyncIterator[Any]:
+        metrics.started += 1
+        started = perf_counter()
+        error: BaseException | None = None
+        try:
+            responses = behavior(request, context)
+            if inspect.isawaitable(responses):
+                responses = await responses
+            if hasattr(responses, "__aiter__"):
+                async for response in responses:
+                    yield response
+            else:
+                for response in responses:
+                    yield response
+        except NamesrvError as exc:
+            error = exc
+            await _abort_with(context, exc)
+        except BaseException as exc:
+            error = exc
+            raise
+        finally:
+            metrics.finish(_code_name(context, error), perf_counter() - started)
+
+    return yield_responses
+
+
+def method_handler(
+    method: MethodDescriptor, behavior: Behavior, metrics: GrpcServerMetrics, service_name: str
+) -> grpc.RpcMethodHandler[Any, Any]:
+    """The handler of one method: wrapped behavior, the request message's parser, a serializer that
+    passes ``bytes`` through."""
+    request_class = message_factory.GetMessageClass(method.input_type)
+    response_class = message_factory.GetMessageClass(method.output_type)
+    labels = (rpc_type(method.client_streaming, method.server_streaming), service_name, method.name)
+    method_metrics = metrics.method(labels)
+    kwargs: dict[str, Any] = {
+        "request_deserializer": request_class.FromString,
+        "response_serializer": passthrough_bytes(response_class.SerializeToString),
+    }
+    if method.server_streaming:
+        wrapped = wrap_stream_response(behavior, method_metrics)
+        factory = (
+            grpc.stream_stream_rpc_method_handler if method.client_streaming else grpc.unary_stream_rpc_method_handler
+        )
+    else:
+        wrapped = wrap_unary_response(behavior, method_metrics)
+        factory = (
+            grpc.stream_unary_rpc_method_handler if method.client_streaming else grpc.unary_unary_rpc_method_handler
+        )
+    return factory(wrapped, **kwargs)
+
+
+def service_handler(service: ServiceDescriptor, servicer: object, metrics: GrpcServerMetrics) -> grpc.GenericRpcHandler:
+    """Every method of ``service`` served by the servicer's method of the same name."""
+    handlers = {
+        method.name: method_handler(method, getattr(servicer, method.name), metrics, service.full_name)
+        for method in service.methods
+    }
+    return grpc.method_handlers_generic_handler(service.full_name, handlers)
+
+
+def add_services(
+    server: grpc.aio.Server, metrics: GrpcServerMetrics, services: list[tuple[ServiceDescriptor, object]]
+) -> None:
+    """Register ``(service descriptor, servicer)`` pairs on ``server``."""
+    server.add_generic_rpc_handlers(tuple(service_handler(s, servicer, metrics) for s, servicer in services))

@@ -1,0 +1,58 @@
+"""``WatchTopicRoutes`` over gRPC: the route watch hub of one server, fed by the route table, with
+serialized ``TopicRouteChange`` bytes as what it caches per topic (see
+:mod:`namesrv_grpc.core.route_watch` for coalescing and bounds, and
+:mod:`namesrv_grpc.grpc_api.encoded_responses` for the bytes)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from namesrv_grpc.core.processor import NameServer
+from namesrv_grpc.core.route_watch import RouteWatchHub
+from namesrv_grpc.grpc_api.encoded_responses import encode_route_response, route_change_bytes
+
+RouteWatches = RouteWatchHub[bytes]
+"""The hub, caching one serialized ``TopicRouteChange`` per watched topic."""
+
+
+def new_route_watches(nameserver: NameServer) -> RouteWatches:
+    """A hub for ``nameserver``, subscribed to its route table's changes. Its bounds are the config
+    keys ``routeWatchMaxWatchers`` and ``routeWatchMaxTopics``, read when a watch opens."""
+
+    def encode(topic: str) -> bytes:
+        return route_change_bytes(topic, nameserver.topic_route_encoded(topic, encode_route_response))
+
+    hub: RouteWatches = RouteWatchHub(
+        encode,
+        lambda: nameserver.route_table.route_revision,
+        max_watchers=lambda: nameserver.config.route_watch_max_watchers,
+        max_topics=lambda: nameserver.config.route_watch_max_topics,
+    )
+    nameserver.route_table.route_listeners.append(hub.routes_changed)
+    return hub
+
+
+class RouteWatchCollector(Collector):
+    """``namesrv_route_watchers`` (open WatchTopicRoutes streams), ``namesrv_route_watched_topics``
+    (distinct topics they watch) and ``namesrv_route_revision`` (route changes since start), read at
+    scrape time."""
+
+    def __init__(self, hub: RouteWatches, nameserver: NameServer) -> None:
+        self._hub = hub
+        self._ns = nameserver
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        yield GaugeMetricFamily("namesrv_route_watchers", "Open WatchTopicRoutes streams.", self._hub.watchers)
+        yield GaugeMetricFamily(
+            "namesrv_route_watched_topics",
+            "Distinct topics watched by WatchTopicRoutes streams.",
+            self._hub.watched_topics,
+        )
+        yield GaugeMetricFamily(
+            "namesrv_route_revision",
+            "Route revision: route changes of this NameServer since it started.",
+            self._ns.route_table.route_revision,
+        )
