@@ -1,7 +1,8 @@
 """deploy/: Prometheus config and alert rules (promtool, offline), the Grafana dashboard's PromQL
 (promtool) and provisioning, the Kubernetes manifests (kubernetes-validate, strict schemas), and
-docker-compose.yml and the Dockerfile checked structurally (no Docker engine here), plus the two
-container health-check scripts run against real processes."""
+docker-compose.yml and the Dockerfile checked structurally, plus the two container health-check
+scripts run against real processes and the image scripts' checks. The image itself is built and
+run with podman by ``make image-test`` (scripts/image_test.py), which ``make test`` runs."""
 
 from __future__ import annotations
 
@@ -236,10 +237,14 @@ def test_namesrv_statefulset_headless_service_probes_and_budget() -> None:
     assert statefulset["spec"]["replicas"] >= 2
     container = pod["spec"]["containers"][0]
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
-    assert {p["name"] for p in service["spec"]["ports"]} == {"grpc", "metrics"}
+    assert ports == {"remoting": 9876, "grpc": 8081, "metrics": 9877}
+    assert {p["name"]: p["port"] for p in service["spec"]["ports"]} == ports
+    client = find("Service", "namesrv-client")
+    assert {p["name"]: p["port"] for p in client["spec"]["ports"]} == {"remoting": 9876, "grpc": 8081}
     for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
         assert container[probe]["grpc"]["port"] == ports["grpc"], probe
     assert f"--port={ports['grpc']}" in container["args"]
+    assert f"--remoting-port={ports['remoting']}" in container["args"]
     assert f"--metrics-port={ports['metrics']}" in container["args"]
     assert {"cpu", "memory"} <= set(container["resources"]["requests"])
     assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
@@ -258,7 +263,11 @@ def test_broker_pod_runs_the_agent_as_a_native_sidecar(tmp_path: Path) -> None:
     assert agent["args"][0] == "broker-agent"
     namesrv = find("StatefulSet", "namesrv")
     namespace = namesrv["metadata"]["namespace"]
-    assert args["--namesrv-addr"] == f"{namesrv['spec']['serviceName']}.{namespace}.svc.cluster.local:9876"
+    # the agent speaks gRPC: the NameServers' grpc port
+    grpc_port = next(
+        p["containerPort"] for p in namesrv["spec"]["template"]["spec"]["containers"][0]["ports"] if p["name"] == "grpc"
+    )
+    assert args["--namesrv-addr"] == f"{namesrv['spec']['serviceName']}.{namespace}.svc.cluster.local:{grpc_port}"
     # broker.conf and topics.json come from volumes the broker mounts too; the agent only reads them
     agent_mounts = {m["mountPath"]: m for m in agent["volumeMounts"]}
     broker_mounts = {m["mountPath"]: m["name"] for m in broker["volumeMounts"]}
@@ -316,8 +325,13 @@ def test_compose_services_healthchecks_and_dependencies() -> None:
             assert dependency in services, name
             assert condition == {"condition": "service_healthy"}, name
     for name in namesrvs:
-        assert services[name]["healthcheck"]["test"][1] == "grpc-health-check"
+        command = flags(services[name]["command"])
+        assert command["--port"] == ["8081"]
+        assert command["--remoting-port"] == ["9876"]
+        assert services[name]["healthcheck"]["test"][1:] == ["grpc-health-check", "127.0.0.1:8081"]
         assert "build" in services[name]
+        published = {port.rsplit(":", 1)[1] for port in services[name]["ports"]}
+        assert published == {"9876", "8081", "9877"}
     # one agent per example broker, with files that exist and a configuration the agent accepts
     brokers = set()
     for name in agents:
@@ -331,6 +345,7 @@ def test_compose_services_healthchecks_and_dependencies() -> None:
         assert (host_dir / Path(args["--topics-json"][0]).name).is_file()
         addrs = args["--namesrv-addr"][0].split(";")
         assert sorted(a.split(":")[0] for a in addrs) == sorted(namesrvs)
+        assert {a.split(":")[1] for a in addrs} == {"8081"}, "the agent speaks gRPC"
         overrides = dict(item.split("=", 1) for item in args.get("--set", []))
         properties = {**read_properties(conf), **overrides}
         config = load_broker_config(properties, str(conf), namesrv_addr_override=";".join(addrs), environ={})
@@ -366,33 +381,80 @@ def dockerfile_instructions() -> list[tuple[str, str]]:
 
 def test_dockerfile_slim_non_root_healthcheck_both_programs() -> None:
     instructions = dockerfile_instructions()
+    args = dict(rest.split("=", 1) for keyword, rest in instructions if keyword == "ARG" and "=" in rest)
+    assert args["BASE_IMAGE"] == "python:3.11-slim"
+    assert args["PACKAGES"] == "index"
     stages = [rest for keyword, rest in instructions if keyword == "FROM"]
-    assert stages
-    assert all("-slim" in stage for stage in stages), stages
+    assert stages[0] == "${BASE_IMAGE} AS runtime"
+    names = {stage.split(" AS ")[1] for stage in stages if " AS " in stage}
+    assert {f"install-{choice}" for choice in ("index", "wheelhouse")} <= names
+    assert "install-${PACKAGES} AS installed" in stages
     final = max(i for i, (keyword, _) in enumerate(instructions) if keyword == "FROM")
     last_stage = instructions[final:]
+    assert last_stage[0][1] == "runtime", "the image is the runtime stage, without pip or build tools"
     users = [rest for keyword, rest in last_stage if keyword == "USER"]
     assert users
     assert users[-1].split(":")[0] not in {"root", "0"}
     (healthcheck,) = [rest for keyword, rest in last_stage if keyword == "HEALTHCHECK"]
     command = json.loads(healthcheck.split("CMD", 1)[1])
-    assert command == ["grpc-health-check", "127.0.0.1:9876"]
+    assert command == ["grpc-health-check", "127.0.0.1:8081"]
     (cmd,) = [json.loads(rest) for keyword, rest in last_stage if keyword == "CMD"]
     assert cmd[0] == "namesrv"
-    assert "--port" in cmd
-    run = " ".join(rest for keyword, rest in last_stage if keyword == "RUN")
+    ports = {cmd[i]: cmd[i + 1] for i in range(len(cmd) - 1) if cmd[i].endswith("-port")}
+    assert ports == {"--remoting-port": "9876", "--port": "8081", "--metrics-port": "9877"}
+    exposed = [rest for keyword, rest in last_stage if keyword == "EXPOSE"]
+    assert exposed == ["9876 8081 9877"]
+    run = " ".join(rest for keyword, rest in instructions if keyword == "RUN")
     assert "namesrv --help" in run
     assert "broker-agent --help" in run
+    assert "pip uninstall --yes --quiet pip setuptools" in run
     for keyword, rest in instructions:
         if keyword == "COPY" and "--from" not in rest:
             sources = [s for s in shlex.split(rest) if not s.startswith("--")][:-1]
             for source in sources:
-                assert (ROOT / source).exists(), source
-    exposed = {rest for keyword, rest in last_stage if keyword == "EXPOSE"}
-    assert exposed == {"9876 9877"}
+                # build/wheelhouse is made by `make image` (scripts/build-image.sh)
+                assert source.startswith("build/wheelhouse/") or (ROOT / source).exists(), source
     ignore = (DEPLOY / "Dockerfile.dockerignore").read_text(encoding="utf-8").split()
-    for needed in ("!pyproject.toml", "!README.md", "!src/", "!deploy/docker/"):
+    for needed in ("!pyproject.toml", "!README.md", "!src/", "!deploy/docker/", "!build/wheelhouse/"):
         assert needed in ignore
+
+
+def test_image_scripts_parse_and_find_the_apt_mirror(tmp_path: Path) -> None:
+    """scripts/install-podman.sh and build-image.sh are valid bash; build-image.sh takes the
+    debootstrap mirror from apt's sources in both formats (one-line and deb822)."""
+    for script in ("install-podman.sh", "build-image.sh"):
+        checked = subprocess.run(["bash", "-n", str(ROOT / "scripts" / script)], capture_output=True, timeout=30)
+        assert checked.returncode == 0, checked.stderr
+    apt = tmp_path / "apt"
+    (apt / "sources.list.d").mkdir(parents=True)
+    (apt / "sources.list").write_text(
+        "# deb http://commented.example/debian bookworm main\n"
+        "deb-src http://src.example/debian bookworm main\n"
+        "deb [arch=amd64 signed-by=/k.gpg] http://one.example/debian bookworm main\n",
+        encoding="utf-8",
+    )
+    (apt / "sources.list.d" / "debian.sources").write_text(
+        "Types: deb\nURIs: http://other.example/debian\nSuites: trixie\nComponents: main\n\n"
+        "Types: deb deb-src\nURIs: http://sec.example/debian-security http://x.example\n"
+        "Suites: bookworm-security\nComponents: main\n",
+        encoding="utf-8",
+    )
+
+    def mirror(suite: str) -> str:
+        result = subprocess.run(
+            ["bash", str(ROOT / "scripts" / "build-image.sh"), "--apt-mirror", suite],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            env={"PATH": "/usr/bin:/bin", "APT_ETC": str(apt)},
+        )
+        assert result.returncode == 0, result.stderr
+        return result.stdout.strip()
+
+    assert mirror("bookworm") == "http://one.example/debian"
+    assert mirror("bookworm-security") == "http://sec.example/debian-security"
+    assert mirror("trixie") == "http://other.example/debian"
+    assert mirror("bullseye") == ""
 
 
 # --- the health-check scripts -------------------------------------------------------------------
