@@ -29,6 +29,7 @@ from namesrv.v1 import name_server_service_pb2_grpc as ns_grpc
 from namesrv_grpc.core.model import BrokerData, QueueData
 from namesrv_grpc.core.route_table import RouteTableCopy, wall_clock_millis
 from namesrv_grpc.grpc_api.convert import queue_data_from_proto
+from namesrv_grpc.pipes import quiet_broken_pipe
 from namesrv_grpc.properties import ConfigError
 from namesrv_grpc.security import client as security
 from namesrv_grpc.security.client import ClientSecurity
@@ -169,6 +170,7 @@ async def _run(args: argparse.Namespace, addresses: list[str], client_security: 
     return code
 
 
+@quiet_broken_pipe
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command; return its exit code."""
     parser = build_parser()
