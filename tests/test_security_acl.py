@@ -635,7 +635,7 @@ def test_admin_cli_signs_with_access_keys(plain_acl_server: AclServer) -> None:
     address = plain_acl_server.server.address
     denied = run_cli("namesrv_grpc.admin_cli", "-n", address, "kv-put", "ns", "cli", "v")
     assert denied.returncode == 1
-    assert "PERMISSION_DENIED" in denied.stderr
+    assert "PERMISSION_DENIED" in denied.stdout + denied.stderr
     keys = ["--access-key", "ops", "--secret-key", OPS_SECRET]
     ok = run_cli("namesrv_grpc.admin_cli", "-n", address, *keys, "kv-put", "ns", "cli", "v")
     assert ok.returncode == 0, ok.stderr

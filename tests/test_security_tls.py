@@ -269,7 +269,7 @@ def test_agent_admin_cli_and_snapshot_over_mtls(pki: Pki, mtls_server: SecureNam
         agent_cert = [*ca, "--tls-cert-file", str(pki.broker_a.cert_file), "--tls-key-file", str(pki.broker_a.key_file)]
         denied = run_cli("namesrv_grpc.admin_cli", "-n", address, *agent_cert, "kv-put", "ns", "key", "evil")
         assert denied.returncode == 1
-        assert "PERMISSION_DENIED" in denied.stderr
+        assert "PERMISSION_DENIED" in denied.stdout + denied.stderr
         # namesrv-snapshot: mTLS (any client certificate of the CA) plus an access key that may read.
         out = tmp_path / "snap"
         snap = run_cli(
