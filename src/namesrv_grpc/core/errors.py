@@ -14,6 +14,8 @@
     ├── KVConfigNotFoundError       KV_CONFIG_NOT_FOUND           NOT_FOUND
     ├── StaleBrokerStateError       STALE_BROKER_STATE            FAILED_PRECONDITION
     ├── ConfigKeyBlacklistedError   CONFIG_KEY_BLACKLISTED        PERMISSION_DENIED
+    ├── AccessDeniedError           ACCESS_DENIED                 PERMISSION_DENIED (--acl-file)
+    ├── BadSignatureError           BAD_SIGNATURE                 UNAUTHENTICATED (--acl-file)
     ├── ServiceWarmingUpError       NAMESRV_WARMING_UP            UNAVAILABLE
     ├── LimitExceededError          LIMIT_EXCEEDED                RESOURCE_EXHAUSTED (metadata: limit)
     ├── TooManyRouteWatchersError   TOO_MANY_ROUTE_WATCHERS       RESOURCE_EXHAUSTED
@@ -114,6 +116,18 @@ class LimitExceededError(NamesrvError):
     def __init__(self, limit: str, message: str) -> None:
         super().__init__(message, {"limit": limit})
         self.limit = limit
+
+
+class AccessDeniedError(NamesrvError):
+    """The ACL (``--acl-file``) does not allow this caller this request; nothing was changed."""
+
+    reason = "ACCESS_DENIED"
+
+
+class BadSignatureError(NamesrvError):
+    """A request's signature is malformed, wrong, stale or names an unknown access key (``--acl-file``)."""
+
+    reason = "BAD_SIGNATURE"
 
 
 class PersistError(NamesrvError):
