@@ -230,7 +230,9 @@ def test_register_broker_answer_carries_master_and_order_topic_config(client: Re
         stubs.kv.DeleteKVConfig(kv_pb2.DeleteKVConfigRequest(namespace="ORDER_TOPIC_CONFIG", key="ord-T"))
 
 
-def test_s01_wrong_body_crc32_is_system_error_and_changes_nothing(client: RemotingTestClient, stubs: Stubs) -> None:
+def test_s01_wrong_body_crc32_is_system_error_and_changes_nothing(
+    client: RemotingTestClient, stubs: Stubs, server: NamesrvProcess
+) -> None:
     before = state(stubs)
     body = bodies.encode_register_broker_body({"crc-T": topic("crc-T")}, DataVersion(0, 1, 1), compressed=False)
     answer = register(
@@ -238,6 +240,11 @@ def test_s01_wrong_body_crc32_is_system_error_and_changes_nothing(client: Remoti
     )
     assert (answer.code, answer.remark) == (ResponseCode.SYSTEM_ERROR, "crc32 not match")
     assert state(stubs) == before
+    peer = f"127.0.0.1:{client.sock.getsockname()[1]}"
+    poll_until(
+        lambda: f"remoting {peer}: REGISTER_BROKER refused (BODY_CHECKSUM_MISMATCH)" in server.stderr_path.read_text(),
+        5,
+    )
     # bodyCrc32 = 0 means "not checked" (DefaultRequestProcessor.checksum)
     assert register(client, "c-crc", "b-crc", 0, "127.0.0.1:24001", {}, body=body, crc=0).code == ResponseCode.SUCCESS
     assert grpc_route(stubs, "crc-T") is not None
