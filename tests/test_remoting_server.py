@@ -702,3 +702,15 @@ def test_sigterm_with_open_remoting_connections_exits_0(tmp_path: Path) -> None:
         client.close()
         with pytest.raises(ConnectionRefusedError):
             socket.create_connection(("127.0.0.1", server.remoting_port), timeout=2).close()
+
+
+def test_boot_line_names_both_ports_grpc_last() -> None:
+    from namesrv_grpc.cli import boot_line, parse_boot_line
+    from namesrv_grpc.config import NamesrvConfig
+
+    line = boot_line(NamesrvConfig(bind_address="0.0.0.0"), 9876, 8081)
+    assert line == "The Name Server boot success. serializeType=JSON, remoting 0.0.0.0:9876, gRPC 0.0.0.0:8081"
+    assert parse_boot_line(line) == {"remoting": 9876, "gRPC": 8081}
+    assert int(line.rsplit(":", 1)[1]) == 8081, "parsers taking the text after the last ':' get the gRPC port"
+    with pytest.raises(ValueError, match="not a NameServer boot line"):
+        parse_boot_line("Traceback (most recent call last):")
