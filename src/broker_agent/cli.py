@@ -18,10 +18,17 @@ from pathlib import Path
 from prometheus_client import start_http_server
 
 from broker_agent.agent import BrokerAgent
-from broker_agent.config import PLACEHOLDER, BrokerConfig, load_broker_config, warn_unused_placeholders
+from broker_agent.config import (
+    PLACEHOLDER,
+    BrokerConfig,
+    load_broker_config,
+    loopback_warning,
+    warn_unused_placeholders,
+)
 from broker_agent.metrics import AgentMetrics
 from broker_agent.topics import TopicsFileError, TopicSource
 from namesrv_grpc.core.route_table import wall_clock_millis
+from namesrv_grpc.pipes import print_line, quiet_broken_pipe
 from namesrv_grpc.properties import ConfigError, read_properties
 
 log = logging.getLogger("broker_agent")
@@ -113,8 +120,9 @@ def load(args: argparse.Namespace) -> tuple[BrokerConfig, Path, list[str]]:
     return config, args.topics_json or config.default_topics_json, warnings
 
 
+@quiet_broken_pipe
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the agent; return the process exit code."""
+    """Run the agent; return the process exit code. A closed stdout never stops it (logs go to stderr)."""
     args = build_parser().parse_args(argv)
     logging.basicConfig(
         level=args.log_level.upper(),
@@ -123,12 +131,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         config, topics_path, warnings = load(args)
-        topic_source = TopicSource(config, topics_path, wall_clock_millis)
+        # Only the broker's own topics.json may be missing (a fresh broker, S38); also when named explicitly.
+        explicit = args.topics_json is not None and topics_path.resolve() != config.default_topics_json.resolve()
+        topic_source = TopicSource(config, topics_path, wall_clock_millis, must_exist=explicit)
         topic_source.load_initial()
     except (ConfigError, TopicsFileError) as exc:
         print(f"broker-agent: {exc}", file=sys.stderr)
         return 2
-    for warning in warnings:
+    loopback = loopback_warning(config)
+    for warning in [*warnings, *([loopback] if loopback else [])]:
         log.warning("%s", warning)
     metrics = AgentMetrics()
     metrics_server = None
@@ -153,16 +164,15 @@ async def _run(config: BrokerConfig, topic_source: TopicSource, *, sessions: boo
     loop.add_signal_handler(signal.SIGTERM, stop.set)
     loop.add_signal_handler(signal.SIGINT, stop.set)
     loop.add_signal_handler(signal.SIGHUP, agent.request_round)
-    print(
+    print_line(
         f"broker-agent: {config.broker_cluster_name}/{config.broker_name} id {config.broker_id} at "
-        f"{config.broker_addr} -> {';'.join(config.namesrv_addrs)}",
-        flush=True,
+        f"{config.broker_addr} -> {';'.join(config.namesrv_addrs)}"
     )
     try:
         await agent.run(stop)
     finally:
         await agent.close()
-    print("broker-agent: stopped", flush=True)
+    print_line("broker-agent: stopped")
     return 0
 
 

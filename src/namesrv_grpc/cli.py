@@ -16,6 +16,7 @@ from pathlib import Path
 
 from namesrv_grpc.config import NamesrvConfig, apply_properties
 from namesrv_grpc.core.kvconfig import KVConfigFileError
+from namesrv_grpc.pipes import print_line, quiet_broken_pipe
 from namesrv_grpc.properties import ConfigError, read_properties
 from namesrv_grpc.server import NamesrvServer
 
@@ -100,8 +101,9 @@ def load_config(args: argparse.Namespace) -> tuple[NamesrvConfig, list[str]]:
     return config, warnings
 
 
+@quiet_broken_pipe
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the NameServer; return the process exit code."""
+    """Run the NameServer; return the process exit code (141 when ``-p`` output goes to a closed pipe)."""
     args = build_parser().parse_args(argv)
     logging.basicConfig(
         level=args.log_level.upper(),
@@ -156,9 +158,9 @@ def parse_boot_line(line: str) -> dict[str, int]:
 async def _serve(config: NamesrvConfig) -> int:
     server = NamesrvServer(config)
     port = await server.start()
-    print(boot_line(config, server.remoting_port, port), flush=True)
+    print_line(boot_line(config, server.remoting_port, port))
     await server.serve_until_signalled()
-    print("The Name Server stopped.", flush=True)
+    print_line("The Name Server stopped.")
     return 0
 
 

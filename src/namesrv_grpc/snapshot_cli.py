@@ -29,6 +29,7 @@ from namesrv.v1 import name_server_service_pb2_grpc as ns_grpc
 from namesrv_grpc.core.model import BrokerData, QueueData
 from namesrv_grpc.core.route_table import RouteTableCopy, wall_clock_millis
 from namesrv_grpc.grpc_api.convert import queue_data_from_proto
+from namesrv_grpc.pipes import quiet_broken_pipe
 from namesrv_grpc.snapshot import SnapshotInfo, commit_snapshot, recover, tables_from_copy
 
 MAX_MESSAGE_BYTES = 256 * 1024 * 1024
@@ -151,6 +152,7 @@ async def _run(args: argparse.Namespace, addresses: list[str]) -> int:
     return code
 
 
+@quiet_broken_pipe
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command; return its exit code."""
     parser = build_parser()

@@ -21,7 +21,7 @@ from namesrv.v1 import name_server_service_pb2_grpc as ns_grpc
 from namesrv_grpc.core.body import data_version_from_proto, data_version_to_proto
 from namesrv_grpc.core.errors import SnapshotWriteError
 from namesrv_grpc.core.processor import NameServer
-from namesrv_grpc.grpc_api.convert import cluster_info_to_proto, queue_data_from_proto
+from namesrv_grpc.grpc_api.convert import broker_live_entry_to_proto, cluster_info_to_proto, queue_data_from_proto
 from namesrv_grpc.grpc_api.encoded_responses import (
     encode_route_response,
     routes_response_bytes,
@@ -93,8 +93,13 @@ class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[mis
         )
         with self._metrics.registration():
             result, kv_table = await asyncio.to_thread(call) if off_loop else call()
+        if result.conflicting_instance_id:
+            self._metrics.registration_conflicts.inc()
         return ns_pb2.RegisterBrokerResponse(
-            master_addr=result.master_addr, ha_server_addr=result.ha_server_addr, kv_table=kv_table
+            master_addr=result.master_addr,
+            ha_server_addr=result.ha_server_addr,
+            kv_table=kv_table,
+            conflicting_instance_id=result.conflicting_instance_id,
         )
 
     async def UnregisterBroker(
@@ -105,6 +110,7 @@ class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[mis
             broker_name=request.broker_name,
             broker_id=request.broker_id,
             broker_addr=request.broker_addr,
+            instance_id=request.instance_id,
         )
         if removed is not None:
             self._metrics.unregistrations.inc()
@@ -274,6 +280,14 @@ class AdminServicer(admin_grpc.AdminServiceServicer):  # type: ignore[misc]
     ) -> admin_pb2.UpdateNamesrvConfigResponse:
         self._ns.update_namesrv_config(dict(request.config))
         return admin_pb2.UpdateNamesrvConfigResponse()
+
+    async def GetBrokerLiveTable(
+        self, request: admin_pb2.GetBrokerLiveTableRequest, context: Context
+    ) -> admin_pb2.GetBrokerLiveTableResponse:
+        now, entries = self._ns.route_table.live_table()
+        return admin_pb2.GetBrokerLiveTableResponse(
+            brokers=[broker_live_entry_to_proto(addr, live, now) for addr, live in entries], now_millis=now
+        )
 
     async def ExportRouteSnapshot(
         self, request: admin_pb2.ExportRouteSnapshotRequest, context: Context

@@ -28,7 +28,7 @@ import grpc
 
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv_grpc.core.errors import InvalidFieldError, NamesrvError
-from namesrv_grpc.core.model import MASTER_ID
+from namesrv_grpc.core.model import MASTER_ID, RemovedBroker
 from namesrv_grpc.core.processor import NameServer
 from namesrv_grpc.grpc_api.grpc_errors import to_status
 from namesrv_grpc.metrics import NamesrvMetrics
@@ -57,7 +57,9 @@ class BrokerSessions:
         self._open: set[_Session] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._slaves: dict[str, set[_Session]] = {}
+        self._by_addr: dict[str, set[_Session]] = {}
         nameserver.master_listeners.append(self._master_changed)
+        nameserver.removal_listeners.append(self._address_freed)
 
     @property
     def open_sessions(self) -> int:
@@ -90,6 +92,25 @@ class BrokerSessions:
                 session.outbound.put_nowait(notice)
             except asyncio.QueueFull:
                 log.warning("session of %s: outbound queue full, master notice dropped", session.hello)
+
+    def _address_freed(self, removed: RemovedBroker) -> None:
+        """A broker address was removed: every other run of a broker whose session names that address
+        (an agent whose registration another run had taken) is asked to register at once, so a
+        second agent that stops leaves no gap in the route (only the removed run's own session, if
+        still open, is not asked)."""
+        if self._loop is not None and not self._in_loop():
+            self._loop.call_soon_threadsafe(self._address_freed, removed)
+            return
+        reason = f"{removed.broker_addr} was removed ({removed.reason}) by another run of this broker; register again"
+        notice = Response(register_required=ns_pb2.SessionRegisterRequired(reason=reason))
+        for session in self._by_addr.get(removed.broker_addr, ()):
+            if session.hello is None or session.hello.instance_id == removed.instance_id:
+                continue
+            session.session_id = 0
+            try:
+                session.outbound.put_nowait(notice)
+            except asyncio.QueueFull:
+                log.warning("session of %s: outbound queue full, register notice dropped", session.hello.broker_addr)
 
     async def serve(
         self, requests: AsyncIterator[ns_pb2.OpenBrokerSessionRequest], context: grpc.aio.ServicerContext[Any, Any]
@@ -152,6 +173,7 @@ class BrokerSessions:
             instance_id=hello.instance_id,
         )
         session.hello = hello
+        self._by_addr.setdefault(hello.broker_addr, set()).add(session)
         if bound is None:
             session.session_id = 0
             reason = f"{hello.broker_addr} is not registered here as {hello.broker_name} id {hello.broker_id}"
@@ -167,6 +189,11 @@ class BrokerSessions:
 
     def _forget(self, session: _Session) -> None:
         if session.hello is not None:
+            same_addr = self._by_addr.get(session.hello.broker_addr)
+            if same_addr is not None:
+                same_addr.discard(session)
+                if not same_addr:
+                    del self._by_addr[session.hello.broker_addr]
             slaves = self._slaves.get(session.hello.broker_name)
             if slaves is not None:
                 slaves.discard(session)
