@@ -32,6 +32,8 @@ from namesrv_grpc.core.model import MASTER_ID, RemovedBroker
 from namesrv_grpc.core.processor import NameServer
 from namesrv_grpc.grpc_api.grpc_errors import to_status
 from namesrv_grpc.metrics import NamesrvMetrics
+from namesrv_grpc.security.audit import AuditLog
+from namesrv_grpc.security.authz import ANONYMOUS, Action, Guard, Principal
 
 log = logging.getLogger(__name__)
 
@@ -46,14 +48,17 @@ class _Session:
     outbound: asyncio.Queue[Response | None] = field(default_factory=lambda: asyncio.Queue(OUTBOUND_QUEUE_SIZE))
     hello: ns_pb2.SessionHello | None = None
     session_id: int = 0
+    principal: Principal = ANONYMOUS
+    peer: str = ""
 
 
 class BrokerSessions:
     """Every open session of one NameServer, and the stream handler that serves them."""
 
-    def __init__(self, nameserver: NameServer, metrics: NamesrvMetrics) -> None:
+    def __init__(self, nameserver: NameServer, metrics: NamesrvMetrics, guard: Guard | None = None) -> None:
         self._ns = nameserver
         self._metrics = metrics
+        self._guard = guard or Guard(None, AuditLog())
         self._open: set[_Session] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._slaves: dict[str, set[_Session]] = {}
@@ -119,6 +124,12 @@ class BrokerSessions:
         session (S15)."""
         self._loop = asyncio.get_running_loop()
         session = _Session()
+        try:  # who opens the stream; each hello is checked against its broker name (ACL)
+            session.principal = self._guard.identify_grpc(context)
+        except NamesrvError as refused:
+            status = to_status(refused)
+            await context.abort(status.code, status.details, status.trailing_metadata)
+        session.peer = context.peer()
         self._open.add(session)
         reader = asyncio.create_task(self._read(requests, session))
         try:
@@ -164,6 +175,7 @@ class BrokerSessions:
         return [Response(register_required=ns_pb2.SessionRegisterRequired(reason=reason))]
 
     def _hello(self, session: _Session, hello: ns_pb2.SessionHello) -> list[Response]:
+        self._guard.check(session.principal, Action.OPEN_BROKER_SESSION, hello.broker_name, peer=session.peer)
         self._forget(session)
         bound = self._ns.bind_session(
             cluster_name=hello.cluster_name,
@@ -179,6 +191,14 @@ class BrokerSessions:
             reason = f"{hello.broker_addr} is not registered here as {hello.broker_name} id {hello.broker_id}"
             return [Response(register_required=ns_pb2.SessionRegisterRequired(reason=reason))]
         session.session_id, timeout = bound
+        self._guard.audit_log.ok(
+            session.principal.name,
+            session.peer,
+            "OpenBrokerSession",
+            broker_name=hello.broker_name,
+            broker_id=hello.broker_id,
+            broker_addr=hello.broker_addr,
+        )
         responses = [Response(accepted=ns_pb2.SessionAccepted(heartbeat_timeout_millis=timeout))]
         if hello.broker_id != MASTER_ID:
             self._slaves.setdefault(hello.broker_name, set()).add(session)
