@@ -47,9 +47,14 @@ ALERTS = {
     "NamesrvTopicsDisagree",
     "NamesrvRegistrationLatencyHigh",
     "NamesrvRouteLookupLatencyHigh",
+    "NamesrvAllDown",
+    "NamesrvRoutesDiffer",
+    "NamesrvBrokerRegistrationConflict",
+    "NamesrvSnapshotExportFailed",
     "BrokerAgentDown",
     "BrokerAgentCannotRegister",
 }
+RUNBOOK = ROOT / "docs" / "runbook.md"
 GRAFANA_VARIABLES = {"$__rate_interval": "5m", "$__interval": "1m", "$__range": "1h"}
 
 
@@ -96,6 +101,34 @@ def test_every_alert_has_firing_and_quiet_unit_tests() -> None:
             (firing if case["exp_alerts"] else quiet).add(case["alertname"])
     assert firing == ALERTS, "alerts without a test that expects them to fire"
     assert quiet == ALERTS, "alerts without a test that expects them not to fire"
+
+
+def markdown_anchors(text: str) -> set[str]:
+    """GitHub's anchors of the headings of a Markdown text (lower case, spaces to dashes, most
+    punctuation dropped)."""
+    anchors = set()
+    for line in text.splitlines():
+        if line.startswith("#"):
+            title = line.lstrip("#").strip().lower()
+            anchors.add(re.sub(r"[^a-z0-9 _-]", "", title).replace(" ", "-"))
+    return anchors
+
+
+def test_every_alert_links_its_runbook_section() -> None:
+    """Each alert's runbook_url points at a section of docs/runbook.md that says what the alert
+    means, how to confirm it with namesrv-admin and what to do."""
+    runbook = RUNBOOK.read_text(encoding="utf-8")
+    anchors = markdown_anchors(runbook)
+    sections = re.split(r"^## ", runbook, flags=re.MULTILINE)
+    for rule in alert_rules():
+        url = rule["annotations"]["runbook_url"]
+        path, _, anchor = url.partition("#")
+        assert (ROOT / path) == RUNBOOK, rule["alert"]
+        assert anchor in anchors, f"{rule['alert']}: no heading for #{anchor}"
+        (section,) = [s for s in sections if s.split("\n", 1)[0].strip() == rule["alert"]]
+        for part in ("**Means**", "**Confirm**", "**Do**"):
+            assert part in section, f"{rule['alert']}: no {part}"
+        assert "namesrv-admin" in section, f"{rule['alert']}: no namesrv-admin command to confirm it"
 
 
 def test_scrape_configs_name_the_jobs_the_alerts_use() -> None:

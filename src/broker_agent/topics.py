@@ -209,8 +209,9 @@ class TopicSource:
 
     - At start (:meth:`load_initial`): the file, else its ``.bak`` (RocketMQ's ``ConfigManager``
       falls back to it), else, when neither exists, the system topics alone with DataVersion
-      ``(0, start time ms, 0)`` as a fresh broker has. A file that exists but is broken (and no
-      usable ``.bak``) raises TopicsFileError.
+      ``(0, start time ms, 0)`` as a fresh broker has (S38) -- unless the path was given
+      explicitly (``must_exist``): then a missing file raises TopicsFileError. A file that exists
+      but is broken (and no usable ``.bak``) raises TopicsFileError.
     - Later (:meth:`current`): a broken or vanished file keeps the last good topics (the broker
       rewrites topics.json by delete + rename, so it can be missing for a moment) and logs why.
     - A file whose topics changed while its DataVersion did not (edited by hand) gets a new
@@ -218,9 +219,14 @@ class TopicSource:
       ``dataVersion.nextVersion()`` would, so NameServers do not skip the change (S06).
     """
 
-    def __init__(self, config: BrokerConfig, path: Path, clock_millis: Callable[[], int]) -> None:
+    def __init__(
+        self, config: BrokerConfig, path: Path, clock_millis: Callable[[], int], *, must_exist: bool = False
+    ) -> None:
+        """``must_exist``: the path was given explicitly (``--topics-json``), so a missing file (and
+        ``.bak``) at start is an error instead of a fresh broker (S38)."""
         self.config = config
         self.path = path
+        self.must_exist = must_exist
         self._clock = clock_millis
         self._signature: tuple[int, int, int] | None = None
         self._file_topics: dict[str, TopicConfig] | None = None
@@ -242,6 +248,11 @@ class TopicSource:
             loaded = self._read_bak()
             if loaded is not None:
                 log.warning("%s does not exist; using %s.bak", self.path, self.path.name)
+        if loaded is None and self.must_exist:
+            raise TopicsFileError(
+                f"--topics-json {self.path}: no such file (only the default "
+                "${storePathRootDir}/config/topics.json may be missing, on a fresh broker)"
+            )
         if loaded is None:
             log.info("%s does not exist: registering the system topics of a fresh broker", self.path)
             loaded = ({}, DataVersion(0, self._clock(), 0))

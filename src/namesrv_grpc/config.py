@@ -18,9 +18,24 @@ from namesrv_grpc.properties import ConfigError
 DEFAULT_CONFIG_BLACKLIST = "configBlackList;configStorePath;kvConfigPath"
 """Keys ``UpdateNamesrvConfig`` refuses (RocketMQ ``NamesrvConfig.configBlackList``, S26)."""
 
-ALWAYS_REFUSED = frozenset({"snapshotDir"})
+SECURITY_KEYS = frozenset(
+    {
+        "tls.server.mode",
+        "tls.server.certPath",
+        "tls.server.keyPath",
+        "tls.server.trustCertPath",
+        "tls.server.need.client.auth",
+        "aclFile",
+        "auditLogFile",
+        "healthPort",
+    }
+)
+"""Transport security and ACL settings: read at start only, never changed by a request."""
+
+ALWAYS_REFUSED = frozenset({"snapshotDir"}) | SECURITY_KEYS
 """Keys ``UpdateNamesrvConfig`` refuses whatever ``configBlackList`` says: a caller must not choose
-where the server writes files (as RocketMQ blacklists ``kvConfigPath``)."""
+where the server writes files (as RocketMQ blacklists ``kvConfigPath``), nor which certificates,
+accounts or audit file it uses."""
 
 
 def _home(*parts: str) -> str:
@@ -62,6 +77,17 @@ class NamesrvConfig:
     """Largest remoting frame, bytes (RocketMQ's ``com.rocketmq.remoting.frameMaxLength``, 16 MiB)."""
     return_order_topic_config_to_broker: bool = True
     """REGISTER_BROKER answers carry the ORDER_TOPIC_CONFIG KV table (RocketMQ 5.x, S11)."""
+    tls_server_mode: str = "enforcing"
+    """``tls.server.mode`` (RocketMQ ``TlsSystemConfig``): disabled, permissive (remoting only), enforcing."""
+    tls_server_cert_path: str = ""
+    tls_server_key_path: str = ""
+    tls_server_trust_cert_path: str = ""
+    tls_server_need_client_auth: str = ""
+    """none, optional or require; empty = require when a trust path is set, else none."""
+    acl_file: str = ""
+    audit_log_file: str = ""
+    health_port: int = 0
+    """A plaintext port serving only ``grpc.health.v1`` (Kubernetes probes with TLS on); 0 = off."""
 
     def to_properties(self) -> dict[str, str]:
         """The configuration as RocketMQ key -> text, sorted by key (``-p``, ``GetNamesrvConfig``)."""
@@ -100,6 +126,16 @@ def _int_parser(low: int, high: int) -> Callable[[str], int]:
             raise ValueError(f"must be a whole number, got {text!r}") from None
         if not low <= value <= high:
             raise ValueError(f"must be from {low} to {high}, got {value}")
+        return value
+
+    return parse
+
+
+def _choice(*choices: str) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        value = text.strip().lower()
+        if value not in choices:
+            raise ValueError(f"must be one of {', '.join(choices)}, got {text!r}")
         return value
 
     return parse
@@ -159,6 +195,18 @@ KEYS: dict[str, _Key] = {
     "returnOrderTopicConfigToBroker": _Key(
         "return_order_topic_config_to_broker", _parse_bool, "REGISTER_BROKER answers carry ORDER_TOPIC_CONFIG"
     ),
+    "tls.server.mode": _Key(
+        "tls_server_mode", _choice("disabled", "permissive", "enforcing"), "TLS: disabled, permissive, enforcing"
+    ),
+    "tls.server.certPath": _Key("tls_server_cert_path", str.strip, "server certificate chain, PEM (TLS on)"),
+    "tls.server.keyPath": _Key("tls_server_key_path", str.strip, "server private key, PEM, unencrypted"),
+    "tls.server.trustCertPath": _Key("tls_server_trust_cert_path", str.strip, "CA certificates of client certificates"),
+    "tls.server.need.client.auth": _Key(
+        "tls_server_need_client_auth", _choice("", "none", "optional", "require"), "client certificates"
+    ),
+    "aclFile": _Key("acl_file", str.strip, "accounts and what they may do, YAML (empty = open)"),
+    "auditLogFile": _Key("audit_log_file", str.strip, "also write audit lines to this file"),
+    "healthPort": _Key("health_port", _int_parser(0, 65535), "plaintext grpc.health.v1-only port (0 = off)"),
 }
 """Every configuration key, in RocketMQ spelling."""
 
@@ -198,6 +246,19 @@ def apply_properties(
         except ValueError as exc:
             raise ConfigError(source, key, str(exc)) from None
     return dataclasses.replace(config, **changes), warnings  # type: ignore[arg-type]
+
+
+def check_security_settings(config: NamesrvConfig, source: str) -> None:
+    """Settings that only make sense together: a certificate needs its key (and the reverse), a
+    trust path needs a certificate. Raises ConfigError."""
+    cert, key = config.tls_server_cert_path, config.tls_server_key_path
+    if bool(cert) != bool(key):
+        missing = "tls.server.keyPath (--tls-key-file)" if cert else "tls.server.certPath (--tls-cert-file)"
+        raise ConfigError(source, missing, "TLS needs both a certificate and its private key")
+    if config.tls_server_trust_cert_path and not cert and config.tls_server_mode != "disabled":
+        raise ConfigError(
+            source, "tls.server.trustCertPath (--tls-client-ca-file)", "client certificates need TLS: set a certificate"
+        )
 
 
 def persist_properties(config: NamesrvConfig, path: Path) -> None:

@@ -13,6 +13,8 @@
     ├── KVConfigNotFoundError       KV_CONFIG_NOT_FOUND           NOT_FOUND
     ├── StaleBrokerStateError       STALE_BROKER_STATE            FAILED_PRECONDITION
     ├── ConfigKeyBlacklistedError   CONFIG_KEY_BLACKLISTED        PERMISSION_DENIED
+    ├── AccessDeniedError           ACCESS_DENIED                 PERMISSION_DENIED (--acl-file)
+    ├── BadSignatureError           BAD_SIGNATURE                 UNAUTHENTICATED (--acl-file)
     ├── ServiceWarmingUpError       NAMESRV_WARMING_UP            UNAVAILABLE
     ├── TooManyRouteWatchersError   TOO_MANY_ROUTE_WATCHERS       RESOURCE_EXHAUSTED
     ├── PersistError                KV_CONFIG_PERSIST_FAILED      INTERNAL
@@ -95,6 +97,18 @@ class ConfigKeyBlacklistedError(NamesrvError):
     """``UpdateNamesrvConfig`` names a key of ``configBlackList`` (S26)."""
 
     reason = "CONFIG_KEY_BLACKLISTED"
+
+
+class AccessDeniedError(NamesrvError):
+    """The ACL (``--acl-file``) does not allow this caller this request; nothing was changed."""
+
+    reason = "ACCESS_DENIED"
+
+
+class BadSignatureError(NamesrvError):
+    """A request's signature is malformed, wrong, stale or names an unknown access key (``--acl-file``)."""
+
+    reason = "BAD_SIGNATURE"
 
 
 class PersistError(NamesrvError):

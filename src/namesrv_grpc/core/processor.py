@@ -107,6 +107,8 @@ class NameServer:
         self.route_table = route_table
         self.kv_config = kv_config
         self.master_listeners: list[MasterListener] = []
+        self.removal_listeners: list[Callable[[RemovedBroker], None]] = []
+        """Called with every broker address removed (expiry, unregistration, session end)."""
         route_table.delete_topic_with_broker_registration = config.delete_topic_with_broker_registration
 
     def _notify_if_master_changed(self, broker_name: str, before: tuple[str, str]) -> None:
@@ -117,6 +119,8 @@ class NameServer:
 
     def _after_removals(self, removed: Iterable[RemovedBroker]) -> None:
         for broker in removed:
+            for removal_listener in self.removal_listeners:
+                removal_listener(broker)
             if broker.broker_id == MASTER_ID:
                 for listener in self.master_listeners:
                     listener(broker.broker_name, *self.route_table.master_of(broker.broker_name))
@@ -138,6 +142,7 @@ class NameServer:
         enable_acting_master: bool = False,
         zone_name: str = "",
         instance_id: str = "",
+        protocol: str = "grpc",
     ) -> tuple[RegisterBrokerResult, dict[str, str]]:
         """REGISTER_BROKER over gRPC (S01-S12): a protobuf body with its CRC32C; see
         :meth:`apply_registration` for the result. A body identical to this broker's last one (same
@@ -157,6 +162,7 @@ class NameServer:
             instance_id=instance_id,
             body_fingerprint=(body_crc32c, len(body), compressed),
             decode=lambda: self._decode_protobuf_body(identity, body, compressed),
+            protocol=protocol,
         )
 
     def _decode_protobuf_body(self, identity: BrokerIdentity, body: bytes, compressed: bool) -> DecodedBody:
@@ -185,9 +191,15 @@ class NameServer:
         enable_acting_master: bool = False,
         zone_name: str = "",
         instance_id: str = "",
+        protocol: str = "remoting",
     ) -> tuple[RegisterBrokerResult, dict[str, str]]:
         """The part of REGISTER_BROKER both protocols share (S02-S12), after the front door checked
         the body's checksum (S01: CRC32C over gRPC, CRC32 over remoting).
+
+        ``protocol`` ("grpc" or "remoting", the front door; default "remoting", whose front door
+        calls this directly) is recorded for the liveness view (``GetBrokerLiveTable``). A
+        registration that takes the broker back from another run of it (two agents for one broker)
+        is logged as a WARNING and named in the result (``conflicting_instance_id``).
 
         ``body_fingerprint`` identifies the body bytes as sent (checksum, length, compressed): when it
         equals this broker's last one, ``decode`` is not called. ``decode`` returns the decoded body
@@ -222,17 +234,31 @@ class NameServer:
             instance_id=instance_id,
             body_fingerprint=body_fingerprint,
             topics_fingerprint=topics_fingerprint,
+            protocol=protocol,
         )
+        if result.conflicting_instance_id:
+            log.warning(
+                "registration conflict: broker %s/%s id %d at %s is registered alternately by two runs "
+                "(instance %s took it back from instance %s); run one agent per broker",
+                *identity,
+                instance_id,
+                result.conflicting_instance_id,
+            )
         self._notify_if_master_changed(identity.broker_name, master_before)
         return result, self.kv_config.list_namespace(ORDER_TOPIC_CONFIG_NAMESPACE)
 
     def unregister_broker(
-        self, *, cluster_name: str, broker_name: str, broker_id: int, broker_addr: str
+        self, *, cluster_name: str, broker_name: str, broker_id: int, broker_addr: str, instance_id: str = ""
     ) -> RemovedBroker | None:
-        """UNREGISTER_BROKER (S16, S17). Raises InvalidFieldError."""
+        """UNREGISTER_BROKER (S16, S17); with ``instance_id``, another run's registration stays.
+        Raises InvalidFieldError."""
         _require_broker(cluster_name, broker_name, broker_id, broker_addr)
         removed = self.route_table.unregister_broker(
-            cluster_name=cluster_name, broker_name=broker_name, broker_id=broker_id, broker_addr=broker_addr
+            cluster_name=cluster_name,
+            broker_name=broker_name,
+            broker_id=broker_id,
+            broker_addr=broker_addr,
+            instance_id=instance_id,
         )
         if removed is not None:
             log.info("unregistered broker %s (%s/%s id %d)", broker_addr, cluster_name, broker_name, broker_id)

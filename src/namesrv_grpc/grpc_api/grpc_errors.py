@@ -27,6 +27,8 @@ STATUS_CODES: dict[type[errors.NamesrvError], grpc.StatusCode] = {
     errors.KVConfigNotFoundError: grpc.StatusCode.NOT_FOUND,
     errors.StaleBrokerStateError: grpc.StatusCode.FAILED_PRECONDITION,
     errors.ConfigKeyBlacklistedError: grpc.StatusCode.PERMISSION_DENIED,
+    errors.AccessDeniedError: grpc.StatusCode.PERMISSION_DENIED,
+    errors.BadSignatureError: grpc.StatusCode.UNAUTHENTICATED,
     errors.PersistError: grpc.StatusCode.INTERNAL,
     errors.ServiceWarmingUpError: grpc.StatusCode.UNAVAILABLE,
     errors.SnapshotWriteError: grpc.StatusCode.INTERNAL,
