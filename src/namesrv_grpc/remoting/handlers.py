@@ -52,11 +52,13 @@ from namesrv_grpc.core.errors import (
 from namesrv_grpc.core.model import DataVersion, TopicRouteData
 from namesrv_grpc.core.processor import BrokerIdentity, DecodedBody, NameServer
 from namesrv_grpc.metrics import NamesrvMetrics
-from namesrv_grpc.remoting import bodies, fastjson
+from namesrv_grpc.remoting import access, bodies, fastjson
 from namesrv_grpc.remoting.codec import RemotingCommand
 from namesrv_grpc.remoting.codes import VERSION_V4_9_4, RequestCode, ResponseCode
 from namesrv_grpc.remoting.errors import kv_not_found_remark, not_supported_remark, to_response
 from namesrv_grpc.remoting.remoting_metrics import RemotingMetrics
+from namesrv_grpc.security.audit import AuditLog
+from namesrv_grpc.security.authz import Guard, Principal
 
 if TYPE_CHECKING:
     from namesrv_grpc.remoting.server import RemotingConnection
@@ -196,8 +198,16 @@ def _only_data_version(data: bytes) -> DataVersion | None:
 class RemotingHandlers:
     """The dispatch table of one NameServer's remoting listener, and S15 for its connections."""
 
-    def __init__(self, nameserver: NameServer, metrics: NamesrvMetrics, remoting_metrics: RemotingMetrics) -> None:
+    def __init__(
+        self,
+        nameserver: NameServer,
+        metrics: NamesrvMetrics,
+        remoting_metrics: RemotingMetrics,
+        guard: Guard | None = None,
+    ) -> None:
+        """``guard``: the ACL check and audit trail (open when None), see :mod:`.access`."""
         self._ns = nameserver
+        self.guard = guard or Guard(None, AuditLog())
         self._namesrv_metrics = metrics
         self.metrics = remoting_metrics
         self._write_lock = asyncio.Lock()
@@ -239,7 +249,9 @@ class RemotingHandlers:
             remark = not_supported_remark(request.code)
             response = request.make_response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, remark)
         else:
+            principal: Principal | None = None
             try:
+                principal = access.authorize(self.guard, request, connection)  # ACL first (no-op without one)
                 result = handler(request, connection)
             except NamesrvError as error:
                 response = request.make_response(*to_response(error))
@@ -247,18 +259,28 @@ class RemotingHandlers:
                 response = self._internal_error(request, exc)
             else:
                 if not isinstance(result, RemotingCommand):
-                    return self._finish(request, result)
+                    return self._finish(request, result, connection, principal)
                 response = result
+            if response.code == ResponseCode.SUCCESS:
+                access.audit(self.guard, request, connection, principal)
         self.metrics.request_handled(request.code, response.code)
         return response
 
-    async def _finish(self, request: RemotingCommand, pending: Awaitable[RemotingCommand]) -> RemotingCommand:
+    async def _finish(
+        self,
+        request: RemotingCommand,
+        pending: Awaitable[RemotingCommand],
+        connection: RemotingConnection,
+        principal: Principal | None,
+    ) -> RemotingCommand:
         try:
             response = await pending
         except NamesrvError as error:
             response = request.make_response(*to_response(error))
         except Exception as exc:
             response = self._internal_error(request, exc)
+        if response.code == ResponseCode.SUCCESS:
+            access.audit(self.guard, request, connection, principal)
         self.metrics.request_handled(request.code, response.code)
         return response
 
