@@ -57,6 +57,7 @@ from namesrv_grpc.remoting.codec import RemotingCommand
 from namesrv_grpc.remoting.codes import VERSION_V4_9_4, RequestCode, ResponseCode
 from namesrv_grpc.remoting.errors import kv_not_found_remark, not_supported_remark, to_response
 from namesrv_grpc.remoting.remoting_metrics import RemotingMetrics
+from namesrv_grpc.remoting.server import printable
 from namesrv_grpc.security.audit import AuditLog
 from namesrv_grpc.security.authz import Guard, Principal
 
@@ -82,6 +83,8 @@ REMOTING_FINGERPRINT_TAG = 1 << 32
 """Added to the CRC32 in a remoting body fingerprint, so it never equals a gRPC one (CRC32C < 2**32)."""
 
 CONNECTION_CLOSED = "remoting connection closed"
+
+_REQUEST_NAMES = {int(code): code.name for code in RequestCode}
 """The cause logged when a broker is removed because its connection closed (S15)."""
 
 
@@ -247,6 +250,7 @@ class RemotingHandlers:
         handler = self.table.get(request.code)
         if handler is None:
             remark = not_supported_remark(request.code)
+            log.warning("remoting %s: request code %d is not a NameServer request", connection.peer, request.code)
             response = request.make_response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, remark)
         else:
             principal: Principal | None = None
@@ -254,12 +258,12 @@ class RemotingHandlers:
                 principal = access.authorize(self.guard, request, connection)  # ACL first (no-op without one)
                 result = handler(request, connection)
             except NamesrvError as error:
-                response = request.make_response(*to_response(error))
+                response = self._refused(request, connection, error)
             except Exception as exc:
                 response = self._internal_error(request, exc)
             else:
                 if not isinstance(result, RemotingCommand):
-                    return self._finish(request, result, connection, principal)
+                    return self._finish(request, connection, result, principal)
                 response = result
             if response.code == ResponseCode.SUCCESS:
                 access.audit(self.guard, request, connection, principal)
@@ -269,20 +273,31 @@ class RemotingHandlers:
     async def _finish(
         self,
         request: RemotingCommand,
-        pending: Awaitable[RemotingCommand],
         connection: RemotingConnection,
-        principal: Principal | None,
+        pending: Awaitable[RemotingCommand],
+        principal: Principal | None = None,
     ) -> RemotingCommand:
         try:
             response = await pending
         except NamesrvError as error:
-            response = request.make_response(*to_response(error))
+            response = self._refused(request, connection, error)
         except Exception as exc:
             response = self._internal_error(request, exc)
         if response.code == ResponseCode.SUCCESS:
             access.audit(self.guard, request, connection, principal)
         self.metrics.request_handled(request.code, response.code)
         return response
+
+    @staticmethod
+    def _refused(request: RemotingCommand, connection: RemotingConnection, error: NamesrvError) -> RemotingCommand:
+        """The answer to a request the NameServer refuses; one log line says what and from where,
+        except for the everyday answers TOPIC_NOT_EXIST and QUERY_NOT_FOUND."""
+        code, remark = to_response(error)
+        if code not in (ResponseCode.TOPIC_NOT_EXIST, ResponseCode.QUERY_NOT_FOUND):
+            name = _REQUEST_NAMES.get(request.code, str(request.code))
+            message = printable(error.message)
+            log.warning("remoting %s: %s refused (%s): %s", connection.peer, name, error.reason, message)
+        return request.make_response(code, remark)
 
     @staticmethod
     def _internal_error(request: RemotingCommand, exc: Exception) -> RemotingCommand:
@@ -365,13 +380,6 @@ class RemotingHandlers:
         with self._namesrv_metrics.registration():
             actual = zlib.crc32(body) & 0x7FFFFFFF
             if body_crc32 != 0 and actual != body_crc32:
-                log.warning(
-                    "REGISTER_BROKER from %s (%s): crc32 not match (bodyCrc32 %d, body %d)",
-                    connection.peer,
-                    identity.broker_addr,
-                    body_crc32,
-                    actual,
-                )
                 raise BodyChecksumMismatchError(
                     f"bodyCrc32 is {body_crc32} but the CRC32 of the {len(body)} body bytes is {actual}",
                     {"expected": str(body_crc32), "actual": str(actual)},
