@@ -740,3 +740,17 @@ def test_s19_order_topic_conf_and_warm_up_over_remoting(tmp_path: Path) -> None:
     ):
         answer = client.call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "any"})
         assert (answer.code, answer.remark) == (ResponseCode.SYSTEM_ERROR, "name server not ready")
+
+
+def test_cpp_client_quirks_are_accepted(client: RemotingTestClient) -> None:
+    """The C++ client: a JSON header ending in "\\n" (counted in its length), opaque 0, language CPP,
+    version 63 (old route form), AccessKey/Signature/OnsChannel in extFields without an ACL."""
+    register(client, "c-cpp", "b-cpp", 0, "127.0.0.1:29801", {"cpp-T": topic("cpp-T")})
+    header = (
+        b'{"code":105,"language":"CPP","version":63,"opaque":0,"flag":0,"remark":"",'
+        b'"extFields":{"topic":"cpp-T","AccessKey":"","Signature":"","OnsChannel":"ALIYUN"}}\n'
+    )
+    client.send_raw(_frame(header))
+    answer = client.receive(0)
+    assert answer.code == ResponseCode.SUCCESS
+    assert b'"brokerAddrs":{0:"127.0.0.1:29801"}' in answer.body
