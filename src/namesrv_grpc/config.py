@@ -8,9 +8,13 @@ range; a bad one is a :class:`~namesrv_grpc.properties.ConfigError` naming file,
 from __future__ import annotations
 
 import dataclasses
+import io
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import jproperties
 
 from namesrv_grpc.atomic_file import write_atomically
 from namesrv_grpc.properties import ConfigError
@@ -59,7 +63,15 @@ class NamesrvConfig:
     order_message_enable: bool = False
     delete_topic_with_broker_registration: bool = False
     config_black_list: str = DEFAULT_CONFIG_BLACKLIST
-    grpc_max_message_size: int = 128 * 1024 * 1024
+    grpc_max_message_size: int = 16 * 1024 * 1024
+    register_body_max_inflated_size: int = 64 * 1024 * 1024
+    register_body_max_topics: int = 200_000
+    kv_config_max_value_size: int = 64 * 1024
+    kv_config_max_total_size: int = 2 * 1024 * 1024
+    broker_session_hello_timeout_millis: int = 10_000
+    max_broker_sessions: int = 10_000
+    grpc_max_concurrent_streams: int = 1_000
+    grpc_max_connection_idle_millis: int = 600_000
     shutdown_grace_period_millis: int = 5_000
     need_wait_for_service: bool = False
     wait_seconds_for_service: int = 45
@@ -163,7 +175,39 @@ KEYS: dict[str, _Key] = {
     ),
     "configBlackList": _Key("config_black_list", str, "keys UpdateNamesrvConfig refuses, ';'-separated"),
     "grpcMaxMessageSize": _Key(
-        "grpc_max_message_size", _int_parser(4 * 1024 * 1024, 2**31 - 1), "largest gRPC message, bytes"
+        "grpc_max_message_size",
+        _int_parser(4 * 1024 * 1024, 2**31 - 1),
+        "largest gRPC request or reply, bytes (RocketMQ's 16 MiB frame limit by default)",
+    ),
+    "registerBodyMaxInflatedSize": _Key(
+        "register_body_max_inflated_size",
+        _int_parser(1024 * 1024, 1024 * 1024 * 1024),
+        "largest registration body after zlib decompression, bytes",
+    ),
+    "registerBodyMaxTopics": _Key(
+        "register_body_max_topics", _int_parser(1, 10_000_000), "most topics in one registration body"
+    ),
+    "kvConfigMaxValueSize": _Key(
+        "kv_config_max_value_size", _int_parser(1, 64 * 1024 * 1024), "largest KV config value, UTF-8 bytes"
+    ),
+    "kvConfigMaxTotalSize": _Key(
+        "kv_config_max_total_size",
+        _int_parser(1024, 1024 * 1024 * 1024),
+        "largest KV config table (namespaces + keys + values, UTF-8 bytes); keep it below what clients receive",
+    ),
+    "brokerSessionHelloTimeoutMillis": _Key(
+        "broker_session_hello_timeout_millis",
+        _int_parser(100, 600_000),
+        "a broker session must send its hello within this many ms",
+    ),
+    "maxBrokerSessions": _Key("max_broker_sessions", _int_parser(1, 1_000_000), "most broker sessions open at once"),
+    "grpcMaxConcurrentStreams": _Key(
+        "grpc_max_concurrent_streams", _int_parser(1, 1_000_000), "most calls in flight on one gRPC connection"
+    ),
+    "grpcMaxConnectionIdleMillis": _Key(
+        "grpc_max_connection_idle_millis",
+        _int_parser(1_000, 2**31 - 1),
+        "a gRPC connection without calls for this many ms is closed (clients reconnect when needed)",
     ),
     "shutdownGracePeriodMillis": _Key(
         "shutdown_grace_period_millis", _int_parser(0, 600_000), "drain time on SIGTERM, ms"
@@ -218,10 +262,26 @@ RESTART_KEYS = frozenset(
         "metricsPort",
         "grpcMaxMessageSize",
         "snapshotNamesrvId",
+        "grpcMaxConcurrentStreams",
+        "grpcMaxConnectionIdleMillis",
         "remotingFrameMaxLength",
     }
 )
 """Keys that ``UpdateNamesrvConfig`` stores but that take effect only at the next start."""
+
+
+MAX_VALUE_LENGTH = 4096
+"""Longest configuration value accepted (paths, ``configBlackList``)."""
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _check_text(text: str) -> None:
+    if len(text) > MAX_VALUE_LENGTH:
+        raise ValueError(f"is {len(text)} characters, more than {MAX_VALUE_LENGTH}")
+    match = _CONTROL.search(text)
+    if match is not None:
+        raise ValueError(f"contains the control character {match.group()!r} at {match.start()}")
 
 
 def apply_properties(
@@ -230,22 +290,38 @@ def apply_properties(
     """Return a new config with ``properties`` applied, and warnings for unknown keys.
 
     With ``strict`` an unknown key is an error instead of a warning (``UpdateNamesrvConfig``).
-    Raises ConfigError(source, key, problem) for a bad value; ``config`` is never changed.
+    Raises ConfigError(source, key, problem) for a bad value (including one longer than
+    :data:`MAX_VALUE_LENGTH` or with a control character such as a newline); ``config`` is never
+    changed. An unknown key is quoted shortened and escaped.
     """
     changes: dict[str, object] = {}
     warnings: list[str] = []
     for key, text in properties.items():
         spec = KEYS.get(key)
         if spec is None:
+            shown = key if len(key) <= 64 and not _CONTROL.search(key) else f"{key[:64]!r}"
             if strict:
-                raise ConfigError(source, key, f"unknown key; known keys: {', '.join(sorted(KEYS))}")
-            warnings.append(f"{source}: {key}: unknown key, ignored")
+                raise ConfigError(source, shown, f"unknown key; known keys: {', '.join(sorted(KEYS))}")
+            warnings.append(f"{source}: {shown}: unknown key, ignored")
             continue
         try:
+            _check_text(text)
             changes[spec.attribute] = spec.parse(text)
         except ValueError as exc:
             raise ConfigError(source, key, str(exc)) from None
     return dataclasses.replace(config, **changes), warnings  # type: ignore[arg-type]
+
+
+def properties_text(values: Mapping[str, str]) -> str:
+    """``values`` as Java properties text, written by ``jproperties`` (separators, ``#``, ``\\``,
+    leading spaces and line breaks escaped, so every value reads back exactly and no value can add a
+    key)."""
+    properties = jproperties.Properties()
+    for key, value in values.items():
+        properties[key] = value
+    out = io.BytesIO()
+    properties.store(out, encoding="utf-8", timestamp=False)
+    return out.getvalue().decode("utf-8")
 
 
 def check_security_settings(config: NamesrvConfig, source: str) -> None:
@@ -263,5 +339,4 @@ def check_security_settings(config: NamesrvConfig, source: str) -> None:
 
 def persist_properties(config: NamesrvConfig, path: Path) -> None:
     """Write the configuration as a Java properties file, atomically (S26 ``configStorePath``)."""
-    lines = [f"{key}={value}" for key, value in config.to_properties().items()]
-    write_atomically(path, "\n".join(lines) + "\n")
+    write_atomically(path, properties_text(config.to_properties()))

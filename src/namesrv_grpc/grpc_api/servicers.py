@@ -39,8 +39,10 @@ if TYPE_CHECKING:
 Context = grpc.aio.ServicerContext[Any, Any]
 
 
-OFF_LOOP_BODY_BYTES = 256 * 1024
-"""Registration bodies larger than this are processed in a worker thread."""
+OFF_LOOP_BODY_BYTES = 64 * 1024
+"""Uncompressed registration bodies larger than this (about 1,500 topics) are processed in a worker
+thread. A compressed body always is: its work depends on its inflated size (up to
+``registerBodyMaxInflatedSize``), not on the bytes sent."""
 
 
 class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[misc]
@@ -87,10 +89,13 @@ class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[mis
             zone_name=request.zone_name,
             instance_id=request.instance_id,
         )
-        # A large body (thousands of topics) is checked and decoded off the event loop, so route
-        # lookups go on meanwhile; the table itself is locked only while it is updated. The same
-        # body as last time is not decoded at all: it is handled right here.
-        off_loop = len(body) > OFF_LOOP_BODY_BYTES and not self._ns.route_table.same_body_registered(
+        # A large or compressed body is checked and decoded off the event loop (in batches, so the
+        # GIL is released often), and route lookups go on meanwhile; the table itself is locked
+        # only while it is updated. The same body as last time is not decoded at all: it is
+        # handled right here.
+        off_loop = (
+            request.compressed or len(body) > OFF_LOOP_BODY_BYTES
+        ) and not self._ns.route_table.same_body_registered(
             cluster_name=request.cluster_name,
             broker_name=request.broker_name,
             broker_id=request.broker_id,
@@ -260,7 +265,8 @@ class KVConfigServicer(kv_grpc.KVConfigServiceServicer):  # type: ignore[misc]
 
     async def PutKVConfig(self, request: kv_pb2.PutKVConfigRequest, context: Context) -> kv_pb2.PutKVConfigResponse:
         caller = self._guard.require(context, Action.WRITE_KV)
-        self._ns.put_kv_config(request.namespace, request.key, request.value)
+        # The durable write blocks on the disk: a worker thread does it (writes are serialised there).
+        await asyncio.to_thread(self._ns.put_kv_config, request.namespace, request.key, request.value)
         self._metrics.kv_config_writes.inc()
         self._guard.audit(
             context, caller, "PutKVConfig", namespace=request.namespace, key=request.key, value_chars=len(request.value)
@@ -275,7 +281,7 @@ class KVConfigServicer(kv_grpc.KVConfigServiceServicer):  # type: ignore[misc]
         self, request: kv_pb2.DeleteKVConfigRequest, context: Context
     ) -> kv_pb2.DeleteKVConfigResponse:
         caller = self._guard.require(context, Action.WRITE_KV)
-        self._ns.delete_kv_config(request.namespace, request.key)
+        await asyncio.to_thread(self._ns.delete_kv_config, request.namespace, request.key)
         self._metrics.kv_config_writes.inc()
         self._guard.audit(context, caller, "DeleteKVConfig", namespace=request.namespace, key=request.key)
         return kv_pb2.DeleteKVConfigResponse()
@@ -343,7 +349,7 @@ class AdminServicer(admin_grpc.AdminServiceServicer):  # type: ignore[misc]
         self, request: admin_pb2.UpdateNamesrvConfigRequest, context: Context
     ) -> admin_pb2.UpdateNamesrvConfigResponse:
         caller = self._guard.require(context, Action.UPDATE_CONFIG)
-        self._ns.update_namesrv_config(dict(request.config))
+        await asyncio.to_thread(self._ns.update_namesrv_config, dict(request.config))
         self._guard.audit(context, caller, "UpdateNamesrvConfig", changes=dict(request.config))
         return admin_pb2.UpdateNamesrvConfigResponse()
 

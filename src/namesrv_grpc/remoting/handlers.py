@@ -70,12 +70,14 @@ Handler = Callable[[RemotingCommand, "RemotingConnection"], Result]
 OFF_LOOP_BODY_BYTES = 256 * 1024
 """A plain (JSON) REGISTER_BROKER body larger than this is checked and decoded in a worker thread."""
 
-OFF_LOOP_COMPRESSED_BODY_BYTES = 32 * 1024
-"""A compressed body larger than this goes to a worker thread (it inflates to several times its size)."""
+OFF_LOOP_COMPRESSED_BODY_BYTES = 0
+"""A compressed body larger than this goes to a worker thread: every non-empty one, since its work
+depends on what it inflates to (up to ``registerBodyMaxInflatedSize``), not on the bytes sent."""
 
 MAX_INFLATED_BODY_BYTES = 64 * 1024 * 1024
-"""Largest compressed REGISTER_BROKER body after inflation (64 MiB, about 1.5 million topics in the
-Deflater format): a deflate bomb is refused (SYSTEM_ERROR) after inflating at most this much."""
+"""Default largest compressed REGISTER_BROKER body after inflation (64 MiB, about 1.5 million topics in
+the Deflater format; ``registerBodyMaxInflatedSize`` sets it): a deflate bomb is refused
+(SYSTEM_ERROR) after inflating at most this much."""
 
 REMOTING_FINGERPRINT_TAG = 1 << 32
 """Added to the CRC32 in a remoting body fingerprint, so it never equals a gRPC one (CRC32C < 2**32)."""
@@ -398,7 +400,8 @@ class RemotingHandlers:
                 if data_version is not None:
                     filter_servers = self._ns.route_table.filter_servers_of(identity.broker_addr)
                     return DecodedBody(None, data_version, filter_servers, fingerprint)
-        decoded = bodies.decode_register_broker_body(body, compressed=compressed, max_inflated=MAX_INFLATED_BODY_BYTES)
+        max_inflated = self._ns.config.register_body_max_inflated_size
+        decoded = bodies.decode_register_broker_body(body, compressed=compressed, max_inflated=max_inflated)
         return DecodedBody(
             decoded.topic_config_table,
             decoded.data_version,
