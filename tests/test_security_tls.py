@@ -10,6 +10,7 @@ import socket
 import ssl
 import subprocess
 import sys
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +22,12 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from namesrv.v1 import kv_config_service_pb2 as kv_pb2
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
+from namesrv_grpc.cli import parse_boot_line
+from namesrv_grpc.core.model import DataVersion
+from namesrv_grpc.remoting import bodies
+from namesrv_grpc.remoting.codes import RequestCode, ResponseCode
 from namesrv_grpc.security.client import ClientSecurity
+from tests.remoting_support import RemotingTestClient
 from tests.support import (
     ROOT,
     LineWatcher,
@@ -83,6 +89,7 @@ class SecureNamesrv:
     port: int
     health_port: int
     log: LineWatcher
+    remoting_port: int = 0
     cert_file: Path | None = None
     key_file: Path | None = None
 
@@ -112,7 +119,8 @@ def start_secure(tmp_path: Path) -> Iterator[Callable[..., SecureNamesrv]]:
         if "boot success" not in line:
             process.kill()
             raise AssertionError(f"no boot line: {line!r} {process.communicate(timeout=10)[1]}")
-        server = SecureNamesrv(process, int(line.rsplit(":", 1)[1]), health_port, LineWatcher(process.stderr))
+        ports = parse_boot_line(line)
+        server = SecureNamesrv(process, ports["gRPC"], health_port, LineWatcher(process.stderr), ports["remoting"])
         started.append(server)
         wait_serving(f"127.0.0.1:{health_port}")  # the plaintext health-only port
         return server
@@ -285,10 +293,28 @@ def test_agent_admin_cli_and_snapshot_over_mtls(pki: Pki, mtls_server: SecureNam
     assert agent.returncode == 0
 
 
+def tls_context(pki: Pki, cert: Issued | None) -> ssl.SSLContext:
+    context = ssl.create_default_context(cafile=str(pki.ca.cert_file))
+    if cert is not None:
+        context.load_cert_chain(str(cert.cert_file), str(cert.key_file))
+    return context
+
+
+def remoting_client(pki: Pki, port: int, cert: Issued | None) -> RemotingTestClient:
+    """A remoting connection over TLS (handshake done; raises ssl.SSLError / OSError when refused)."""
+    client = RemotingTestClient(f"127.0.0.1:{port}")
+    client.sock = tls_context(pki, cert).wrap_socket(client.sock, server_hostname="localhost")
+    return client
+
+
+def remoting_call(pki: Pki, port: int, cert: Issued | None, code: int) -> None:
+    with remoting_client(pki, port, cert) as client:
+        client.call(code)
+
+
 def served_certificate(pki: Pki, port: int) -> x509.Certificate:
     """The certificate a new TLS connection to ``port`` is shown (client certificate broker-a)."""
-    context = ssl.create_default_context(cafile=str(pki.ca.cert_file))
-    context.load_cert_chain(str(pki.broker_a.cert_file), str(pki.broker_a.key_file))
+    context = tls_context(pki, pki.broker_a)
     context.set_alpn_protocols(["h2"])
     with (
         socket.create_connection(("127.0.0.1", port), timeout=5) as raw,
@@ -315,6 +341,7 @@ def test_certificates_reload_on_sighup_and_file_change(pki: Pki, mtls_server: Se
     mtls_server.process.send_signal(signal.SIGHUP)
     mtls_server.log.wait_for("TLS certificate reloaded (SIGHUP)")
     assert served_certificate(pki, mtls_server.port).serial_number == renewed.cert.serial_number
+    assert served_certificate(pki, mtls_server.remoting_port).serial_number == renewed.cert.serial_number
 
     # Replaced again, without a signal: the file watch notices within seconds.
     again = pki.ca.issue("server-again", pki.server.cert.subject, server=True)
@@ -322,6 +349,7 @@ def test_certificates_reload_on_sighup_and_file_change(pki: Pki, mtls_server: Se
     cert_file.write_bytes(again.cert_file.read_bytes())
     mtls_server.log.wait_for("TLS certificate reloaded (files changed)", timeout=30)
     assert served_certificate(pki, mtls_server.port).serial_number == again.cert.serial_number
+    assert served_certificate(pki, mtls_server.remoting_port).serial_number == again.cert.serial_number
 
     # A broken file is reported and the served certificate stays.
     cert_file.write_text("garbage\n")
@@ -334,3 +362,33 @@ def test_certificates_reload_on_sighup_and_file_change(pki: Pki, mtls_server: Se
     with client(pki, pki.broker_a).channel(address) as channel:
         route = Stubs(channel).ns.PickupTopicRoute(ns_pb2.PickupTopicRouteRequest(topic="Kept"), timeout=T)
     assert route.route.broker_datas[0].broker_name == "broker-a"
+
+
+def test_remoting_port_speaks_tls_with_certificate_identities(pki: Pki, mtls_server: SecureNamesrv) -> None:
+    port = mtls_server.remoting_port
+    # Plaintext RocketMQ frames get no answer: the server waits for a TLS handshake, then drops them.
+    with RemotingTestClient(f"127.0.0.1:{port}", timeout=5) as plain:
+        plain.send(plain.request(RequestCode.GET_BROKER_CLUSTER_INFO))
+        assert plain.wait_closed(timeout=15)
+    # A client without a certificate, or with one of another CA, fails the handshake.
+    # (With TLS 1.3 the server's verdict on the certificate arrives with the first read.)
+    for cert in (None, pki.rogue_client):
+        with pytest.raises((ssl.SSLError, OSError)):
+            remoting_call(pki, port, cert, RequestCode.GET_BROKER_CLUSTER_INFO)
+    body = bodies.encode_register_broker_body({"Remote": topic("Remote")}, DataVersion(0, 1, 1), compressed=False)
+    fields = {
+        "clusterName": "DefaultCluster",
+        "brokerId": "0",
+        "brokerAddr": "127.0.0.1:10960",
+        "haServerAddr": "",
+        "compressed": "false",
+        "bodyCrc32": str(zlib.crc32(body) & 0x7FFFFFFF),
+    }
+    with remoting_client(pki, port, pki.broker_a) as client:  # CN=broker-a: its own broker only
+        ok = client.call(RequestCode.REGISTER_BROKER, {**fields, "brokerName": "broker-a"}, body)
+        assert ok.code == ResponseCode.SUCCESS, ok.remark
+        refused = client.call(RequestCode.REGISTER_BROKER, {**fields, "brokerName": "broker-b"}, body)
+        assert refused.code == ResponseCode.NO_PERMISSION
+        assert "cert:CN=broker-a may not RegisterBroker 'broker-b'" in (refused.remark or "")
+        route = client.call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "Remote"})
+        assert route.code == ResponseCode.SUCCESS

@@ -90,9 +90,10 @@ class NamesrvServer:
         self.metrics.registry.register(RouteWatchCollector(self.route_watches, self.nameserver))
         self.health = health.aio.HealthServicer()
         self.remoting = RemotingServer(
-            RemotingHandlers(self.nameserver, self.metrics, RemotingMetrics(self.metrics.registry)),
+            RemotingHandlers(self.nameserver, self.metrics, RemotingMetrics(self.metrics.registry), self.guard),
             frame_max_length=config.remoting_frame_max_length,
             idle_timeout_seconds=lambda: self.config.server_channel_max_idle_time_seconds,
+            ssl_context=self.tls.remoting_context() if self.tls is not None else None,
         )
         self._health_server: grpc.aio.Server | None = None
         self.health_port = 0

@@ -52,12 +52,14 @@ from namesrv_grpc.core.errors import (
 from namesrv_grpc.core.model import DataVersion, TopicRouteData
 from namesrv_grpc.core.processor import BrokerIdentity, DecodedBody, NameServer
 from namesrv_grpc.metrics import NamesrvMetrics
-from namesrv_grpc.remoting import bodies, fastjson
+from namesrv_grpc.remoting import access, bodies, fastjson
 from namesrv_grpc.remoting.codec import RemotingCommand
 from namesrv_grpc.remoting.codes import VERSION_V4_9_4, RequestCode, ResponseCode
 from namesrv_grpc.remoting.errors import kv_not_found_remark, not_supported_remark, to_response
 from namesrv_grpc.remoting.remoting_metrics import RemotingMetrics
 from namesrv_grpc.remoting.server import printable
+from namesrv_grpc.security.audit import AuditLog
+from namesrv_grpc.security.authz import Guard, Principal
 
 if TYPE_CHECKING:
     from namesrv_grpc.remoting.server import RemotingConnection
@@ -201,8 +203,16 @@ def _only_data_version(data: bytes) -> DataVersion | None:
 class RemotingHandlers:
     """The dispatch table of one NameServer's remoting listener, and S15 for its connections."""
 
-    def __init__(self, nameserver: NameServer, metrics: NamesrvMetrics, remoting_metrics: RemotingMetrics) -> None:
+    def __init__(
+        self,
+        nameserver: NameServer,
+        metrics: NamesrvMetrics,
+        remoting_metrics: RemotingMetrics,
+        guard: Guard | None = None,
+    ) -> None:
+        """``guard``: the ACL check and audit trail (open when None), see :mod:`.access`."""
         self._ns = nameserver
+        self.guard = guard or Guard(None, AuditLog())
         self._namesrv_metrics = metrics
         self.metrics = remoting_metrics
         self._write_lock = asyncio.Lock()
@@ -245,7 +255,9 @@ class RemotingHandlers:
             log.warning("remoting %s: request code %d is not a NameServer request", connection.peer, request.code)
             response = request.make_response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, remark)
         else:
+            principal: Principal | None = None
             try:
+                principal = access.authorize(self.guard, request, connection)  # ACL first (no-op without one)
                 result = handler(request, connection)
             except NamesrvError as error:
                 response = self._refused(request, connection, error)
@@ -253,13 +265,19 @@ class RemotingHandlers:
                 response = self._internal_error(request, exc)
             else:
                 if not isinstance(result, RemotingCommand):
-                    return self._finish(request, connection, result)
+                    return self._finish(request, connection, result, principal)
                 response = result
+            if response.code == ResponseCode.SUCCESS:
+                access.audit(self.guard, request, connection, principal)
         self.metrics.request_handled(request.code, response.code)
         return response
 
     async def _finish(
-        self, request: RemotingCommand, connection: RemotingConnection, pending: Awaitable[RemotingCommand]
+        self,
+        request: RemotingCommand,
+        connection: RemotingConnection,
+        pending: Awaitable[RemotingCommand],
+        principal: Principal | None = None,
     ) -> RemotingCommand:
         try:
             response = await pending
@@ -267,6 +285,8 @@ class RemotingHandlers:
             response = self._refused(request, connection, error)
         except Exception as exc:
             response = self._internal_error(request, exc)
+        if response.code == ResponseCode.SUCCESS:
+            access.audit(self.guard, request, connection, principal)
         self.metrics.request_handled(request.code, response.code)
         return response
 
