@@ -6,6 +6,7 @@ run with podman by ``make image-test`` (scripts/image_test.py), which ``make tes
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 import shlex
@@ -572,3 +573,46 @@ def test_install_script_is_idempotent() -> None:
     again = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=60)
     assert again.returncode == 0, again.stderr
     assert again.stdout == ""
+
+
+def load_image_test() -> Any:
+    """scripts/image_test.py as a module (scripts/ is no package)."""
+    spec = importlib.util.spec_from_file_location("image_test", ROOT / "scripts" / "image_test.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_kube_play_pod_is_the_statefulset_pod_template() -> None:
+    """What `make image-test` plays with podman kube play (podman 4.3 plays Pods, not StatefulSets)
+    is the StatefulSet's pod: same container, args, probes and security contexts, the image under
+    test, container ports published only on loopback, the claim template as a claim; a valid Pod."""
+    image_test = load_image_test()
+    scenario = image_test.KubeScenario(["podman"], "localhost/namesrv-grpc:dev", 10.0, 30.0)
+    try:
+        played = scenario.write_pod()
+        pod = yaml.safe_load(scenario.manifest.read_text(encoding="utf-8"))
+    finally:
+        scenario.tmp.cleanup()
+    template = find("StatefulSet", "namesrv")["spec"]["template"]
+    (original,) = template["spec"]["containers"]
+    assert pod["kind"] == "Pod"
+    assert pod["spec"]["containers"] == [played]
+    assert played["image"] == "localhost/namesrv-grpc:dev"
+    for key in ("args", "startupProbe", "readinessProbe", "livenessProbe", "securityContext", "volumeMounts"):
+        assert played[key] == original[key], key
+    assert pod["spec"]["securityContext"] == template["spec"]["securityContext"]
+    assert [(p["name"], p["containerPort"]) for p in played["ports"]] == [
+        (p["name"], p["containerPort"]) for p in original["ports"]
+    ]
+    assert {p["hostIP"] for p in played["ports"]} == {"127.0.0.1"}
+    assert len({p["hostPort"] for p in played["ports"]}) == len(played["ports"])
+    assert scenario.ports == {p["name"]: p["hostPort"] for p in played["ports"]}
+    (volume,) = pod["spec"]["volumes"]
+    assert volume["persistentVolumeClaim"]["claimName"] == scenario.claim
+    assert {m["name"] for m in played["volumeMounts"]} == {volume["name"]}
+    assert scenario.run_as_user == 10001
+    assert scenario.grace_period == template["spec"]["terminationGracePeriodSeconds"]
+    kv.validate(pod, KUBERNETES_VERSIONS[0], strict=True)

@@ -230,7 +230,9 @@ def test_register_broker_answer_carries_master_and_order_topic_config(client: Re
         stubs.kv.DeleteKVConfig(kv_pb2.DeleteKVConfigRequest(namespace="ORDER_TOPIC_CONFIG", key="ord-T"))
 
 
-def test_s01_wrong_body_crc32_is_system_error_and_changes_nothing(client: RemotingTestClient, stubs: Stubs) -> None:
+def test_s01_wrong_body_crc32_is_system_error_and_changes_nothing(
+    client: RemotingTestClient, stubs: Stubs, server: NamesrvProcess
+) -> None:
     before = state(stubs)
     body = bodies.encode_register_broker_body({"crc-T": topic("crc-T")}, DataVersion(0, 1, 1), compressed=False)
     answer = register(
@@ -238,6 +240,11 @@ def test_s01_wrong_body_crc32_is_system_error_and_changes_nothing(client: Remoti
     )
     assert (answer.code, answer.remark) == (ResponseCode.SYSTEM_ERROR, "crc32 not match")
     assert state(stubs) == before
+    peer = f"127.0.0.1:{client.sock.getsockname()[1]}"
+    poll_until(
+        lambda: f"remoting {peer}: REGISTER_BROKER refused (BODY_CHECKSUM_MISMATCH)" in server.stderr_path.read_text(),
+        5,
+    )
     # bodyCrc32 = 0 means "not checked" (DefaultRequestProcessor.checksum)
     assert register(client, "c-crc", "b-crc", 0, "127.0.0.1:24001", {}, body=body, crc=0).code == ResponseCode.SUCCESS
     assert grpc_route(stubs, "crc-T") is not None
@@ -695,3 +702,15 @@ def test_sigterm_with_open_remoting_connections_exits_0(tmp_path: Path) -> None:
         client.close()
         with pytest.raises(ConnectionRefusedError):
             socket.create_connection(("127.0.0.1", server.remoting_port), timeout=2).close()
+
+
+def test_boot_line_names_both_ports_grpc_last() -> None:
+    from namesrv_grpc.cli import boot_line, parse_boot_line
+    from namesrv_grpc.config import NamesrvConfig
+
+    line = boot_line(NamesrvConfig(bind_address="0.0.0.0"), 9876, 8081)
+    assert line == "The Name Server boot success. serializeType=JSON, remoting 0.0.0.0:9876, gRPC 0.0.0.0:8081"
+    assert parse_boot_line(line) == {"remoting": 9876, "gRPC": 8081}
+    assert int(line.rsplit(":", 1)[1]) == 8081, "parsers taking the text after the last ':' get the gRPC port"
+    with pytest.raises(ValueError, match="not a NameServer boot line"):
+        parse_boot_line("Traceback (most recent call last):")

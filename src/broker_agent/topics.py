@@ -28,7 +28,7 @@ from typing import Any
 
 from broker_agent.config import BrokerConfig
 from namesrv_grpc.core.model import PERM_INHERIT, PERM_READ, PERM_WRITE, DataVersion, TopicConfig
-from namesrv_grpc.core.validation import MAX_NAME_LENGTH, MAX_PERM, MAX_QUEUE_NUMS
+from namesrv_grpc.core.validation import MAX_PERM, MAX_QUEUE_NUMS, is_valid_topic, quote
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +87,7 @@ def parse_topics_json(text: str, source: str) -> tuple[dict[str, TopicConfig], D
         raise TopicsFileError(f"{source}: topicConfigTable: expected an object of topic name -> topic config")
     topics: dict[str, TopicConfig] = {}
     for key, raw in table.items():
-        config = _topic_config(key, raw, f"{source}: topicConfigTable[{key!r}]")
+        config = _topic_config(key, raw, f"{source}: topicConfigTable[{quote(key)}]")
         topics[config.topic_name] = config
     return topics, _data_version(document.get("dataVersion"), f"{source}: dataVersion")
 
@@ -98,8 +98,11 @@ def _topic_config(key: str, raw: Any, where: str) -> TopicConfig:
     name = raw.get("topicName")
     if name is None or name == "":
         name = key
-    if not isinstance(name, str) or not name.strip() or len(name) > MAX_NAME_LENGTH or name != name.strip():
-        raise TopicsFileError(f"{where}.topicName: {name!r} is not a topic name")
+    if not isinstance(name, str) or not is_valid_topic(name):
+        shown = quote(name) if isinstance(name, str) else repr(name)[:80]
+        raise TopicsFileError(
+            f"{where}.topicName: {shown} is not a topic name (RocketMQ's rule: 1 to 127 of %|a-zA-Z0-9_-)"
+        )
     default = TopicConfig(name)
     filter_type = raw.get("topicFilterType", default.topic_filter_type)
     if filter_type is None:

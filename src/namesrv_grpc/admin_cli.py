@@ -45,6 +45,8 @@ from namesrv.v1 import name_server_service_pb2_grpc as ns_grpc
 from namesrv_grpc.admin_watch import add_watch_parser, run_watch
 from namesrv_grpc.core.validation import parse_host_port
 from namesrv_grpc.pipes import quiet_broken_pipe
+from namesrv_grpc.properties import ConfigError
+from namesrv_grpc.security import client as security
 
 DEFAULT_NAMESRV = "127.0.0.1:8081"
 """The gRPC port of a local NameServer (grpcServerPort)."""
@@ -109,6 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--each", action="store_true", help="reads: ask every NameServer and print each answer (to compare them)"
     )
+    security.add_arguments(parser)
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("route", help="route of a topic (PickupTopicRoute)").add_argument("topic")
     clusters = sub.add_parser(
@@ -147,8 +150,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def open_channel(address: str, args: argparse.Namespace) -> grpc.Channel:
-    """The one place a channel to a NameServer is made (plain text; TLS and credentials belong here)."""
-    return grpc.insecure_channel(address)
+    """The one place a channel to a NameServer is made: TLS and signatures as the security flags say
+    (``args.client_security``, set by :func:`main`; plaintext and unsigned when absent)."""
+    client_security: security.ClientSecurity = getattr(args, "client_security", None) or security.ClientSecurity()
+    return client_security.channel(address)
 
 
 @dataclass(frozen=True)
@@ -415,6 +420,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--timeout must be > 0")
     if args.command == "config" and any("=" not in c for c in args.changes):
         parser.error("config changes must be KEY=VALUE")
+    try:
+        args.client_security = security.security_from_args(args)
+    except ConfigError as exc:
+        print(f"namesrv-admin: {exc}", file=sys.stderr)
+        return 2
     if args.command == "watch":
         if args.each:
             parser.error("--each is for reads; watch follows every NameServer anyway")

@@ -23,6 +23,8 @@ at scrape time, so they are never stale. Rule ids (S13, S15, ...) are those of d
 - ``namesrv_route_lookup_duration_seconds`` (histogram): time to answer a PickupTopicRoute call
 - ``namesrv_snapshot_exports_total{result}`` (counter): route snapshots exported, ``ok`` or ``failed``
 - ``namesrv_snapshot_export_duration_seconds`` (histogram): time to export one route snapshot
+- ``namesrv_auth_refusals_total{reason}`` (counter): requests refused by the ACL (``--acl-file``), by
+  reason: ``access_denied``, ``bad_signature``, ``unknown_access_key``, ``stale_date_time``
 - ``namesrv_build_info{version}`` (gauge): always 1
 - ``process_*`` (CPU seconds, resident memory, open fds, start time) and ``python_*`` (version,
   garbage collection): prometheus-client's standard collectors
@@ -63,6 +65,10 @@ REGISTRATION_RESULTS = (
 )
 """Values of the ``result`` label of ``namesrv_registrations_total`` (initialised to 0): ``ok``, the
 reason of a refusal in lower case, ``internal`` for an unexpected exception."""
+
+
+AUTH_REFUSAL_REASONS = ("access_denied", "bad_signature", "unknown_access_key", "stale_date_time")
+"""Values of the ``reason`` label of ``namesrv_auth_refusals_total`` (initialised to 0)."""
 
 
 def package_version() -> str:
@@ -218,6 +224,14 @@ class NamesrvMetrics:
             buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0),
             registry=self.registry,
         )
+        self.auth_refusals = Counter(
+            "namesrv_auth_refusals",
+            "Requests refused by the ACL, by reason (no identities or addresses as labels).",
+            ["reason"],
+            registry=self.registry,
+        )
+        for reason in AUTH_REFUSAL_REASONS:
+            self.auth_refusals.labels(reason)
         Info("namesrv_build", "Build information.", registry=self.registry).info({"version": package_version()})
 
     @contextmanager

@@ -52,11 +52,14 @@ from namesrv_grpc.core.errors import (
 from namesrv_grpc.core.model import DataVersion, TopicRouteData
 from namesrv_grpc.core.processor import BrokerIdentity, DecodedBody, NameServer
 from namesrv_grpc.metrics import NamesrvMetrics
-from namesrv_grpc.remoting import bodies, fastjson
+from namesrv_grpc.remoting import access, bodies, fastjson
 from namesrv_grpc.remoting.codec import RemotingCommand
 from namesrv_grpc.remoting.codes import VERSION_V4_9_4, RequestCode, ResponseCode
 from namesrv_grpc.remoting.errors import kv_not_found_remark, not_supported_remark, to_response
 from namesrv_grpc.remoting.remoting_metrics import RemotingMetrics
+from namesrv_grpc.remoting.server import printable
+from namesrv_grpc.security.audit import AuditLog
+from namesrv_grpc.security.authz import Guard, Principal
 
 if TYPE_CHECKING:
     from namesrv_grpc.remoting.server import RemotingConnection
@@ -69,17 +72,21 @@ Handler = Callable[[RemotingCommand, "RemotingConnection"], Result]
 OFF_LOOP_BODY_BYTES = 256 * 1024
 """A plain (JSON) REGISTER_BROKER body larger than this is checked and decoded in a worker thread."""
 
-OFF_LOOP_COMPRESSED_BODY_BYTES = 32 * 1024
-"""A compressed body larger than this goes to a worker thread (it inflates to several times its size)."""
+OFF_LOOP_COMPRESSED_BODY_BYTES = 0
+"""A compressed body larger than this goes to a worker thread: every non-empty one, since its work
+depends on what it inflates to (up to ``registerBodyMaxInflatedSize``), not on the bytes sent."""
 
 MAX_INFLATED_BODY_BYTES = 64 * 1024 * 1024
-"""Largest compressed REGISTER_BROKER body after inflation (64 MiB, about 1.5 million topics in the
-Deflater format): a deflate bomb is refused (SYSTEM_ERROR) after inflating at most this much."""
+"""Default largest compressed REGISTER_BROKER body after inflation (64 MiB, about 1.5 million topics in
+the Deflater format; ``registerBodyMaxInflatedSize`` sets it): a deflate bomb is refused
+(SYSTEM_ERROR) after inflating at most this much."""
 
 REMOTING_FINGERPRINT_TAG = 1 << 32
 """Added to the CRC32 in a remoting body fingerprint, so it never equals a gRPC one (CRC32C < 2**32)."""
 
 CONNECTION_CLOSED = "remoting connection closed"
+
+_REQUEST_NAMES = {int(code): code.name for code in RequestCode}
 """The cause logged when a broker is removed because its connection closed (S15)."""
 
 
@@ -196,8 +203,16 @@ def _only_data_version(data: bytes) -> DataVersion | None:
 class RemotingHandlers:
     """The dispatch table of one NameServer's remoting listener, and S15 for its connections."""
 
-    def __init__(self, nameserver: NameServer, metrics: NamesrvMetrics, remoting_metrics: RemotingMetrics) -> None:
+    def __init__(
+        self,
+        nameserver: NameServer,
+        metrics: NamesrvMetrics,
+        remoting_metrics: RemotingMetrics,
+        guard: Guard | None = None,
+    ) -> None:
+        """``guard``: the ACL check and audit trail (open when None), see :mod:`.access`."""
         self._ns = nameserver
+        self.guard = guard or Guard(None, AuditLog())
         self._namesrv_metrics = metrics
         self.metrics = remoting_metrics
         self._write_lock = asyncio.Lock()
@@ -237,30 +252,54 @@ class RemotingHandlers:
         handler = self.table.get(request.code)
         if handler is None:
             remark = not_supported_remark(request.code)
+            log.warning("remoting %s: request code %d is not a NameServer request", connection.peer, request.code)
             response = request.make_response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, remark)
         else:
+            principal: Principal | None = None
             try:
+                principal = access.authorize(self.guard, request, connection)  # ACL first (no-op without one)
                 result = handler(request, connection)
             except NamesrvError as error:
-                response = request.make_response(*to_response(error))
+                response = self._refused(request, connection, error)
             except Exception as exc:
                 response = self._internal_error(request, exc)
             else:
                 if not isinstance(result, RemotingCommand):
-                    return self._finish(request, result)
+                    return self._finish(request, connection, result, principal)
                 response = result
+            if response.code == ResponseCode.SUCCESS:
+                access.audit(self.guard, request, connection, principal)
         self.metrics.request_handled(request.code, response.code)
         return response
 
-    async def _finish(self, request: RemotingCommand, pending: Awaitable[RemotingCommand]) -> RemotingCommand:
+    async def _finish(
+        self,
+        request: RemotingCommand,
+        connection: RemotingConnection,
+        pending: Awaitable[RemotingCommand],
+        principal: Principal | None = None,
+    ) -> RemotingCommand:
         try:
             response = await pending
         except NamesrvError as error:
-            response = request.make_response(*to_response(error))
+            response = self._refused(request, connection, error)
         except Exception as exc:
             response = self._internal_error(request, exc)
+        if response.code == ResponseCode.SUCCESS:
+            access.audit(self.guard, request, connection, principal)
         self.metrics.request_handled(request.code, response.code)
         return response
+
+    @staticmethod
+    def _refused(request: RemotingCommand, connection: RemotingConnection, error: NamesrvError) -> RemotingCommand:
+        """The answer to a request the NameServer refuses; one log line says what and from where,
+        except for the everyday answers TOPIC_NOT_EXIST and QUERY_NOT_FOUND."""
+        code, remark = to_response(error)
+        if code not in (ResponseCode.TOPIC_NOT_EXIST, ResponseCode.QUERY_NOT_FOUND):
+            name = _REQUEST_NAMES.get(request.code, str(request.code))
+            message = printable(error.message)
+            log.warning("remoting %s: %s refused (%s): %s", connection.peer, name, error.reason, message)
+        return request.make_response(code, remark)
 
     @staticmethod
     def _internal_error(request: RemotingCommand, exc: Exception) -> RemotingCommand:
@@ -343,13 +382,6 @@ class RemotingHandlers:
         with self._namesrv_metrics.registration():
             actual = zlib.crc32(body) & 0x7FFFFFFF
             if body_crc32 != 0 and actual != body_crc32:
-                log.warning(
-                    "REGISTER_BROKER from %s (%s): crc32 not match (bodyCrc32 %d, body %d)",
-                    connection.peer,
-                    identity.broker_addr,
-                    body_crc32,
-                    actual,
-                )
                 raise BodyChecksumMismatchError(
                     f"bodyCrc32 is {body_crc32} but the CRC32 of the {len(body)} body bytes is {actual}",
                     {"expected": str(body_crc32), "actual": str(actual)},
@@ -388,7 +420,8 @@ class RemotingHandlers:
                 if data_version is not None:
                     filter_servers = self._ns.route_table.filter_servers_of(identity.broker_addr)
                     return DecodedBody(None, data_version, filter_servers, fingerprint)
-        decoded = bodies.decode_register_broker_body(body, compressed=compressed, max_inflated=MAX_INFLATED_BODY_BYTES)
+        max_inflated = self._ns.config.register_body_max_inflated_size
+        decoded = bodies.decode_register_broker_body(body, compressed=compressed, max_inflated=max_inflated)
         return DecodedBody(
             decoded.topic_config_table,
             decoded.data_version,
