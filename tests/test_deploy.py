@@ -10,6 +10,7 @@ import importlib.util
 import json
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -56,7 +57,7 @@ ALERTS = {
     "BrokerAgentCannotRegister",
 }
 RUNBOOK = ROOT / "docs" / "runbook.md"
-GRAFANA_VARIABLES = {"$__rate_interval": "5m", "$__interval": "1m", "$__range": "1h"}
+GRAFANA_VARIABLES = {"$__rate_interval": "5m", "$__interval": "1m", "$__range": "1h", "$instance": ".*", "$agent": ".*"}
 
 
 def load_yaml(path: Path) -> Any:
@@ -208,10 +209,32 @@ def test_dashboard_panels_and_provisioning() -> None:
     assert len(ids) == len(set(ids))
     datasources = load_yaml(GRAFANA / "provisioning" / "datasources" / "prometheus.yaml")["datasources"]
     assert [(d["type"], d["uid"]) for d in datasources] == [("prometheus", "prometheus")]
+    # no hard-coded datasource uid: every panel and query uses the $datasource variable
+    variables = {v["name"]: v for v in dashboard["templating"]["list"]}
+    assert (variables["datasource"]["type"], variables["datasource"]["query"]) == ("datasource", "prometheus")
+    assert '"uid": "prometheus"' not in DASHBOARD.read_text(encoding="utf-8")
     for panel in panels:
         if panel["type"] != "row":
-            assert panel["datasource"] == {"type": "prometheus", "uid": "prometheus"}, panel["title"]
+            assert panel["datasource"] == {"type": "prometheus", "uid": "${datasource}"}, panel["title"]
             assert panel["targets"], panel["title"]
+            for target in panel["targets"]:
+                assert target["datasource"] == panel["datasource"], panel["title"]
+    # NameServer and agent variables filter every query of their job
+    for name, job in (("instance", "namesrv"), ("agent", "broker-agent")):
+        assert variables[name]["type"] == "query"
+        assert f'up{{job="{job}"}}' in variables[name]["definition"]
+        assert variables[name]["includeAll"] is True
+        assert variables[name]["multi"] is True
+    for where, expr in dashboard_exprs().items():
+        for selector in re.findall(r'\{job="(?:namesrv|broker-agent)"[^}]*\}', expr):
+            job = "namesrv" if 'job="namesrv"' in selector else "broker-agent"
+            wanted = "$instance" if job == "namesrv" else "$agent"
+            assert f'instance=~"{wanted}"' in selector, f"{where}: {selector}"
+    # the route digest: one panel per NameServer, repeated over $instance, and the distinct count
+    (per_namesrv,) = [p for p in panels if "namesrv_route_table_digest" in str(p.get("targets")) and p.get("repeat")]
+    assert per_namesrv["repeat"] == "instance"
+    assert "$instance" in per_namesrv["title"]
+    assert any("count_values" in t["expr"] for p in panels for t in p.get("targets", []))
     provider = load_yaml(GRAFANA / "provisioning" / "dashboards" / "namesrv.yaml")["providers"][0]
     grafana = load_yaml(DEPLOY / "docker-compose.yml")["services"]["grafana"]
     mounts = dict(volume.split(":")[:2] for volume in grafana["volumes"])
@@ -594,3 +617,26 @@ def test_kube_play_pod_is_the_statefulset_pod_template() -> None:
     assert scenario.run_as_user == 10001
     assert scenario.grace_period == template["spec"]["terminationGracePeriodSeconds"]
     kv.validate(pod, KUBERNETES_VERSIONS[0], strict=True)
+
+
+def test_install_podman_script_writes_containers_conf(tmp_path: Path) -> None:
+    """With podman and its helpers installed (``make image-test`` runs before the test suite), the
+    script installs nothing, prints nothing, and writes the containers.conf that makes podman work
+    here: no default ulimits, cgroupfs, runc."""
+    for binary in ("podman", "runc", "debootstrap", "catatonit"):
+        if shutil.which(binary) is None:
+            pytest.skip(f"{binary} is not installed (scripts/install-podman.sh, run by make image-test)")
+    conf = tmp_path / "nested" / "containers.conf"
+    result = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "install-podman.sh"), str(conf)], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == ""
+    lines = [line for line in conf.read_text(encoding="utf-8").splitlines() if line and not line.startswith("#")]
+    assert lines == [
+        "[containers]",
+        "default_ulimits = []",
+        "[engine]",
+        'cgroup_manager = "cgroupfs"',
+        'runtime = "runc"',
+    ]
