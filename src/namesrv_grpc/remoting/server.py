@@ -24,6 +24,7 @@ import asyncio
 import itertools
 import logging
 import socket
+import ssl
 import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
@@ -54,6 +55,10 @@ class RemotingConnection(asyncio.Protocol):
         self.connection_id = next(_connection_ids)
         """Unique in this process; names the connection as a liveness session owner (S15)."""
         self.peer = "?"
+        self.peer_ip = ""
+        """The peer's IP address (``globalWhiteRemoteAddresses``)."""
+        self.peer_certificate: bytes | None = None
+        """The TLS client certificate (DER) the peer presented, if any (an ACL identity)."""
         self.transport: asyncio.Transport | None = None
         self.closed = False
         self.registered: dict[str, int] = {}
@@ -73,6 +78,10 @@ class RemotingConnection(asyncio.Protocol):
         self.transport = transport
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        self.peer_ip = str(peer[0]) if isinstance(peer, tuple) else ""
+        ssl_object = transport.get_extra_info("ssl_object")
+        if ssl_object is not None:
+            self.peer_certificate = ssl_object.getpeercert(binary_form=True)
         sock = transport.get_extra_info("socket")
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -192,10 +201,13 @@ class RemotingServer:
         *,
         frame_max_length: int,
         idle_timeout_seconds: Callable[[], float],
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         """``idle_timeout_seconds`` is read for every check (``serverChannelMaxIdleTimeSeconds`` may be
         updated at run time); ``frame_max_length`` counts the 4 length bytes, as RocketMQ does."""
         self.handlers = handlers
+        self.ssl_context = ssl_context
+        """TLS on every connection when set (``tls.server.mode=enforcing``)."""
         self.frame_max_length = frame_max_length
         self.idle_timeout_seconds = idle_timeout_seconds
         self.connections: set[RemotingConnection] = set()
@@ -210,7 +222,13 @@ class RemotingServer:
         loop = asyncio.get_running_loop()
         try:
             self._server = await loop.create_server(
-                lambda: RemotingConnection(self), host or None, port, reuse_address=True, backlog=1024
+                lambda: RemotingConnection(self),
+                host or None,
+                port,
+                reuse_address=True,
+                backlog=1024,
+                ssl=self.ssl_context,
+                ssl_handshake_timeout=10.0 if self.ssl_context is not None else None,
             )
         except OSError as exc:
             raise RuntimeError(f"cannot listen on {host}:{port} (remoting): {exc.strerror or exc}") from None
