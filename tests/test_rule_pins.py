@@ -11,6 +11,7 @@ the shortcut that would make it fail.
 from __future__ import annotations
 
 import copy
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,10 @@ from namesrv_grpc.core.kvconfig import KVConfigManager
 from namesrv_grpc.core.model import PERM_READ, DataVersion, QueueData, TopicConfig, TopicRouteData
 from namesrv_grpc.core.processor import NameServer
 from namesrv_grpc.core.route_table import RouteInfoManager
-from tests.support import FakeClock, Stubs, error_info
+from namesrv_grpc.remoting import bodies
+from namesrv_grpc.remoting.codes import RequestCode, ResponseCode
+from tests.remoting_support import RemotingTestClient
+from tests.support import FakeClock, NamesrvProcess, Stubs, error_info
 
 ADDR = "10.0.0.1:10911"
 TOPICS = {"TopicTest": TopicConfig("TopicTest", 4, 4), "Other": TopicConfig("Other", 2, 2)}
@@ -107,6 +111,28 @@ def test_s01_corrupted_resend_over_grpc_is_data_loss_and_changes_nothing(stubs: 
     assert missing.value.code() == grpc.StatusCode.NOT_FOUND
 
 
+def test_s01_corrupted_resend_over_remoting_is_crc32_not_match_and_changes_nothing(
+    namesrv: NamesrvProcess, stubs: Stubs
+) -> None:
+    """The same over the remoting port: REGISTER_BROKER (JSON body, as a Java broker), then the
+    corrupted bytes of the same length under the accepted ``bodyCrc32``: SYSTEM_ERROR "crc32 not
+    match", and the route is the original one."""
+    body = bodies.encode_register_broker_body(TOPICS, DataVersion(0, 1, 1), compressed=False)
+    header = {
+        "clusterName": "c", "brokerName": "broker-a", "brokerId": "0", "brokerAddr": "127.0.0.1:10911",
+        "haServerAddr": "", "compressed": "false", "bodyCrc32": str(zlib.crc32(body) & 0x7FFFFFFF),
+    }  # fmt: skip
+    with RemotingTestClient(namesrv.remoting_address) as broker:
+        assert broker.call(RequestCode.REGISTER_BROKER, header, body).code == ResponseCode.SUCCESS
+        answer = broker.call(RequestCode.REGISTER_BROKER, header, corrupt_same_length(body))
+        assert (answer.code, answer.remark) == (ResponseCode.SYSTEM_ERROR, "crc32 not match")
+        route = stubs.ns.PickupTopicRoute(ns_pb2.PickupTopicRouteRequest(topic="TopicTest"), timeout=5).route
+        assert [q.read_queue_nums for q in route.queue_datas] == [4]
+        with pytest.raises(grpc.RpcError) as missing:
+            stubs.ns.PickupTopicRoute(ns_pb2.PickupTopicRouteRequest(topic="XopicTest"), timeout=5)
+        assert missing.value.code() == grpc.StatusCode.NOT_FOUND
+
+
 # ---------------------------------------------------------------------------- sessions and empty instance_id
 
 
@@ -177,7 +203,7 @@ def lookup(rt: RouteInfoManager, topic: str, encodes: list[str]) -> tuple[QueueD
         encodes.append(topic)
         return tuple(route.queue_datas)
 
-    value = rt.pickup_topic_route_cached(topic, encode)
+    value = rt.pickup_topic_route_cached(topic, encode, key="queue-datas")
     assert value is not None
     return value  # type: ignore[no-any-return]
 
