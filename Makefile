@@ -80,7 +80,8 @@ podman-tools:
 image: $(STAMP) podman-tools
 	CONTAINERS_CONF=$(CONTAINERS_CONF) IMAGE=$(IMAGE) bash scripts/build-image.sh $(PY)
 
-## image-test: run the image (NameServer + broker agent, route, SIGTERM) and docker-compose.yml
+## image-test: run the image (NameServer + broker agent, route, SIGTERM), docker-compose.yml
+## (podman-compose) and kubernetes/namesrv.yaml (podman kube play)
 image-test: image
 	CONTAINERS_CONF=$(CONTAINERS_CONF) $(PY) scripts/image_test.py --image $(IMAGE)
 

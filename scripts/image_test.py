@@ -20,6 +20,11 @@ checks, TopicTest's route with broker-a's master and slave on both NameServers, 
 registered, ``stop agent-broker-a-s`` (the slave leaves the route on both), ``stop`` (every
 container exits 0), ``down -v``.
 
+deploy/kubernetes/namesrv.yaml with ``podman kube play``, as far as podman 4.3 goes (Pods only, no
+grpc probes): the StatefulSet's pod template as a Pod, gRPC health from the host, runAsUser, the
+read-only root file system, PutKVConfig written to the volume, the remoting port, ``pod stop``
+(exit 0 within terminationGracePeriodSeconds).
+
 Every wait has a deadline; containers, networks and volumes (unique names) are removed on success
 and on failure. Exit code 0 when every step passed, 1 otherwise (the failing step and the
 containers' logs on stderr).
@@ -43,11 +48,14 @@ import time
 import urllib.request
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import grpc
+import yaml
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from namesrv.v1 import kv_config_service_pb2 as kv_pb2
+from namesrv.v1 import kv_config_service_pb2_grpc as kv_grpc
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv.v1 import name_server_service_pb2_grpc as ns_grpc
 from namesrv_grpc.cli import parse_boot_line
@@ -57,6 +65,7 @@ from namesrv_grpc.remoting.codes import RequestCode, ResponseCode
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 COMPOSE_FILE = ROOT / "deploy" / "docker-compose.yml"
+KUBERNETES_NAMESRV = ROOT / "deploy" / "kubernetes" / "namesrv.yaml"
 TOPIC = "TopicTest"
 BROKER_NAME = "broker-a"
 MASTER_ADDR = "127.0.0.1:10911"
@@ -181,6 +190,13 @@ def route(grpc_port: int) -> ns_pb2.PickupTopicRouteResponse | None:
                 return None
             raise
     return response
+
+
+async def remoting_route(remoting_port: int) -> tuple[int, bytes]:
+    """GET_ROUTEINFO_BY_TOPIC TopicTest at 127.0.0.1:remoting_port: (response code, body)."""
+    async with await RemotingClient.connect("127.0.0.1", remoting_port, timeout=10) as client:
+        response = await client.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": TOPIC}, timeout=10)
+    return response.code, response.body
 
 
 def broker_addrs(response: ns_pb2.PickupTopicRouteResponse | None, broker_name: str) -> dict[int, str]:
@@ -315,7 +331,7 @@ class ImageScenario(Scenario):
     def check_remoting(self, *, expect_route: bool) -> None:
         """GET_ROUTEINFO_BY_TOPIC through the published remoting port: SUCCESS with broker-a in the
         body when ``expect_route``, TOPIC_NOT_EXIST otherwise."""
-        code, body = asyncio.run(self.remoting_route())
+        code, body = asyncio.run(remoting_route(self.remoting_port))
         expected = ResponseCode.SUCCESS if expect_route else ResponseCode.TOPIC_NOT_EXIST
         if code != expected or (expect_route and BROKER_NAME.encode() not in body):
             raise StepFailed(
@@ -325,11 +341,6 @@ class ImageScenario(Scenario):
             f"remoting 127.0.0.1:{self.remoting_port}: GET_ROUTEINFO_BY_TOPIC {TOPIC} -> {expected.name}"
             + (f" ({BROKER_NAME} in the route)" if expect_route else "")
         )
-
-    async def remoting_route(self) -> tuple[int, bytes]:
-        async with await RemotingClient.connect("127.0.0.1", self.remoting_port, timeout=10) as client:
-            response = await client.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": TOPIC}, timeout=10)
-        return response.code, response.body
 
 
 class ComposeScenario(Scenario):
@@ -447,6 +458,126 @@ class ComposeScenario(Scenario):
         self.step("podman-compose down --volumes (and the containers' anonymous volumes)")
 
 
+class KubeScenario(Scenario):
+    """deploy/kubernetes/namesrv.yaml with ``podman kube play``, as far as podman 4.3 goes: it plays
+    Pods, not StatefulSets, Services or PodDisruptionBudgets, and runs no ``grpc`` probes. So the
+    StatefulSet's pod template becomes one Pod (same container, args, ports, security contexts; the
+    volume claim template a volume claim; container ports published on free loopback ports) and the
+    test checks from outside what the probes and the security context promise."""
+
+    def __init__(self, podman: Sequence[str], image: str, start_timeout: float, grace: float) -> None:
+        super().__init__(podman, image, start_timeout, grace)
+        self.pod = f"namesrv-kube-test-{self.suffix}"
+        self.claim = f"{self.pod}-data"
+        self.tmp = tempfile.TemporaryDirectory(prefix="namesrv-kube-test-")
+        self.manifest = Path(self.tmp.name) / "pod.yaml"
+        self.ports: dict[str, int] = {}
+        self.grace_period = grace
+        self.run_as_user = -1
+
+    def containers(self) -> list[str]:
+        return [f"{self.pod}-namesrv"]
+
+    def write_pod(self) -> dict[str, Any]:
+        """The Pod made from the StatefulSet ``namesrv``; returns its namesrv container."""
+        documents = [d for d in yaml.safe_load_all(KUBERNETES_NAMESRV.read_text(encoding="utf-8")) if d]
+        statefulset = next(d for d in documents if d["kind"] == "StatefulSet" and d["metadata"]["name"] == "namesrv")
+        template = statefulset["spec"]["template"]
+        spec = dict(template["spec"])
+        spec.pop("affinity", None)  # one node here
+        self.grace_period = float(spec.get("terminationGracePeriodSeconds", self.grace))
+        self.run_as_user = int(spec["securityContext"]["runAsUser"])
+        (container,) = spec["containers"]
+        container = {**container, "image": self.image}
+        free = free_ports(len(container["ports"]))
+        container["ports"] = [
+            {**port, "hostIP": "127.0.0.1", "hostPort": host}
+            for port, host in zip(container["ports"], free, strict=True)
+        ]
+        self.ports = {port["name"]: port["hostPort"] for port in container["ports"]}
+        spec["containers"] = [container]
+        (claim_template,) = statefulset["spec"]["volumeClaimTemplates"]
+        spec["volumes"] = [
+            {"name": claim_template["metadata"]["name"], "persistentVolumeClaim": {"claimName": self.claim}}
+        ]
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": self.pod, "labels": template["metadata"]["labels"]},
+            "spec": spec,
+        }
+        self.manifest.write_text(yaml.safe_dump(pod), encoding="utf-8")
+        return container
+
+    def cleanup(self) -> None:
+        if self.manifest.exists():
+            self.call_status([*self.podman, "kube", "down", str(self.manifest)], COMMAND_TIMEOUT_S)
+        self.call_status([*self.podman, "pod", "rm", "--force", "--ignore", self.pod], COMMAND_TIMEOUT_S)
+        self.call_status([*self.podman, "volume", "rm", "--force", self.claim], COMMAND_TIMEOUT_S)
+        self.tmp.cleanup()
+
+    def exec(self, *command: str) -> subprocess.CompletedProcess[str]:
+        return self.call_status([*self.podman, "exec", self.containers()[0], *command], COMMAND_TIMEOUT_S)
+
+    def run(self) -> None:
+        container = self.write_pod()
+        name = self.containers()[0]
+        self.step(f"podman kube play: the StatefulSet namesrv's pod as Pod {self.pod}, ports {self.ports}")
+        self.podman_run("kube", "play", str(self.manifest), timeout=COMPOSE_TIMEOUT_S)
+        grpc_port = self.ports["grpc"]
+
+        def serving() -> bool | None:
+            try:
+                with grpc.insecure_channel(f"127.0.0.1:{grpc_port}") as channel:
+                    status = (
+                        health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=2).status
+                    )
+            except grpc.RpcError:
+                return None
+            return True if status == health_pb2.HealthCheckResponse.SERVING else None
+
+        self.wait("gRPC health SERVING (what the grpc probes ask)", serving, self.start_timeout, alive=[name])
+        self.step("gRPC health SERVING on the grpc port (podman runs no grpc probes: checked from the host)")
+
+        uid = self.exec("id", "-u").stdout.strip()
+        if uid != str(self.run_as_user):
+            raise StepFailed(f"runs as uid {uid!r}, not runAsUser {self.run_as_user}")
+        if container["securityContext"].get("readOnlyRootFilesystem") and self.exec("touch", "/probe").returncode == 0:
+            raise StepFailed("the root file system is writable despite readOnlyRootFilesystem")
+        with grpc.insecure_channel(f"127.0.0.1:{grpc_port}") as channel:
+            kv_grpc.KVConfigServiceStub(channel).PutKVConfig(
+                kv_pb2.PutKVConfigRequest(namespace="ORDER_TOPIC_CONFIG", key=TOPIC, value="broker-a:4"), timeout=5
+            )
+        stored = self.exec("cat", "/var/lib/namesrv/kvConfig.json")
+        if stored.returncode != 0 or "broker-a:4" not in stored.stdout:
+            raise StepFailed(f"kvConfig.json on the volume: {stored.stdout or stored.stderr}")
+        self.step(f"uid {uid}, read-only root file system, PutKVConfig persisted to the volume (kvConfig.json)")
+        code, body = asyncio.run(remoting_route(self.ports["remoting"]))
+        if code != ResponseCode.TOPIC_NOT_EXIST:
+            raise StepFailed(f"remoting GET_ROUTEINFO_BY_TOPIC: code {code}, body {body[:200]!r}")
+        self.step(f"remoting port answers: GET_ROUTEINFO_BY_TOPIC {TOPIC} -> TOPIC_NOT_EXIST")
+
+        self.step(f"podman pod stop (SIGTERM, terminationGracePeriodSeconds {self.grace_period:.0f})")
+        began = time.monotonic()
+        self.podman_run(
+            "pod",
+            "stop",
+            "--time",
+            str(int(self.grace_period)),
+            self.pod,
+            timeout=self.grace_period + COMMAND_TIMEOUT_S,
+        )
+        took = time.monotonic() - began
+        code = self.exit_code(name)
+        if code != 0 or took >= self.grace_period:
+            raise StepFailed(f"{name}: exit code {code} after {took:.1f} s")
+        self.step(f"NameServer exited 0 after {took:.1f} s")
+        self.step(
+            "not played: the Services, the PodDisruptionBudget and broker-a.yaml (its broker image comes "
+            "from a registry); the manifests are validated against the Kubernetes schemas by tests/test_deploy.py"
+        )
+
+
 def free_ports(count: int) -> list[int]:
     """``count`` distinct free TCP ports on 127.0.0.1 (bound together, then released)."""
     sockets = [socket.socket() for _ in range(count)]
@@ -480,7 +611,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--start-timeout", type=float, default=90.0, help="seconds to become healthy (default 90)")
     parser.add_argument("--grace", type=float, default=30.0, help="stop grace period, seconds (default 30)")
-    parser.add_argument("--no-compose", action="store_true", help="only the image, not docker-compose.yml")
+    parser.add_argument("--no-compose", action="store_true", help="skip deploy/docker-compose.yml")
+    parser.add_argument("--no-kube", action="store_true", help="skip deploy/kubernetes/namesrv.yaml")
     args = parser.parse_args(argv)
     default_conf = ROOT / "build" / "containers.conf"
     if "CONTAINERS_CONF" not in os.environ and default_conf.is_file():
@@ -492,6 +624,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ok = run_scenario(ImageScenario(podman, image, args.start_timeout, args.grace))
     if ok and not args.no_compose:
         ok = run_scenario(ComposeScenario(podman, image, args.start_timeout, args.grace))
+    if ok and not args.no_kube:
+        ok = run_scenario(KubeScenario(podman, image, args.start_timeout, args.grace))
     print(f"image-test: {'passed' if ok else 'FAILED'}", flush=True)
     return 0 if ok else 1
 

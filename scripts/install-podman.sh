@@ -2,8 +2,8 @@
 # Installs what `make image` and `make image-test` need from Debian's packages when missing:
 # podman, runc (the OCI runtime used here: crun fails on hosts with hybrid cgroups), debootstrap
 # (the local base image), uidmap, slirp4netns and fuse-overlayfs (podman's networking and storage
-# helpers), the CNI dnsname plugin (container names resolve on compose networks), then writes the
-# project's containers.conf.
+# helpers), the CNI dnsname plugin (container names resolve on compose networks) and catatonit
+# (pods' infra containers, `podman kube play`), then writes the project's containers.conf.
 #
 #   bash scripts/install-podman.sh [CONTAINERS_CONF]   (default: build/containers.conf)
 #
@@ -27,6 +27,8 @@ command -v fuse-overlayfs >/dev/null 2>&1 || missing+=(fuse-overlayfs)
 # Name resolution between containers of one network (CNI networks of podman 4.3: compose
 # service names such as namesrv-1).
 [ -x /usr/lib/cni/dnsname ] || missing+=(golang-github-containernetworking-plugin-dnsname)
+# The pause process of pods' infra containers (`podman kube play`).
+[ -x /usr/bin/catatonit ] || [ -x /usr/libexec/podman/catatonit ] || missing+=(catatonit)
 
 if [ "${#missing[@]}" -gt 0 ]; then
     if [ "$(id -u)" -eq 0 ]; then

@@ -6,6 +6,7 @@ run with podman by ``make image-test`` (scripts/image_test.py), which ``make tes
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 import shlex
@@ -55,7 +56,7 @@ ALERTS = {
     "BrokerAgentCannotRegister",
 }
 RUNBOOK = ROOT / "docs" / "runbook.md"
-GRAFANA_VARIABLES = {"$__rate_interval": "5m", "$__interval": "1m", "$__range": "1h"}
+GRAFANA_VARIABLES = {"$__rate_interval": "5m", "$__interval": "1m", "$__range": "1h", "$instance": ".*", "$agent": ".*"}
 
 
 def load_yaml(path: Path) -> Any:
@@ -207,10 +208,32 @@ def test_dashboard_panels_and_provisioning() -> None:
     assert len(ids) == len(set(ids))
     datasources = load_yaml(GRAFANA / "provisioning" / "datasources" / "prometheus.yaml")["datasources"]
     assert [(d["type"], d["uid"]) for d in datasources] == [("prometheus", "prometheus")]
+    # no hard-coded datasource uid: every panel and query uses the $datasource variable
+    variables = {v["name"]: v for v in dashboard["templating"]["list"]}
+    assert (variables["datasource"]["type"], variables["datasource"]["query"]) == ("datasource", "prometheus")
+    assert '"uid": "prometheus"' not in DASHBOARD.read_text(encoding="utf-8")
     for panel in panels:
         if panel["type"] != "row":
-            assert panel["datasource"] == {"type": "prometheus", "uid": "prometheus"}, panel["title"]
+            assert panel["datasource"] == {"type": "prometheus", "uid": "${datasource}"}, panel["title"]
             assert panel["targets"], panel["title"]
+            for target in panel["targets"]:
+                assert target["datasource"] == panel["datasource"], panel["title"]
+    # NameServer and agent variables filter every query of their job
+    for name, job in (("instance", "namesrv"), ("agent", "broker-agent")):
+        assert variables[name]["type"] == "query"
+        assert f'up{{job="{job}"}}' in variables[name]["definition"]
+        assert variables[name]["includeAll"] is True
+        assert variables[name]["multi"] is True
+    for where, expr in dashboard_exprs().items():
+        for selector in re.findall(r'\{job="(?:namesrv|broker-agent)"[^}]*\}', expr):
+            job = "namesrv" if 'job="namesrv"' in selector else "broker-agent"
+            wanted = "$instance" if job == "namesrv" else "$agent"
+            assert f'instance=~"{wanted}"' in selector, f"{where}: {selector}"
+    # the route digest: one panel per NameServer, repeated over $instance, and the distinct count
+    (per_namesrv,) = [p for p in panels if "namesrv_route_table_digest" in str(p.get("targets")) and p.get("repeat")]
+    assert per_namesrv["repeat"] == "instance"
+    assert "$instance" in per_namesrv["title"]
+    assert any("count_values" in t["expr"] for p in panels for t in p.get("targets", []))
     provider = load_yaml(GRAFANA / "provisioning" / "dashboards" / "namesrv.yaml")["providers"][0]
     grafana = load_yaml(DEPLOY / "docker-compose.yml")["services"]["grafana"]
     mounts = dict(volume.split(":")[:2] for volume in grafana["volumes"])
@@ -550,3 +573,46 @@ def test_install_script_is_idempotent() -> None:
     again = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=60)
     assert again.returncode == 0, again.stderr
     assert again.stdout == ""
+
+
+def load_image_test() -> Any:
+    """scripts/image_test.py as a module (scripts/ is no package)."""
+    spec = importlib.util.spec_from_file_location("image_test", ROOT / "scripts" / "image_test.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_kube_play_pod_is_the_statefulset_pod_template() -> None:
+    """What `make image-test` plays with podman kube play (podman 4.3 plays Pods, not StatefulSets)
+    is the StatefulSet's pod: same container, args, probes and security contexts, the image under
+    test, container ports published only on loopback, the claim template as a claim; a valid Pod."""
+    image_test = load_image_test()
+    scenario = image_test.KubeScenario(["podman"], "localhost/namesrv-grpc:dev", 10.0, 30.0)
+    try:
+        played = scenario.write_pod()
+        pod = yaml.safe_load(scenario.manifest.read_text(encoding="utf-8"))
+    finally:
+        scenario.tmp.cleanup()
+    template = find("StatefulSet", "namesrv")["spec"]["template"]
+    (original,) = template["spec"]["containers"]
+    assert pod["kind"] == "Pod"
+    assert pod["spec"]["containers"] == [played]
+    assert played["image"] == "localhost/namesrv-grpc:dev"
+    for key in ("args", "startupProbe", "readinessProbe", "livenessProbe", "securityContext", "volumeMounts"):
+        assert played[key] == original[key], key
+    assert pod["spec"]["securityContext"] == template["spec"]["securityContext"]
+    assert [(p["name"], p["containerPort"]) for p in played["ports"]] == [
+        (p["name"], p["containerPort"]) for p in original["ports"]
+    ]
+    assert {p["hostIP"] for p in played["ports"]} == {"127.0.0.1"}
+    assert len({p["hostPort"] for p in played["ports"]}) == len(played["ports"])
+    assert scenario.ports == {p["name"]: p["hostPort"] for p in played["ports"]}
+    (volume,) = pod["spec"]["volumes"]
+    assert volume["persistentVolumeClaim"]["claimName"] == scenario.claim
+    assert {m["name"] for m in played["volumeMounts"]} == {volume["name"]}
+    assert scenario.run_as_user == 10001
+    assert scenario.grace_period == template["spec"]["terminationGracePeriodSeconds"]
+    kv.validate(pod, KUBERNETES_VERSIONS[0], strict=True)

@@ -714,3 +714,43 @@ def test_boot_line_names_both_ports_grpc_last() -> None:
     assert int(line.rsplit(":", 1)[1]) == 8081, "parsers taking the text after the last ':' get the gRPC port"
     with pytest.raises(ValueError, match="not a NameServer boot line"):
         parse_boot_line("Traceback (most recent call last):")
+
+
+def test_s19_order_topic_conf_and_warm_up_over_remoting(tmp_path: Path) -> None:
+    """S19: with orderMessageEnable the route carries orderTopicConf (changed by a KV write at once);
+    needWaitForService answers SYSTEM_ERROR "name server not ready" (ClientRequestProcessor)."""
+    with (
+        running_namesrv(tmp_path / "order", "--order-message-enable") as server,
+        RemotingTestClient(server.remoting_address) as client,
+    ):
+        register(client, "c-o", "b-o", 0, "127.0.0.1:29701", {"ordered": topic("ordered")})
+        put = {"namespace": "ORDER_TOPIC_CONFIG", "key": "ordered", "value": "b-o:4"}
+        assert client.call(RequestCode.PUT_KV_CONFIG, put).code == ResponseCode.SUCCESS
+        for version in (121, 479):
+            body = client.call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "ordered"}, version=version).body
+            assert route_json(body)["orderTopicConf"] == "b-o:4"
+        assert client.call(RequestCode.PUT_KV_CONFIG, {**put, "value": "b-o:8"}).code == ResponseCode.SUCCESS
+        body = client.call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "ordered"}).body
+        assert route_json(body)["orderTopicConf"] == "b-o:8"
+    conf = tmp_path / "wait.conf"
+    conf.write_text("needWaitForService=true\nwaitSecondsForService=600\n")
+    with (
+        running_namesrv(tmp_path / "wait", "-c", str(conf)) as server,
+        RemotingTestClient(server.remoting_address) as client,
+    ):
+        answer = client.call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "any"})
+        assert (answer.code, answer.remark) == (ResponseCode.SYSTEM_ERROR, "name server not ready")
+
+
+def test_cpp_client_quirks_are_accepted(client: RemotingTestClient) -> None:
+    """The C++ client: a JSON header ending in "\\n" (counted in its length), opaque 0, language CPP,
+    version 63 (old route form), AccessKey/Signature/OnsChannel in extFields without an ACL."""
+    register(client, "c-cpp", "b-cpp", 0, "127.0.0.1:29801", {"cpp-T": topic("cpp-T")})
+    header = (
+        b'{"code":105,"language":"CPP","version":63,"opaque":0,"flag":0,"remark":"",'
+        b'"extFields":{"topic":"cpp-T","AccessKey":"","Signature":"","OnsChannel":"ALIYUN"}}\n'
+    )
+    client.send_raw(_frame(header))
+    answer = client.receive(0)
+    assert answer.code == ResponseCode.SUCCESS
+    assert b'"brokerAddrs":{0:"127.0.0.1:29801"}' in answer.body

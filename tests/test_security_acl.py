@@ -385,6 +385,10 @@ RPCS: dict[str, tuple[str, Rpc]] = {
         "admin",
         lambda s, b: s.admin.ExportRouteSnapshot(admin_pb2.ExportRouteSnapshotRequest(), timeout=60),
     ),
+    "GetBrokerLiveTable": (
+        "admin",
+        lambda s, b: s.admin.GetBrokerLiveTable(admin_pb2.GetBrokerLiveTableRequest(), timeout=T),
+    ),
 }
 
 
@@ -436,6 +440,29 @@ def acl_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
     args = ["--acl-file", str(acl), "--metrics-port", str(metrics_port), "--audit-log-file", str(audit)]
     with running_namesrv(workdir / "ns", *args, "--snapshot-dir", str(workdir / "snapshots")) as server:
         yield AclServer(server, metrics_port, anonymous_read, white, audit)
+
+
+def test_the_table_covers_every_rpc() -> None:
+    services = ("NameServerService", "KVConfigService", "AdminService")
+    modules = (ns_pb2, kv_pb2, admin_pb2)
+    every = {
+        m.name
+        for module, name in zip(modules, services, strict=True)
+        for m in module.DESCRIPTOR.services_by_name[name].methods
+    }
+    assert set(RPCS) == every
+
+
+def test_every_rpc_is_in_the_table() -> None:
+    from namesrv.v1 import admin_service_pb2, kv_config_service_pb2, name_server_service_pb2
+
+    methods = {
+        method.name
+        for module in (admin_service_pb2, kv_config_service_pb2, name_server_service_pb2)
+        for service in module.DESCRIPTOR.services_by_name.values()
+        for method in service.methods
+    }
+    assert methods == set(RPCS)
 
 
 @pytest.mark.parametrize("rpc", sorted(RPCS))

@@ -356,6 +356,7 @@ class AdminServicer(admin_grpc.AdminServiceServicer):  # type: ignore[misc]
     async def GetBrokerLiveTable(
         self, request: admin_pb2.GetBrokerLiveTableRequest, context: Context
     ) -> admin_pb2.GetBrokerLiveTableResponse:
+        self._guard.require(context, Action.ADMIN_READ)  # AdminService: admin accounts (CONTRACT.md ACL)
         now, entries = self._ns.route_table.live_table()
         return admin_pb2.GetBrokerLiveTableResponse(
             brokers=[broker_live_entry_to_proto(addr, live, now) for addr, live in entries], now_millis=now
