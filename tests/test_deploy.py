@@ -10,6 +10,7 @@ import importlib.util
 import json
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -616,3 +617,26 @@ def test_kube_play_pod_is_the_statefulset_pod_template() -> None:
     assert scenario.run_as_user == 10001
     assert scenario.grace_period == template["spec"]["terminationGracePeriodSeconds"]
     kv.validate(pod, KUBERNETES_VERSIONS[0], strict=True)
+
+
+def test_install_podman_script_writes_containers_conf(tmp_path: Path) -> None:
+    """With podman and its helpers installed (``make image-test`` runs before the test suite), the
+    script installs nothing, prints nothing, and writes the containers.conf that makes podman work
+    here: no default ulimits, cgroupfs, runc."""
+    for binary in ("podman", "runc", "debootstrap", "catatonit"):
+        if shutil.which(binary) is None:
+            pytest.skip(f"{binary} is not installed (scripts/install-podman.sh, run by make image-test)")
+    conf = tmp_path / "nested" / "containers.conf"
+    result = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "install-podman.sh"), str(conf)], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == ""
+    lines = [line for line in conf.read_text(encoding="utf-8").splitlines() if line and not line.startswith("#")]
+    assert lines == [
+        "[containers]",
+        "default_ulimits = []",
+        "[engine]",
+        'cgroup_manager = "cgroupfs"',
+        'runtime = "runc"',
+    ]

@@ -24,7 +24,13 @@ from pathlib import Path
 import psutil
 
 from namesrv_grpc.core.model import PERM_READ, PERM_WRITE
-from namesrv_grpc.core.validation import parse_host_port
+from namesrv_grpc.core.validation import (
+    MAX_HEARTBEAT_TIMEOUT_MILLIS,
+    MIN_HEARTBEAT_TIMEOUT_MILLIS,
+    is_valid_name,
+    parse_host_port,
+    quote,
+)
 from namesrv_grpc.properties import ConfigError
 
 log = logging.getLogger(__name__)
@@ -292,11 +298,33 @@ def load_broker_config(
         cluster_topic_enable=r.boolean("clusterTopicEnable", True),
         broker_topic_enable=r.boolean("brokerTopicEnable", True),
         enable_slave_acting_master=r.boolean("enableSlaveActingMaster", False),
-        zone_name=r.text("zoneName", "") or "",
+        zone_name=_optional_name(r, "zoneName"),
         # Only needed without --topics-json: a placeholder here is reported when it is used.
         store_path_root_dir=properties.get("storePathRootDir") or str(Path.home() / "store"),
-        heartbeat_timeout_millis=r.integer("brokerNotActiveTimeoutMillis", 0, 0, 2**62),
+        heartbeat_timeout_millis=_heartbeat_timeout(r),
     )
+
+
+def _optional_name(r: _Reader, key: str) -> str:
+    """Empty, or a name the NameServer accepts (at most 255 characters, no control characters)."""
+    value = r.text(key, "") or ""
+    if value and not is_valid_name(value):
+        raise ConfigError(
+            r.source, key, f"{quote(value)} is not a valid name (at most 255 characters, no control characters)"
+        )
+    return value
+
+
+def _heartbeat_timeout(r: _Reader) -> int:
+    """0 (the NameServer's default) or the range the NameServer accepts."""
+    value = r.integer("brokerNotActiveTimeoutMillis", 0, 0, MAX_HEARTBEAT_TIMEOUT_MILLIS)
+    if 0 < value < MIN_HEARTBEAT_TIMEOUT_MILLIS:
+        raise ConfigError(
+            r.source,
+            "brokerNotActiveTimeoutMillis",
+            f"{value} is below {MIN_HEARTBEAT_TIMEOUT_MILLIS} ms (0 = default)",
+        )
+    return value
 
 
 def _name(r: _Reader, key: str, default: str) -> str:

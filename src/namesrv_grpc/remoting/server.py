@@ -30,6 +30,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from namesrv_grpc.remoting.codec import FrameDecoder, FrameError, RemotingCommand, encode_command
+from namesrv_grpc.remoting.codes import ResponseCode
 from namesrv_grpc.remoting.tls_sniff import TlsSniffer
 
 if TYPE_CHECKING:
@@ -156,10 +157,15 @@ class RemotingConnection(asyncio.Protocol):
         """Write the answer to ``request`` unless it is oneway or the connection is gone."""
         if request.is_oneway or self.closed or self.transport is None or self.transport.is_closing():
             return
+        try:
+            frame = encode_command(response)
+        except ValueError as exc:  # an answer that does not fit its frame (e.g. a header over 16 MiB)
+            log.warning("remoting %s: answer to request code %d cannot be sent: %s", self.peer, request.code, exc)
+            frame = encode_command(request.make_response(ResponseCode.SYSTEM_ERROR, f"answer not encodable: {exc}"))
         if self._batch is not None:
-            self._batch.append(encode_command(response))
+            self._batch.append(frame)
         else:
-            self.transport.write(encode_command(response))
+            self.transport.write(frame)
 
     @property
     def in_flight(self) -> int:
