@@ -754,3 +754,19 @@ def test_cpp_client_quirks_are_accepted(client: RemotingTestClient) -> None:
     answer = client.receive(0)
     assert answer.code == ResponseCode.SUCCESS
     assert b'"brokerAddrs":{0:"127.0.0.1:29801"}' in answer.body
+
+
+def test_register_body_max_topics_applies_to_java_bodies(tmp_path: Path) -> None:
+    conf = tmp_path / "namesrv.conf"
+    conf.write_text("registerBodyMaxTopics=2\n")
+    with running_namesrv(tmp_path / "ns", "-c", str(conf)) as server, server.channel() as channel:
+        stubs = Stubs(channel)
+        with RemotingTestClient(server.remoting_address) as client:
+            three = {f"lim-{i}": topic(f"lim-{i}") for i in range(3)}
+            for compressed in (False, True):
+                answer = register(client, "c-lim", "b-lim", 0, "127.0.0.1:29901", three, compressed=compressed)
+                assert answer.code == ResponseCode.SYSTEM_ERROR
+                assert "registerBodyMaxTopics" in (answer.remark or "")
+            assert not stubs.ns.GetAllTopicList(ns_pb2.GetAllTopicListRequest()).topics
+            two = {f"lim-{i}": topic(f"lim-{i}") for i in range(2)}
+            assert register(client, "c-lim", "b-lim", 0, "127.0.0.1:29901", two).code == ResponseCode.SUCCESS

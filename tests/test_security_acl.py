@@ -453,6 +453,18 @@ def test_the_table_covers_every_rpc() -> None:
     assert set(RPCS) == every
 
 
+def test_every_rpc_is_in_the_table() -> None:
+    from namesrv.v1 import admin_service_pb2, kv_config_service_pb2, name_server_service_pb2
+
+    methods = {
+        method.name
+        for module in (admin_service_pb2, kv_config_service_pb2, name_server_service_pb2)
+        for service in module.DESCRIPTOR.services_by_name.values()
+        for method in service.methods
+    }
+    assert methods == set(RPCS)
+
+
 @pytest.mark.parametrize("rpc", sorted(RPCS))
 def test_every_rpc_as_every_caller(acl_server: AclServer, rpc: str) -> None:
     group, call = RPCS[rpc]

@@ -392,3 +392,24 @@ def test_remoting_port_speaks_tls_with_certificate_identities(pki: Pki, mtls_ser
         assert "cert:CN=broker-a may not RegisterBroker 'broker-b'" in (refused.remark or "")
         route = client.call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "Remote"})
         assert route.code == ResponseCode.SUCCESS
+
+
+def test_permissive_remoting_from_a_rocketmq_config_file(
+    pki: Pki, start_secure: Callable[..., SecureNamesrv], tmp_path: Path
+) -> None:
+    # RocketMQ's own key names (TlsSystemConfig) in the -c file; permissive: the remoting port takes
+    # TLS and plaintext clients alike, as RocketMQ's default mode does; gRPC stays TLS-only.
+    conf = tmp_path / "namesrv.conf"
+    conf.write_text(
+        f"tls.server.mode=permissive\ntls.server.certPath={pki.server.cert_file}\n"
+        f"tls.server.keyPath={pki.server.key_file}\n"
+    )
+    server = start_secure("-c", str(conf))
+    with RemotingTestClient(f"127.0.0.1:{server.remoting_port}") as plain:
+        assert plain.call(RequestCode.GET_BROKER_CLUSTER_INFO).code == ResponseCode.SUCCESS
+    with remoting_client(pki, server.remoting_port, None) as tls:
+        assert tls.call(RequestCode.GET_BROKER_CLUSTER_INFO).code == ResponseCode.SUCCESS
+        assert tls.sock.version() in ("TLSv1.2", "TLSv1.3")  # type: ignore[attr-defined]
+    assert served_certificate(pki, server.remoting_port).serial_number == pki.server.cert.serial_number
+    assert refused(ClientSecurity(), server.address) == grpc.StatusCode.UNAVAILABLE
+    assert health(client(pki), server.address) == health_pb2.HealthCheckResponse.SERVING

@@ -94,6 +94,7 @@ class NamesrvServer:
             frame_max_length=config.remoting_frame_max_length,
             idle_timeout_seconds=lambda: self.config.server_channel_max_idle_time_seconds,
             ssl_context=self.tls.remoting_context() if self.tls is not None else None,
+            permissive_tls=self.tls is not None and self.tls.settings.mode == "permissive",
         )
         self._health_server: grpc.aio.Server | None = None
         self.health_port = 0

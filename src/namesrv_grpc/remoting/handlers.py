@@ -46,6 +46,7 @@ from namesrv_grpc.core.errors import (
     BodyChecksumMismatchError,
     BrokerNotRegisteredError,
     InvalidFieldError,
+    LimitExceededError,
     MalformedBodyError,
     NamesrvError,
 )
@@ -420,8 +421,15 @@ class RemotingHandlers:
                 if data_version is not None:
                     filter_servers = self._ns.route_table.filter_servers_of(identity.broker_addr)
                     return DecodedBody(None, data_version, filter_servers, fingerprint)
-        max_inflated = self._ns.config.register_body_max_inflated_size
+        config = self._ns.config
+        max_inflated = config.register_body_max_inflated_size
         decoded = bodies.decode_register_broker_body(body, compressed=compressed, max_inflated=max_inflated)
+        if len(decoded.topic_config_table) > config.register_body_max_topics:
+            raise LimitExceededError(
+                "registerBodyMaxTopics",
+                f"body holds {len(decoded.topic_config_table)} topics, more than {config.register_body_max_topics} "
+                "(registerBodyMaxTopics)",
+            )
         return DecodedBody(
             decoded.topic_config_table,
             decoded.data_version,

@@ -187,9 +187,10 @@ class Guard:
         acl = self._acl
         if acl is None:
             return ANONYMOUS
-        address = grpc_peer_address(context.peer())
-        if acl.white_addresses and acl.is_white(address):
-            return Principal(f"white:{address}", white=True)
+        if acl.white_addresses:
+            address = grpc_peer_address(context.peer())
+            if acl.is_white(address):
+                return Principal(f"white:{address}", white=True)
         authorization = date_time = None
         for key, value in context.invocation_metadata() or ():
             if key == AUTHORIZATION_KEY:
