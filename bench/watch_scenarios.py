@@ -448,7 +448,8 @@ def watch_summary(key: str, r: dict[str, Any]) -> str:
     """The one-line measured value of a watch scenario for docs/benchmarks.md."""
     if key == "W1":
         return (
-            f"ratio {r['ratio']:.2f} (lowest of the rounds; medians {r['ratio_of_medians']:.2f}): "
+            f"ratio {r['ratio']:.2f} (lowest of the rounds; median of round ratios "
+            f"{r['median_of_round_ratios']:.2f}, of medians {r['ratio_of_medians']:.2f}): "
             f"{r['namesrv_cpu_us_per_request']} vs {r['bare_cpu_us_per_request']} us CPU per request"
         )
     if key in ("W2", "W3"):
