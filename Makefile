@@ -4,8 +4,11 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 BUF := npx --yes @bufbuild/buf@1.75.0
+IMAGE ?= namesrv-grpc:dev
+# podman's configuration for this project's targets (written by scripts/install-podman.sh)
+CONTAINERS_CONF := $(CURDIR)/build/containers.conf
 
-.PHONY: demo report analytics-zip test lint deploy-check prometheus-tools java-runtime proto proto-check clean bench bench-quick bench-tools remoting-clients
+.PHONY: demo report analytics-zip test lint deploy-check prometheus-tools java-runtime proto proto-check clean bench bench-quick bench-tools remoting-clients podman-tools image image-test
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -17,10 +20,11 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(PY) scripts/demo.py
 
-## test: lint (ruff, mypy, buf), the Prometheus config and alert checks, and the whole test suite
+## test: lint (ruff, mypy, buf), the Prometheus config and alert checks, the container image built
+## and run (image-test), and the whole test suite
 ## (NAMESRV_REQUIRE_PROMETHEUS=1 / NAMESRV_REQUIRE_NODE=1: the tests that need the prometheus binary
 ## or the ali-ons remoting client fail instead of skipping)
-test: $(STAMP) lint deploy-check java-runtime remoting-clients
+test: $(STAMP) lint deploy-check java-runtime remoting-clients image-test
 	NAMESRV_REQUIRE_PROMETHEUS=1 NAMESRV_REQUIRE_NODE=1 $(PY) -m pytest -q
 
 ## report: a short demo cluster exports route snapshots; the Spark topic distribution job reports on them
@@ -66,6 +70,20 @@ bench-quick: $(STAMP) bench-tools
 
 bench-tools:
 	bash scripts/install-bench-tools.sh
+
+## podman-tools: podman, runc, debootstrap from Debian's packages when missing; build/containers.conf
+podman-tools:
+	bash scripts/install-podman.sh $(CONTAINERS_CONF)
+
+## image: the container image namesrv-grpc:dev (deploy/Dockerfile) with podman, from a local Debian
+## base (debootstrap) and a wheelhouse (build/); both are reused by the next build
+image: $(STAMP) podman-tools
+	CONTAINERS_CONF=$(CONTAINERS_CONF) IMAGE=$(IMAGE) bash scripts/build-image.sh $(PY)
+
+## image-test: run the image (NameServer + broker agent, route, SIGTERM), docker-compose.yml
+## (podman-compose) and kubernetes/namesrv.yaml (podman kube play)
+image-test: image
+	CONTAINERS_CONF=$(CONTAINERS_CONF) $(PY) scripts/image_test.py --image $(IMAGE)
 
 ## proto: regenerate src/namesrv/v1 from protos/ (commit the result)
 proto: $(STAMP)

@@ -151,8 +151,8 @@ def main() -> int:
                 print("\nOver gRPC (PickupTopicRoute on the gRPC port):")
                 print_route("TopicTest", route("TopicTest"))  # type: ignore[arg-type]
                 print_route("TBW102", route("TBW102"))  # type: ignore[arg-type]
-                print(f"\nOver RocketMQ remoting (GET_ROUTEINFO_BY_TOPIC on port {ports['remoting']}), the body")
-                print("every RocketMQ client, mqadmin and the Dashboard receive:")
+                print(f"\nOver RocketMQ remoting (GET_ROUTEINFO_BY_TOPIC on port {ports['remoting']}), the body a")
+                print("RocketMQ 5.x client, mqadmin or the Dashboard receives (clients before 4.9.4 get {0:...} keys):")
                 print(f"  {asyncio.run(remoting_lookup(ports['remoting'], 'TopicTest')).decode()}")
 
                 print("\nbroker-c registers over remoting as a Java broker does; its topic over gRPC:")

@@ -289,3 +289,25 @@ def test_s37_placeholder_in_store_path_only_matters_without_topics_json(tmp_path
     assert "--topics-json" in without.stderr
     config = load_broker_config(read_properties(conf), str(conf))
     assert config.store_path_root_dir == "${ROCKETMQ_HOME}/store"
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("brokerNotActiveTimeoutMillis", "7200000"),
+        ("brokerNotActiveTimeoutMillis", "50"),
+        ("zoneName", "zone\x01a"),
+        ("zoneName", "z" * 256),
+    ],
+)
+def test_values_the_nameserver_would_refuse_are_config_errors(key: str, value: str) -> None:
+    """The agent refuses at start what every NameServer would refuse at each registration."""
+    with pytest.raises(ConfigError, match=key):
+        load_props({"namesrvAddr": "127.0.0.1:9876", key: value})
+
+
+def test_heartbeat_timeout_in_range_is_read() -> None:
+    assert (
+        load_props({"namesrvAddr": "127.0.0.1:9876", "brokerNotActiveTimeoutMillis": "10000"}).heartbeat_timeout_millis
+        == 10000
+    )

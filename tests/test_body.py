@@ -33,7 +33,7 @@ TOPICS = {
         attributes={"+message.type": "FIFO"},
     ),
     "SELF_TEST_TOPIC": topic("SELF_TEST_TOPIC", read=1, write=1),
-    "订单": topic("订单", read=0, write=65535, perm=0),
+    "%RETRY%order_group-1|x": topic("%RETRY%order_group-1|x", read=0, write=65535, perm=0),
 }
 FILTERS = ("10.9.0.1:30000", "10.9.0.2:30000")
 

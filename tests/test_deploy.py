@@ -1,13 +1,16 @@
 """deploy/: Prometheus config and alert rules (promtool, offline), the Grafana dashboard's PromQL
 (promtool) and provisioning, the Kubernetes manifests (kubernetes-validate, strict schemas), and
-docker-compose.yml and the Dockerfile checked structurally (no Docker engine here), plus the two
-container health-check scripts run against real processes."""
+docker-compose.yml and the Dockerfile checked structurally, plus the two container health-check
+scripts run against real processes and the image scripts' checks. The image itself is built and
+run with podman by ``make image-test`` (scripts/image_test.py), which ``make test`` runs."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -46,10 +49,15 @@ ALERTS = {
     "NamesrvTopicsDisagree",
     "NamesrvRegistrationLatencyHigh",
     "NamesrvRouteLookupLatencyHigh",
+    "NamesrvAllDown",
+    "NamesrvRoutesDiffer",
+    "NamesrvBrokerRegistrationConflict",
+    "NamesrvSnapshotExportFailed",
     "BrokerAgentDown",
     "BrokerAgentCannotRegister",
 }
-GRAFANA_VARIABLES = {"$__rate_interval": "5m", "$__interval": "1m", "$__range": "1h"}
+RUNBOOK = ROOT / "docs" / "runbook.md"
+GRAFANA_VARIABLES = {"$__rate_interval": "5m", "$__interval": "1m", "$__range": "1h", "$instance": ".*", "$agent": ".*"}
 
 
 def load_yaml(path: Path) -> Any:
@@ -95,6 +103,34 @@ def test_every_alert_has_firing_and_quiet_unit_tests() -> None:
             (firing if case["exp_alerts"] else quiet).add(case["alertname"])
     assert firing == ALERTS, "alerts without a test that expects them to fire"
     assert quiet == ALERTS, "alerts without a test that expects them not to fire"
+
+
+def markdown_anchors(text: str) -> set[str]:
+    """GitHub's anchors of the headings of a Markdown text (lower case, spaces to dashes, most
+    punctuation dropped)."""
+    anchors = set()
+    for line in text.splitlines():
+        if line.startswith("#"):
+            title = line.lstrip("#").strip().lower()
+            anchors.add(re.sub(r"[^a-z0-9 _-]", "", title).replace(" ", "-"))
+    return anchors
+
+
+def test_every_alert_links_its_runbook_section() -> None:
+    """Each alert's runbook_url points at a section of docs/runbook.md that says what the alert
+    means, how to confirm it with namesrv-admin and what to do."""
+    runbook = RUNBOOK.read_text(encoding="utf-8")
+    anchors = markdown_anchors(runbook)
+    sections = re.split(r"^## ", runbook, flags=re.MULTILINE)
+    for rule in alert_rules():
+        url = rule["annotations"]["runbook_url"]
+        path, _, anchor = url.partition("#")
+        assert (ROOT / path) == RUNBOOK, rule["alert"]
+        assert anchor in anchors, f"{rule['alert']}: no heading for #{anchor}"
+        (section,) = [s for s in sections if s.split("\n", 1)[0].strip() == rule["alert"]]
+        for part in ("**Means**", "**Confirm**", "**Do**"):
+            assert part in section, f"{rule['alert']}: no {part}"
+        assert "namesrv-admin" in section, f"{rule['alert']}: no namesrv-admin command to confirm it"
 
 
 def test_scrape_configs_name_the_jobs_the_alerts_use() -> None:
@@ -173,10 +209,32 @@ def test_dashboard_panels_and_provisioning() -> None:
     assert len(ids) == len(set(ids))
     datasources = load_yaml(GRAFANA / "provisioning" / "datasources" / "prometheus.yaml")["datasources"]
     assert [(d["type"], d["uid"]) for d in datasources] == [("prometheus", "prometheus")]
+    # no hard-coded datasource uid: every panel and query uses the $datasource variable
+    variables = {v["name"]: v for v in dashboard["templating"]["list"]}
+    assert (variables["datasource"]["type"], variables["datasource"]["query"]) == ("datasource", "prometheus")
+    assert '"uid": "prometheus"' not in DASHBOARD.read_text(encoding="utf-8")
     for panel in panels:
         if panel["type"] != "row":
-            assert panel["datasource"] == {"type": "prometheus", "uid": "prometheus"}, panel["title"]
+            assert panel["datasource"] == {"type": "prometheus", "uid": "${datasource}"}, panel["title"]
             assert panel["targets"], panel["title"]
+            for target in panel["targets"]:
+                assert target["datasource"] == panel["datasource"], panel["title"]
+    # NameServer and agent variables filter every query of their job
+    for name, job in (("instance", "namesrv"), ("agent", "broker-agent")):
+        assert variables[name]["type"] == "query"
+        assert f'up{{job="{job}"}}' in variables[name]["definition"]
+        assert variables[name]["includeAll"] is True
+        assert variables[name]["multi"] is True
+    for where, expr in dashboard_exprs().items():
+        for selector in re.findall(r'\{job="(?:namesrv|broker-agent)"[^}]*\}', expr):
+            job = "namesrv" if 'job="namesrv"' in selector else "broker-agent"
+            wanted = "$instance" if job == "namesrv" else "$agent"
+            assert f'instance=~"{wanted}"' in selector, f"{where}: {selector}"
+    # the route digest: one panel per NameServer, repeated over $instance, and the distinct count
+    (per_namesrv,) = [p for p in panels if "namesrv_route_table_digest" in str(p.get("targets")) and p.get("repeat")]
+    assert per_namesrv["repeat"] == "instance"
+    assert "$instance" in per_namesrv["title"]
+    assert any("count_values" in t["expr"] for p in panels for t in p.get("targets", []))
     provider = load_yaml(GRAFANA / "provisioning" / "dashboards" / "namesrv.yaml")["providers"][0]
     grafana = load_yaml(DEPLOY / "docker-compose.yml")["services"]["grafana"]
     mounts = dict(volume.split(":")[:2] for volume in grafana["volumes"])
@@ -236,10 +294,14 @@ def test_namesrv_statefulset_headless_service_probes_and_budget() -> None:
     assert statefulset["spec"]["replicas"] >= 2
     container = pod["spec"]["containers"][0]
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
-    assert {p["name"] for p in service["spec"]["ports"]} == {"grpc", "metrics"}
+    assert ports == {"remoting": 9876, "grpc": 8081, "metrics": 9877}
+    assert {p["name"]: p["port"] for p in service["spec"]["ports"]} == ports
+    client = find("Service", "namesrv-client")
+    assert {p["name"]: p["port"] for p in client["spec"]["ports"]} == {"remoting": 9876, "grpc": 8081}
     for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
         assert container[probe]["grpc"]["port"] == ports["grpc"], probe
     assert f"--port={ports['grpc']}" in container["args"]
+    assert f"--remoting-port={ports['remoting']}" in container["args"]
     assert f"--metrics-port={ports['metrics']}" in container["args"]
     assert {"cpu", "memory"} <= set(container["resources"]["requests"])
     assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
@@ -258,7 +320,11 @@ def test_broker_pod_runs_the_agent_as_a_native_sidecar(tmp_path: Path) -> None:
     assert agent["args"][0] == "broker-agent"
     namesrv = find("StatefulSet", "namesrv")
     namespace = namesrv["metadata"]["namespace"]
-    assert args["--namesrv-addr"] == f"{namesrv['spec']['serviceName']}.{namespace}.svc.cluster.local:9876"
+    # the agent speaks gRPC: the NameServers' grpc port
+    grpc_port = next(
+        p["containerPort"] for p in namesrv["spec"]["template"]["spec"]["containers"][0]["ports"] if p["name"] == "grpc"
+    )
+    assert args["--namesrv-addr"] == f"{namesrv['spec']['serviceName']}.{namespace}.svc.cluster.local:{grpc_port}"
     # broker.conf and topics.json come from volumes the broker mounts too; the agent only reads them
     agent_mounts = {m["mountPath"]: m for m in agent["volumeMounts"]}
     broker_mounts = {m["mountPath"]: m["name"] for m in broker["volumeMounts"]}
@@ -316,8 +382,13 @@ def test_compose_services_healthchecks_and_dependencies() -> None:
             assert dependency in services, name
             assert condition == {"condition": "service_healthy"}, name
     for name in namesrvs:
-        assert services[name]["healthcheck"]["test"][1] == "grpc-health-check"
+        command = flags(services[name]["command"])
+        assert command["--port"] == ["8081"]
+        assert command["--remoting-port"] == ["9876"]
+        assert services[name]["healthcheck"]["test"][1:] == ["grpc-health-check", "127.0.0.1:8081"]
         assert "build" in services[name]
+        published = {port.rsplit(":", 1)[1] for port in services[name]["ports"]}
+        assert published == {"9876", "8081", "9877"}
     # one agent per example broker, with files that exist and a configuration the agent accepts
     brokers = set()
     for name in agents:
@@ -331,6 +402,7 @@ def test_compose_services_healthchecks_and_dependencies() -> None:
         assert (host_dir / Path(args["--topics-json"][0]).name).is_file()
         addrs = args["--namesrv-addr"][0].split(";")
         assert sorted(a.split(":")[0] for a in addrs) == sorted(namesrvs)
+        assert {a.split(":")[1] for a in addrs} == {"8081"}, "the agent speaks gRPC"
         overrides = dict(item.split("=", 1) for item in args.get("--set", []))
         properties = {**read_properties(conf), **overrides}
         config = load_broker_config(properties, str(conf), namesrv_addr_override=";".join(addrs), environ={})
@@ -366,33 +438,80 @@ def dockerfile_instructions() -> list[tuple[str, str]]:
 
 def test_dockerfile_slim_non_root_healthcheck_both_programs() -> None:
     instructions = dockerfile_instructions()
+    args = dict(rest.split("=", 1) for keyword, rest in instructions if keyword == "ARG" and "=" in rest)
+    assert args["BASE_IMAGE"] == "python:3.11-slim"
+    assert args["PACKAGES"] == "index"
     stages = [rest for keyword, rest in instructions if keyword == "FROM"]
-    assert stages
-    assert all("-slim" in stage for stage in stages), stages
+    assert stages[0] == "${BASE_IMAGE} AS runtime"
+    names = {stage.split(" AS ")[1] for stage in stages if " AS " in stage}
+    assert {f"install-{choice}" for choice in ("index", "wheelhouse")} <= names
+    assert "install-${PACKAGES} AS installed" in stages
     final = max(i for i, (keyword, _) in enumerate(instructions) if keyword == "FROM")
     last_stage = instructions[final:]
+    assert last_stage[0][1] == "runtime", "the image is the runtime stage, without pip or build tools"
     users = [rest for keyword, rest in last_stage if keyword == "USER"]
     assert users
     assert users[-1].split(":")[0] not in {"root", "0"}
     (healthcheck,) = [rest for keyword, rest in last_stage if keyword == "HEALTHCHECK"]
     command = json.loads(healthcheck.split("CMD", 1)[1])
-    assert command == ["grpc-health-check", "127.0.0.1:9876"]
+    assert command == ["grpc-health-check", "127.0.0.1:8081"]
     (cmd,) = [json.loads(rest) for keyword, rest in last_stage if keyword == "CMD"]
     assert cmd[0] == "namesrv"
-    assert "--port" in cmd
-    run = " ".join(rest for keyword, rest in last_stage if keyword == "RUN")
+    ports = {cmd[i]: cmd[i + 1] for i in range(len(cmd) - 1) if cmd[i].endswith("-port")}
+    assert ports == {"--remoting-port": "9876", "--port": "8081", "--metrics-port": "9877"}
+    exposed = [rest for keyword, rest in last_stage if keyword == "EXPOSE"]
+    assert exposed == ["9876 8081 9877"]
+    run = " ".join(rest for keyword, rest in instructions if keyword == "RUN")
     assert "namesrv --help" in run
     assert "broker-agent --help" in run
+    assert "pip uninstall --yes --quiet pip setuptools" in run
     for keyword, rest in instructions:
         if keyword == "COPY" and "--from" not in rest:
             sources = [s for s in shlex.split(rest) if not s.startswith("--")][:-1]
             for source in sources:
-                assert (ROOT / source).exists(), source
-    exposed = {rest for keyword, rest in last_stage if keyword == "EXPOSE"}
-    assert exposed == {"9876 9877"}
+                # build/wheelhouse is made by `make image` (scripts/build-image.sh)
+                assert source.startswith("build/wheelhouse/") or (ROOT / source).exists(), source
     ignore = (DEPLOY / "Dockerfile.dockerignore").read_text(encoding="utf-8").split()
-    for needed in ("!pyproject.toml", "!README.md", "!src/", "!deploy/docker/"):
+    for needed in ("!pyproject.toml", "!README.md", "!src/", "!deploy/docker/", "!build/wheelhouse/"):
         assert needed in ignore
+
+
+def test_image_scripts_parse_and_find_the_apt_mirror(tmp_path: Path) -> None:
+    """scripts/install-podman.sh and build-image.sh are valid bash; build-image.sh takes the
+    debootstrap mirror from apt's sources in both formats (one-line and deb822)."""
+    for script in ("install-podman.sh", "build-image.sh"):
+        checked = subprocess.run(["bash", "-n", str(ROOT / "scripts" / script)], capture_output=True, timeout=30)
+        assert checked.returncode == 0, checked.stderr
+    apt = tmp_path / "apt"
+    (apt / "sources.list.d").mkdir(parents=True)
+    (apt / "sources.list").write_text(
+        "# deb http://commented.example/debian bookworm main\n"
+        "deb-src http://src.example/debian bookworm main\n"
+        "deb [arch=amd64 signed-by=/k.gpg] http://one.example/debian bookworm main\n",
+        encoding="utf-8",
+    )
+    (apt / "sources.list.d" / "debian.sources").write_text(
+        "Types: deb\nURIs: http://other.example/debian\nSuites: trixie\nComponents: main\n\n"
+        "Types: deb deb-src\nURIs: http://sec.example/debian-security http://x.example\n"
+        "Suites: bookworm-security\nComponents: main\n",
+        encoding="utf-8",
+    )
+
+    def mirror(suite: str) -> str:
+        result = subprocess.run(
+            ["bash", str(ROOT / "scripts" / "build-image.sh"), "--apt-mirror", suite],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            env={"PATH": "/usr/bin:/bin", "APT_ETC": str(apt)},
+        )
+        assert result.returncode == 0, result.stderr
+        return result.stdout.strip()
+
+    assert mirror("bookworm") == "http://one.example/debian"
+    assert mirror("bookworm-security") == "http://sec.example/debian-security"
+    assert mirror("trixie") == "http://other.example/debian"
+    assert mirror("bullseye") == ""
 
 
 # --- the health-check scripts -------------------------------------------------------------------
@@ -455,3 +574,69 @@ def test_install_script_is_idempotent() -> None:
     again = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=60)
     assert again.returncode == 0, again.stderr
     assert again.stdout == ""
+
+
+def load_image_test() -> Any:
+    """scripts/image_test.py as a module (scripts/ is no package)."""
+    spec = importlib.util.spec_from_file_location("image_test", ROOT / "scripts" / "image_test.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_kube_play_pod_is_the_statefulset_pod_template() -> None:
+    """What `make image-test` plays with podman kube play (podman 4.3 plays Pods, not StatefulSets)
+    is the StatefulSet's pod: same container, args, probes and security contexts, the image under
+    test, container ports published only on loopback, the claim template as a claim; a valid Pod."""
+    image_test = load_image_test()
+    scenario = image_test.KubeScenario(["podman"], "localhost/namesrv-grpc:dev", 10.0, 30.0)
+    try:
+        played = scenario.write_pod()
+        pod = yaml.safe_load(scenario.manifest.read_text(encoding="utf-8"))
+    finally:
+        scenario.tmp.cleanup()
+    template = find("StatefulSet", "namesrv")["spec"]["template"]
+    (original,) = template["spec"]["containers"]
+    assert pod["kind"] == "Pod"
+    assert pod["spec"]["containers"] == [played]
+    assert played["image"] == "localhost/namesrv-grpc:dev"
+    for key in ("args", "startupProbe", "readinessProbe", "livenessProbe", "securityContext", "volumeMounts"):
+        assert played[key] == original[key], key
+    assert pod["spec"]["securityContext"] == template["spec"]["securityContext"]
+    assert [(p["name"], p["containerPort"]) for p in played["ports"]] == [
+        (p["name"], p["containerPort"]) for p in original["ports"]
+    ]
+    assert {p["hostIP"] for p in played["ports"]} == {"127.0.0.1"}
+    assert len({p["hostPort"] for p in played["ports"]}) == len(played["ports"])
+    assert scenario.ports == {p["name"]: p["hostPort"] for p in played["ports"]}
+    (volume,) = pod["spec"]["volumes"]
+    assert volume["persistentVolumeClaim"]["claimName"] == scenario.claim
+    assert {m["name"] for m in played["volumeMounts"]} == {volume["name"]}
+    assert scenario.run_as_user == 10001
+    assert scenario.grace_period == template["spec"]["terminationGracePeriodSeconds"]
+    kv.validate(pod, KUBERNETES_VERSIONS[0], strict=True)
+
+
+def test_install_podman_script_writes_containers_conf(tmp_path: Path) -> None:
+    """With podman and its helpers installed (``make image-test`` runs before the test suite), the
+    script installs nothing, prints nothing, and writes the containers.conf that makes podman work
+    here: no default ulimits, cgroupfs, runc."""
+    for binary in ("podman", "runc", "debootstrap", "catatonit"):
+        if shutil.which(binary) is None:
+            pytest.skip(f"{binary} is not installed (scripts/install-podman.sh, run by make image-test)")
+    conf = tmp_path / "nested" / "containers.conf"
+    result = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "install-podman.sh"), str(conf)], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == ""
+    lines = [line for line in conf.read_text(encoding="utf-8").splitlines() if line and not line.startswith("#")]
+    assert lines == [
+        "[containers]",
+        "default_ulimits = []",
+        "[engine]",
+        'cgroup_manager = "cgroupfs"',
+        'runtime = "runc"',
+    ]

@@ -76,6 +76,7 @@ def test_fixed_names_types_and_labels(ns: MetricsNamesrv) -> None:
         "namesrv_broker_session_losses": "counter",
         "namesrv_body_checksum_failures": "counter",
         "namesrv_kv_config_writes": "counter",
+        "namesrv_auth_refusals": "counter",
         "namesrv_registration_duration_seconds": "histogram",
         "namesrv_route_lookup_duration_seconds": "histogram",
         "namesrv_build_info": "gauge",
@@ -115,7 +116,7 @@ def test_fixed_names_types_and_labels(ns: MetricsNamesrv) -> None:
         elif sample.name.startswith("namesrv_remoting_requests"):
             assert set(sample.labels) == {"request_code", "response_code"}, sample
         elif sample.name.startswith("namesrv_"):
-            assert set(sample.labels) <= {"result", "version", "le"}, sample
+            assert set(sample.labels) <= {"result", "version", "le", "reason"}, sample
 
 
 def list_services(channel: grpc.Channel) -> list[str]:

@@ -65,3 +65,32 @@ def test_wheel_ships_generated_code_and_commands(tmp_path: Path) -> None:
     )  # fmt: skip
     assert helped.returncode == 0
     assert "--broker-config" in helped.stdout
+
+
+def test_license_is_an_spdx_expression_without_deprecation_warnings(tmp_path: Path) -> None:
+    """``project.license`` as an SPDX string (PEP 639, setuptools >= 77): the metadata carries
+    ``License-Expression`` and building prints no setuptools license deprecation block."""
+    built = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-v",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(tmp_path),
+            str(ROOT),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    output = built.stdout + built.stderr
+    assert "project.license" not in output
+    assert "License classifiers are deprecated" not in output
+    (wheel,) = tmp_path.glob("namesrv_grpc-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        metadata = archive.read(next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))).decode()
+    assert "License-Expression: Apache-2.0" in metadata.splitlines()

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from namesrv_grpc.config import NamesrvConfig
+from namesrv_grpc.config import SECURITY_KEYS, NamesrvConfig
 from namesrv_grpc.core.body import crc32c, encode_body
 from namesrv_grpc.core.errors import (
     BodyChecksumMismatchError,
@@ -472,7 +472,16 @@ def test_s27_defaults() -> None:
     assert props["deleteTopicWithBrokerRegistration"] == "false"
     assert props["configBlackList"] == "configBlackList;configStorePath;kvConfigPath"
     assert props["kvConfigPath"].endswith("kvConfig.json")
-    assert NamesrvConfig().blacklisted_keys() == {"configBlackList", "configStorePath", "kvConfigPath", "snapshotDir"}
+    assert (
+        NamesrvConfig().blacklisted_keys()
+        == {
+            "configBlackList",
+            "configStorePath",
+            "kvConfigPath",
+            "snapshotDir",
+        }
+        | SECURITY_KEYS
+    ), "the defaults, where files go, and every security setting"
 
 
 # ------------------------------------------------------------------ performance paths (issue: benchmarks)

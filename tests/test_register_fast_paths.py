@@ -117,8 +117,8 @@ def test_new_data_version_with_same_topics_skips_topic_decoding(
     register(ns, "broker-a", 0, encode_body(configs, DataVersion(0, 1, 1))[0])
     decoded_topics: list[int] = []
 
-    def spy(body: bytes, *, compressed: bool) -> Any:
-        result = parse_body(body, compressed=compressed)
+    def spy(body: bytes, *, compressed: bool, **limits: int) -> Any:
+        result = parse_body(body, compressed=compressed, **limits)
         decoded_topics.append(len(result.topic_config_table))
         return result
 

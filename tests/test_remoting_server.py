@@ -27,6 +27,7 @@ from namesrv_grpc.core.model import DataVersion, TopicConfig
 from namesrv_grpc.remoting import bodies, fastjson
 from namesrv_grpc.remoting.codec import RemotingCommand, encode_command
 from namesrv_grpc.remoting.codes import RequestCode, ResponseCode, SerializeType
+from namesrv_grpc.remoting.handlers import split_data_version
 from tests.metrics_support import free_port, scrape
 from tests.remoting_support import RemotingTestClient
 from tests.support import NamesrvProcess, Stubs, poll_until, register_request, running_namesrv, topic
@@ -229,7 +230,9 @@ def test_register_broker_answer_carries_master_and_order_topic_config(client: Re
         stubs.kv.DeleteKVConfig(kv_pb2.DeleteKVConfigRequest(namespace="ORDER_TOPIC_CONFIG", key="ord-T"))
 
 
-def test_s01_wrong_body_crc32_is_system_error_and_changes_nothing(client: RemotingTestClient, stubs: Stubs) -> None:
+def test_s01_wrong_body_crc32_is_system_error_and_changes_nothing(
+    client: RemotingTestClient, stubs: Stubs, server: NamesrvProcess
+) -> None:
     before = state(stubs)
     body = bodies.encode_register_broker_body({"crc-T": topic("crc-T")}, DataVersion(0, 1, 1), compressed=False)
     answer = register(
@@ -237,6 +240,11 @@ def test_s01_wrong_body_crc32_is_system_error_and_changes_nothing(client: Remoti
     )
     assert (answer.code, answer.remark) == (ResponseCode.SYSTEM_ERROR, "crc32 not match")
     assert state(stubs) == before
+    peer = f"127.0.0.1:{client.sock.getsockname()[1]}"
+    poll_until(
+        lambda: f"remoting {peer}: REGISTER_BROKER refused (BODY_CHECKSUM_MISMATCH)" in server.stderr_path.read_text(),
+        5,
+    )
     # bodyCrc32 = 0 means "not checked" (DefaultRequestProcessor.checksum)
     assert register(client, "c-crc", "b-crc", 0, "127.0.0.1:24001", {}, body=body, crc=0).code == ResponseCode.SUCCESS
     assert grpc_route(stubs, "crc-T") is not None
@@ -376,6 +384,9 @@ def test_brokers_of_both_protocols_are_seen_by_both(
     assert admin.returncode == 0, admin.stderr
     assert "b-remoting" in admin.stdout
     assert "b-grpc" in admin.stdout
+    snapshot = stubs.admin.ExportRouteSnapshot(admin_pb2.ExportRouteSnapshotRequest(), timeout=60)
+    assert snapshot.broker_names == len(grpc_info.broker_addr_table), "the snapshot counts brokers of both protocols"
+    assert snapshot.broker_addrs == live
 
 
 # ------------------------------------------------------------------------------------- routes
@@ -623,3 +634,139 @@ def test_small_frame_limit_from_config(tmp_path: Path) -> None:
             client.send(client.request(RequestCode.PUT_KV_CONFIG, {"namespace": "n", "key": "k", "value": "v"}, body))
             assert client.wait_closed(5)
         assert "over the 65536-byte limit" in server.stderr_path.read_text()
+
+
+# ------------------------------------------------------------------ re-registration fast path
+
+
+@pytest.mark.parametrize("compressed", [False, True], ids=["json", "deflater"])
+def test_split_data_version_fingerprints_everything_but_the_data_version(compressed: bool) -> None:
+    topics = {"a": topic("a"), "b": topic("b", perm=4)}
+    first = split_data_version(
+        bodies.encode_register_broker_body(topics, DataVersion(0, 1, 1), compressed=compressed), compressed
+    )
+    again = split_data_version(
+        bodies.encode_register_broker_body(topics, DataVersion(0, 1, 2), compressed=compressed), compressed
+    )
+    other = split_data_version(
+        bodies.encode_register_broker_body({**topics, "c": topic("c")}, DataVersion(0, 1, 2), compressed=compressed),
+        compressed,
+    )
+    assert first is not None
+    assert again is not None
+    assert other is not None
+    assert first[0] == again[0] != other[0]
+    assert bodies.decode_data_version(again[1]) == DataVersion(0, 1, 2)
+
+
+@pytest.mark.parametrize("compressed", [False, True], ids=["json", "deflater"])
+def test_reregistration_with_a_new_data_version_only(
+    client: RemotingTestClient, stubs: Stubs, compressed: bool
+) -> None:
+    """S06/S20: a new DataVersion with the same topics is stored (the topics are not decoded again);
+    topics changed by an admin since are applied again; changed topics are applied."""
+    suffix = "z" if compressed else "j"
+    name, addr = f"b-fast-{suffix}", f"127.0.0.1:2950{int(compressed)}"
+    who = identity("c-fast", name, 0, addr)
+    topics = {f"fast-{suffix}": topic(f"fast-{suffix}", perm=6)}
+    for counter in (1, 2):
+        register(client, "c-fast", name, 0, addr, topics, version=DataVersion(0, 1, counter), compressed=compressed)
+        answer = client.call(
+            RequestCode.QUERY_DATA_VERSION, who, bodies.encode_data_version(DataVersion(0, 1, counter))
+        )
+        assert answer.ext_fields["changed"] == "false"
+    client.call(RequestCode.WIPE_WRITE_PERM_OF_BROKER, {"brokerName": name})
+    seen = grpc_route(stubs, f"fast-{suffix}")
+    assert seen is not None
+    assert seen.queue_datas[0].perm == 4
+    register(client, "c-fast", name, 0, addr, topics, version=DataVersion(0, 1, 3), compressed=compressed)
+    seen = grpc_route(stubs, f"fast-{suffix}")
+    assert seen is not None
+    assert seen.queue_datas[0].perm == 6, "the wiped topic was not applied again"
+    changed = {f"fast-{suffix}": topic(f"fast-{suffix}", read=2, write=2)}
+    register(client, "c-fast", name, 0, addr, changed, version=DataVersion(0, 1, 4), compressed=compressed)
+    seen = grpc_route(stubs, f"fast-{suffix}")
+    assert seen is not None
+    assert seen.queue_datas[0].read_queue_nums == 2
+
+
+def test_sigterm_with_open_remoting_connections_exits_0(tmp_path: Path) -> None:
+    """Orderly shutdown: the listener stops accepting, open connections are closed, exit code 0."""
+    with running_namesrv(tmp_path / "ns") as server:
+        client = RemotingTestClient(server.remoting_address)
+        assert register(client, "c-stop", "b-stop", 0, "127.0.0.1:29601", {"stop-T": topic("stop-T")}).code == 0
+        started = time.monotonic()
+        assert server.stop() == 0
+        assert time.monotonic() - started < 10
+        assert client.wait_closed(5)
+        client.close()
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.1", server.remoting_port), timeout=2).close()
+
+
+def test_boot_line_names_both_ports_grpc_last() -> None:
+    from namesrv_grpc.cli import boot_line, parse_boot_line
+    from namesrv_grpc.config import NamesrvConfig
+
+    line = boot_line(NamesrvConfig(bind_address="0.0.0.0"), 9876, 8081)
+    assert line == "The Name Server boot success. serializeType=JSON, remoting 0.0.0.0:9876, gRPC 0.0.0.0:8081"
+    assert parse_boot_line(line) == {"remoting": 9876, "gRPC": 8081}
+    assert int(line.rsplit(":", 1)[1]) == 8081, "parsers taking the text after the last ':' get the gRPC port"
+    with pytest.raises(ValueError, match="not a NameServer boot line"):
+        parse_boot_line("Traceback (most recent call last):")
+
+
+def test_s19_order_topic_conf_and_warm_up_over_remoting(tmp_path: Path) -> None:
+    """S19: with orderMessageEnable the route carries orderTopicConf (changed by a KV write at once);
+    needWaitForService answers SYSTEM_ERROR "name server not ready" (ClientRequestProcessor)."""
+    with (
+        running_namesrv(tmp_path / "order", "--order-message-enable") as server,
+        RemotingTestClient(server.remoting_address) as client,
+    ):
+        register(client, "c-o", "b-o", 0, "127.0.0.1:29701", {"ordered": topic("ordered")})
+        put = {"namespace": "ORDER_TOPIC_CONFIG", "key": "ordered", "value": "b-o:4"}
+        assert client.call(RequestCode.PUT_KV_CONFIG, put).code == ResponseCode.SUCCESS
+        for version in (121, 479):
+            body = client.call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "ordered"}, version=version).body
+            assert route_json(body)["orderTopicConf"] == "b-o:4"
+        assert client.call(RequestCode.PUT_KV_CONFIG, {**put, "value": "b-o:8"}).code == ResponseCode.SUCCESS
+        body = client.call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "ordered"}).body
+        assert route_json(body)["orderTopicConf"] == "b-o:8"
+    conf = tmp_path / "wait.conf"
+    conf.write_text("needWaitForService=true\nwaitSecondsForService=600\n")
+    with (
+        running_namesrv(tmp_path / "wait", "-c", str(conf)) as server,
+        RemotingTestClient(server.remoting_address) as client,
+    ):
+        answer = client.call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "any"})
+        assert (answer.code, answer.remark) == (ResponseCode.SYSTEM_ERROR, "name server not ready")
+
+
+def test_cpp_client_quirks_are_accepted(client: RemotingTestClient) -> None:
+    """The C++ client: a JSON header ending in "\\n" (counted in its length), opaque 0, language CPP,
+    version 63 (old route form), AccessKey/Signature/OnsChannel in extFields without an ACL."""
+    register(client, "c-cpp", "b-cpp", 0, "127.0.0.1:29801", {"cpp-T": topic("cpp-T")})
+    header = (
+        b'{"code":105,"language":"CPP","version":63,"opaque":0,"flag":0,"remark":"",'
+        b'"extFields":{"topic":"cpp-T","AccessKey":"","Signature":"","OnsChannel":"ALIYUN"}}\n'
+    )
+    client.send_raw(_frame(header))
+    answer = client.receive(0)
+    assert answer.code == ResponseCode.SUCCESS
+    assert b'"brokerAddrs":{0:"127.0.0.1:29801"}' in answer.body
+
+
+def test_register_body_max_topics_applies_to_java_bodies(tmp_path: Path) -> None:
+    conf = tmp_path / "namesrv.conf"
+    conf.write_text("registerBodyMaxTopics=2\n")
+    with running_namesrv(tmp_path / "ns", "-c", str(conf)) as server, server.channel() as channel:
+        stubs = Stubs(channel)
+        with RemotingTestClient(server.remoting_address) as client:
+            three = {f"lim-{i}": topic(f"lim-{i}") for i in range(3)}
+            for compressed in (False, True):
+                answer = register(client, "c-lim", "b-lim", 0, "127.0.0.1:29901", three, compressed=compressed)
+                assert answer.code == ResponseCode.SYSTEM_ERROR
+                assert "registerBodyMaxTopics" in (answer.remark or "")
+            assert not stubs.ns.GetAllTopicList(ns_pb2.GetAllTopicListRequest()).topics
+            two = {f"lim-{i}": topic(f"lim-{i}") for i in range(2)}
+            assert register(client, "c-lim", "b-lim", 0, "127.0.0.1:29901", two).code == ResponseCode.SUCCESS

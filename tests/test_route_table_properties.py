@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
+from namesrv_grpc.core.digest import full_digest
 from namesrv_grpc.core.errors import BrokerNameNotRegisteredError, BrokerNotRegisteredError, StaleBrokerStateError
 from namesrv_grpc.core.model import PERM_WRITE, DataVersion, QueueData, TopicConfig
 from namesrv_grpc.core.route_table import RouteInfoManager
@@ -289,6 +290,13 @@ class RouteTableMachine(RuleBasedStateMachine):
         for topic in [*self.rt.topic_queue_table, *TOPICS]:
             fresh = self.rt.pickup_topic_route_data(topic)
             assert self.rt.pickup_topic_route_cached(topic, lambda route: route) == fresh
+
+    @invariant()
+    def route_digest_equals_digest_from_scratch(self) -> None:
+        """The incrementally kept content digest (namesrv_route_table_digest) equals the digest
+        computed from the tables: every change of a QueueData or BrokerData was accounted for."""
+        expected = full_digest(self.rt.topic_queue_table, self.rt.broker_addr_table.values())
+        assert self.rt.route_digest() == expected
 
 
 RouteTableMachine.TestCase.settings = settings(

@@ -1,5 +1,5 @@
 """Every RPC of NameServerService, KVConfigService and AdminService over loopback against a real
-NameServer process (``python -m namesrv_grpc``), checking the values the rules of SEMANTICS.md give."""
+NameServer process (``python -m namesrv_grpc``), checking the values the rules of docs/rules.md give."""
 
 from __future__ import annotations
 

@@ -73,7 +73,7 @@ def test_export_rpc_periodic_export_and_namesrv_snapshot(tmp_path: Path) -> None
             assert answer.file_name in [p.name for _, p in list_snapshots(out, identity)]
             via_admin = run_cli("namesrv_grpc.admin_cli", "-n", identity, "snapshot")
             assert via_admin.returncode == 0, via_admin.stderr
-            assert f'"namesrv": "{identity}"' in via_admin.stdout
+            assert f"{identity}: OK snapshot of {identity}: " in via_admin.stdout
             assert rows(out, "queue_data", answer.file_name) == [
                 {"schema_version": 1, "topic": "Solo", "broker_name": "broker-a", "read_queue_nums": 4}
                 | {"write_queue_nums": 4, "perm": 6, "topic_sys_flag": 0},

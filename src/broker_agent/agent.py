@@ -289,6 +289,7 @@ class BrokerAgent:
                 log.warning("register with %s failed: %s", addr, outcome.errors[addr])
             else:
                 outcome.responses[addr] = result  # type: ignore[assignment]
+                self._check_conflict(addr, result)  # type: ignore[arg-type]
         log.info(
             "round %d: registered %d topics (dataVersion counter %d) with %d/%d NameServers in %.0f ms",
             self.rounds,
@@ -318,8 +319,27 @@ class BrokerAgent:
             log.warning("register with %s failed: %s", address, describe_error(error))
             return False
         log.info("registered with %s (it asked)", address)
+        self._check_conflict(address, response)
         self._apply_first_result(response)
         return True
+
+    def _check_conflict(self, address: str, response: ns_pb2.RegisterBrokerResponse) -> None:
+        """The NameServer says another run of this broker had taken the registration from this one
+        (two agents for one broker): say so loudly and count it."""
+        other = response.conflicting_instance_id
+        if not other:
+            return
+        self.metrics.registration_conflicts.labels(address).inc()
+        log.warning(
+            "another agent (instance %s) registers %s/%s id %d too: NameServer %s had its registration instead of "
+            "this one's (instance %s); the two take the broker from each other. Run one agent per broker.",
+            other,
+            self.config.broker_cluster_name,
+            self.config.broker_name,
+            self.config.broker_id,
+            address,
+            self.instance_id,
+        )
 
     def _apply_first_result(self, response: ns_pb2.RegisterBrokerResponse) -> None:
         """S34: a slave follows its master; the ORDER_TOPIC_CONFIG table is kept."""
@@ -331,7 +351,7 @@ class BrokerAgent:
 
     async def unregister_all(self) -> dict[str, str]:
         """S36: unregister from every NameServer at once; return errors by address (logged, not fatal)."""
-        request = ns_pb2.UnregisterBrokerRequest(**self._identity())  # type: ignore[arg-type]
+        request = ns_pb2.UnregisterBrokerRequest(**self._identity(), instance_id=self.instance_id)  # type: ignore[arg-type]
         results = await self._each(lambda c: c.unregister_broker(request, self.timeout_seconds))
         errors = {addr: describe_error(r) for addr, r in results.items() if isinstance(r, BaseException)}
         for addr, error in errors.items():

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -18,11 +19,21 @@ from pathlib import Path
 from prometheus_client import start_http_server
 
 from broker_agent.agent import BrokerAgent
-from broker_agent.config import PLACEHOLDER, BrokerConfig, load_broker_config, warn_unused_placeholders
+from broker_agent.client import GrpcNamesrvClient
+from broker_agent.config import (
+    PLACEHOLDER,
+    BrokerConfig,
+    load_broker_config,
+    loopback_warning,
+    warn_unused_placeholders,
+)
 from broker_agent.metrics import AgentMetrics
 from broker_agent.topics import TopicsFileError, TopicSource
 from namesrv_grpc.core.route_table import wall_clock_millis
+from namesrv_grpc.pipes import print_line, quiet_broken_pipe
 from namesrv_grpc.properties import ConfigError, read_properties
+from namesrv_grpc.security import client as security
+from namesrv_grpc.security.client import ClientSecurity
 
 log = logging.getLogger("broker_agent")
 
@@ -32,6 +43,7 @@ USED_KEYS = {
     "registerBrokerTimeoutMills", "brokerPermission", "autoCreateTopicEnable", "defaultTopicQueueNums",
     "clusterTopicEnable", "brokerTopicEnable", "enableSlaveActingMaster", "zoneName", "storePathRootDir",
     "brokerNotActiveTimeoutMillis", "enableDLegerCommitLog",
+    *("accessKey", "secretKey", "tls.enable", "tls.client.trustCertPath", "tls.client.certPath", "tls.client.keyPath"),
 }  # fmt: skip
 """broker.conf keys the agent reads; see :func:`broker_agent.config.load_broker_config`."""
 
@@ -70,6 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="serve Prometheus /metrics on this port, all interfaces (default 0 = off)",
     )
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default INFO)")
+    security.add_arguments(parser)
     return parser
 
 
@@ -113,8 +126,32 @@ def load(args: argparse.Namespace) -> tuple[BrokerConfig, Path, list[str]]:
     return config, args.topics_json or config.default_topics_json, warnings
 
 
+def load_security(args: argparse.Namespace, properties: dict[str, str], source: str) -> ClientSecurity:
+    """TLS and signing for the NameServer connections: the flags, else RocketMQ's keys in broker.conf
+    (``accessKey``/``secretKey``; ``tls.enable``, ``tls.client.trustCertPath``, ``tls.client.certPath``,
+    ``tls.client.keyPath`` as RocketMQ's ``TlsSystemConfig``), else the environment. Raises ConfigError."""
+
+    def path(flag: Path | None, key: str) -> Path | None:
+        return flag if flag is not None else (Path(properties[key]).expanduser() if properties.get(key) else None)
+
+    tls_enable = properties.get("tls.enable", "false").strip().lower()
+    if tls_enable not in ("true", "false"):
+        raise ConfigError(source, "tls.enable", f"{tls_enable!r} is not true or false")
+    return security.security_from(
+        ca_file=path(args.tls_ca_file, "tls.client.trustCertPath"),
+        cert_file=path(args.tls_cert_file, "tls.client.certPath"),
+        key_file=path(args.tls_key_file, "tls.client.keyPath"),
+        tls=args.tls or tls_enable == "true",
+        server_name=args.tls_server_name,
+        access_key=args.access_key or properties.get("accessKey") or os.environ.get("NAMESRV_ACCESS_KEY"),
+        secret_key=args.secret_key or properties.get("secretKey") or os.environ.get("NAMESRV_SECRET_KEY"),
+        source=source,
+    )
+
+
+@quiet_broken_pipe
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the agent; return the process exit code."""
+    """Run the agent; return the process exit code. A closed stdout never stops it (logs go to stderr)."""
     args = build_parser().parse_args(argv)
     logging.basicConfig(
         level=args.log_level.upper(),
@@ -123,12 +160,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         config, topics_path, warnings = load(args)
-        topic_source = TopicSource(config, topics_path, wall_clock_millis)
+        # Only the broker's own topics.json may be missing (a fresh broker, S38); also when named explicitly.
+        explicit = args.topics_json is not None and topics_path.resolve() != config.default_topics_json.resolve()
+        topic_source = TopicSource(config, topics_path, wall_clock_millis, must_exist=explicit)
         topic_source.load_initial()
+        properties = read_properties(args.broker_config)
+        properties.update({k.strip(): v.strip() for k, _, v in (item.partition("=") for item in args.set)})
+        client_security = load_security(args, properties, str(args.broker_config))
     except (ConfigError, TopicsFileError) as exc:
         print(f"broker-agent: {exc}", file=sys.stderr)
         return 2
-    for warning in warnings:
+    loopback = loopback_warning(config)
+    for warning in [*warnings, *([loopback] if loopback else [])]:
         log.warning("%s", warning)
     metrics = AgentMetrics()
     metrics_server = None
@@ -140,29 +183,41 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         log.info("metrics on port %d (/metrics)", args.metrics_port)
     try:
-        return asyncio.run(_run(config, topic_source, sessions=not args.no_sessions, metrics=metrics))
+        return asyncio.run(
+            _run(config, topic_source, sessions=not args.no_sessions, metrics=metrics, client_security=client_security)
+        )
     finally:
         if metrics_server is not None:
             metrics_server.shutdown()
 
 
-async def _run(config: BrokerConfig, topic_source: TopicSource, *, sessions: bool, metrics: AgentMetrics) -> int:
-    agent = BrokerAgent(config, topic_source, sessions=sessions, metrics=metrics)
+async def _run(
+    config: BrokerConfig,
+    topic_source: TopicSource,
+    *,
+    sessions: bool,
+    metrics: AgentMetrics,
+    client_security: ClientSecurity | None = None,
+) -> int:
+    def client_factory(address: str) -> GrpcNamesrvClient:
+        return GrpcNamesrvClient(address, client_security)
+
+    agent = BrokerAgent(config, topic_source, client_factory, sessions=sessions, metrics=metrics)
+    log.info("agent instance %s (NameServers name it in registration conflicts)", agent.instance_id)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
     loop.add_signal_handler(signal.SIGINT, stop.set)
     loop.add_signal_handler(signal.SIGHUP, agent.request_round)
-    print(
+    print_line(
         f"broker-agent: {config.broker_cluster_name}/{config.broker_name} id {config.broker_id} at "
-        f"{config.broker_addr} -> {';'.join(config.namesrv_addrs)}",
-        flush=True,
+        f"{config.broker_addr} -> {';'.join(config.namesrv_addrs)}"
     )
     try:
         await agent.run(stop)
     finally:
         await agent.close()
-    print("broker-agent: stopped", flush=True)
+    print_line("broker-agent: stopped")
     return 0
 
 

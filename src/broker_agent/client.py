@@ -16,6 +16,7 @@ from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv.v1 import name_server_service_pb2_grpc as ns_grpc
 from namesrv_grpc.remoting.codec import FrameDecoder, FrameError, RemotingCommand, encode_command
 from namesrv_grpc.remoting.codes import RequestCode
+from namesrv_grpc.security.client import ClientSecurity
 
 log = logging.getLogger(__name__)
 
@@ -93,14 +94,15 @@ def remoting_port_message(address: str) -> str:
 
 
 class GrpcNamesrvClient:
-    """A NameServer reached over an insecure gRPC channel to ``address`` (``host:port``; a DNS name is
-    resolved by gRPC, which reconnects by itself after failures)."""
+    """A NameServer reached over a gRPC channel to ``address`` (``host:port``; a DNS name is resolved
+    by gRPC, which reconnects by itself after failures): plaintext and unsigned, or with TLS and
+    RocketMQ signatures as ``security`` says."""
 
-    def __init__(self, address: str) -> None:
+    def __init__(self, address: str, security: ClientSecurity | None = None) -> None:
         self.address = address
-        self._channel = grpc.aio.insecure_channel(
+        self._channel = (security or ClientSecurity()).aio_channel(
             address,
-            options=[
+            [
                 ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
                 ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
                 ("grpc.enable_retries", 0),

@@ -12,16 +12,25 @@ every key the agent uses (RocketMQ would fail later, or register a broker litera
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import os
 import re
 import socket
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
+
 from namesrv_grpc.core.model import PERM_READ, PERM_WRITE
-from namesrv_grpc.core.validation import parse_host_port
+from namesrv_grpc.core.validation import (
+    MAX_HEARTBEAT_TIMEOUT_MILLIS,
+    MIN_HEARTBEAT_TIMEOUT_MILLIS,
+    is_valid_name,
+    parse_host_port,
+    quote,
+)
 from namesrv_grpc.properties import ConfigError
 
 log = logging.getLogger(__name__)
@@ -78,18 +87,87 @@ def _bracket(host: str) -> str:
     return f"[{host}]" if ":" in host and not host.startswith("[") else host
 
 
+def interface_addresses() -> list[tuple[str, str]]:
+    """``(interface, address)`` of every IP address of this host's interfaces, in the order the OS
+    lists them, leaving out the interfaces RocketMQ's ``NetworkUtil.getLocalAddress`` skips: down,
+    point-to-point, Linux bridges (``/sys/class/net/NAME/bridge`` exists) and virtual sub-interfaces
+    (``eth0:1``). Read with psutil; sends nothing."""
+    stats = psutil.net_if_stats()
+    found: list[tuple[str, str]] = []
+    for name, addrs in psutil.net_if_addrs().items():
+        stat = stats.get(name)
+        if stat is None or not stat.isup or "pointopoint" in stat.flags.split(","):
+            continue
+        if ":" in name or Path("/sys/class/net", name, "bridge").exists():
+            continue
+        found.extend((name, a.address) for a in addrs if a.family in (socket.AF_INET, socket.AF_INET6))
+    return found
+
+
+def pick_local_address(addresses: Sequence[str]) -> str | None:
+    """RocketMQ ``NetworkUtil.getLocalAddress`` over the host's addresses (in interface order):
+    loopback addresses never count; IPv4 is preferred: the first one not starting with ``127.0``,
+    ``192.168`` or ``0.``, else the last IPv4 one; without IPv4 the first IPv6 one (link-local ones,
+    ``fe80::/10``, are left out here: no other host could reach them). None when nothing is left."""
+    v4: list[str] = []
+    v6: list[str] = []
+    for text in addresses:
+        try:
+            ip = ipaddress.ip_address(text.split("%", 1)[0])
+        except ValueError:
+            continue
+        if ip.is_loopback:
+            continue
+        if ip.version == 4:
+            v4.append(str(ip))
+        elif not ip.is_link_local:
+            v6.append(str(ip))
+    for ip4 in v4:
+        if not ip4.startswith(("127.0", "192.168", "0.")):
+            return ip4
+    if v4:
+        return v4[-1]
+    return v6[0] if v6 else None
+
+
 def local_address() -> str:
-    """A non-loopback IPv4 address of this host (RocketMQ ``RemotingUtil.getLocalAddress``), or
-    127.0.0.1 when there is none. Only looks at the host's own names; sends nothing."""
+    """``brokerIP1`` when broker.conf has none, as RocketMQ computes it (``NetworkUtil.getLocalAddress``,
+    BrokerConfig's default): from the network interfaces (:func:`pick_local_address`), not from the
+    host name, which often resolves to 127.0.1.1 or 127.0.0.1. Falls back to the host name's
+    address (Java's ``InetAddress.getLocalHost()``), then to 127.0.0.1."""
     try:
-        infos = socket.getaddrinfo(socket.gethostname(), None, socket.AF_INET)
+        picked = pick_local_address([address for _, address in interface_addresses()])
+    except OSError as exc:
+        log.warning("cannot list the network interfaces (%s); using the host name's address", exc)
+        picked = None
+    if picked is not None:
+        return picked
+    try:
+        return socket.gethostbyname(socket.gethostname())
     except OSError:
         return "127.0.0.1"
-    for info in infos:
-        addr = str(info[4][0])
-        if not addr.startswith("127."):
-            return addr
-    return "127.0.0.1"
+
+
+def loopback_warning(config: BrokerConfig) -> str | None:
+    """A warning when the broker registers a loopback address (brokerIP1) with a NameServer that is
+    not on this host (not a loopback address nor ``localhost``): clients elsewhere cannot reach it."""
+    try:
+        if not ipaddress.ip_address(config.broker_ip1.strip("[]")).is_loopback:
+            return None
+    except ValueError:
+        return None
+    for addr in config.namesrv_addrs:
+        host = parse_host_port(addr)[0].strip("[]")
+        try:
+            remote = not ipaddress.ip_address(host).is_loopback
+        except ValueError:
+            remote = host.lower() != "localhost"
+        if remote:
+            return (
+                f"brokerIP1 is {config.broker_ip1} (loopback) but NameServer {addr} is not on this host: clients "
+                "on other hosts will get an address they cannot reach; set brokerIP1 in broker.conf"
+            )
+    return None
 
 
 def parse_namesrv_addr(text: str, source: str, key: str = "namesrvAddr") -> tuple[str, ...]:
@@ -220,11 +298,33 @@ def load_broker_config(
         cluster_topic_enable=r.boolean("clusterTopicEnable", True),
         broker_topic_enable=r.boolean("brokerTopicEnable", True),
         enable_slave_acting_master=r.boolean("enableSlaveActingMaster", False),
-        zone_name=r.text("zoneName", "") or "",
+        zone_name=_optional_name(r, "zoneName"),
         # Only needed without --topics-json: a placeholder here is reported when it is used.
         store_path_root_dir=properties.get("storePathRootDir") or str(Path.home() / "store"),
-        heartbeat_timeout_millis=r.integer("brokerNotActiveTimeoutMillis", 0, 0, 2**62),
+        heartbeat_timeout_millis=_heartbeat_timeout(r),
     )
+
+
+def _optional_name(r: _Reader, key: str) -> str:
+    """Empty, or a name the NameServer accepts (at most 255 characters, no control characters)."""
+    value = r.text(key, "") or ""
+    if value and not is_valid_name(value):
+        raise ConfigError(
+            r.source, key, f"{quote(value)} is not a valid name (at most 255 characters, no control characters)"
+        )
+    return value
+
+
+def _heartbeat_timeout(r: _Reader) -> int:
+    """0 (the NameServer's default) or the range the NameServer accepts."""
+    value = r.integer("brokerNotActiveTimeoutMillis", 0, 0, MAX_HEARTBEAT_TIMEOUT_MILLIS)
+    if 0 < value < MIN_HEARTBEAT_TIMEOUT_MILLIS:
+        raise ConfigError(
+            r.source,
+            "brokerNotActiveTimeoutMillis",
+            f"{value} is below {MIN_HEARTBEAT_TIMEOUT_MILLIS} ms (0 = default)",
+        )
+    return value
 
 
 def _name(r: _Reader, key: str, default: str) -> str:

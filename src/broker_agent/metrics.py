@@ -12,7 +12,10 @@ resolves to), a small set. No topic is ever a label value.
 - ``broker_agent_session_state{namesrv}`` (gauge): SESSION_STATES (0 = no session)
 - ``broker_agent_topics`` (gauge): topics in the registration body
 - ``broker_agent_data_version`` (gauge): the ``counter`` of the topics' DataVersion
+- ``broker_agent_registration_conflicts_total{namesrv}`` (counter): registrations the NameServer
+  answered with another run of this broker that had taken the registration (two agents for one broker)
 - ``broker_agent_build_info{version}`` (gauge): always 1
+- ``process_*`` and ``python_*``: prometheus-client's standard process and platform series
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from typing import TypeVar
 import grpc
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
 
-from namesrv_grpc.metrics import package_version
+from namesrv_grpc.metrics import package_version, register_standard_collectors
 
 T = TypeVar("T")
 
@@ -66,8 +69,11 @@ def registration_result(error: BaseException | None) -> str:
 class AgentMetrics:
     """The agent's metrics in their own registry (so several agents can run in one process)."""
 
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+    def __init__(self, registry: CollectorRegistry | None = None, *, standard: bool = True) -> None:
+        """``standard``: also export the ``process_*`` and ``python_*`` series."""
         self.registry = registry or CollectorRegistry()
+        if standard:
+            register_standard_collectors(self.registry)
         self.registrations = Counter(
             "broker_agent_registrations",
             "RegisterBroker calls by NameServer and result.",
@@ -110,6 +116,13 @@ class AgentMetrics:
             "The counter of the topics' DataVersion (grows with every change of topics.json).",
             registry=self.registry,
         )
+        self.registration_conflicts = Counter(
+            "broker_agent_registration_conflicts",
+            "Registrations answered with another run of this broker (same cluster, name, id) that had taken "
+            "the registration from this agent: two agents for one broker.",
+            ["namesrv"],
+            registry=self.registry,
+        )
         Info("broker_agent_build", "Build information.", registry=self.registry).info({"version": package_version()})
         self._namesrvs: set[str] = set()
 
@@ -123,6 +136,7 @@ class AgentMetrics:
         self.registration_seconds.labels(namesrv)
         self.consecutive_failures.labels(namesrv).set(0)
         self.session_state.labels(namesrv).set(0)
+        self.registration_conflicts.labels(namesrv)
 
     def forget_namesrv(self, namesrv: str) -> None:
         """Remove every series of a NameServer the agent no longer registers with (its address
@@ -133,7 +147,13 @@ class AgentMetrics:
         for result in RESULTS:
             with contextlib.suppress(KeyError):  # prometheus-client < 0.21 raises for absent series
                 self.registrations.remove(namesrv, result)
-        for metric in (self.consecutive_failures, self.session_state, self.registration_seconds, self.last_success):
+        for metric in (
+            self.consecutive_failures,
+            self.session_state,
+            self.registration_seconds,
+            self.last_success,
+            self.registration_conflicts,
+        ):
             with contextlib.suppress(KeyError):
                 metric.remove(namesrv)
 

@@ -28,7 +28,7 @@ from typing import Any
 
 from broker_agent.config import BrokerConfig
 from namesrv_grpc.core.model import PERM_INHERIT, PERM_READ, PERM_WRITE, DataVersion, TopicConfig
-from namesrv_grpc.core.validation import MAX_NAME_LENGTH, MAX_PERM, MAX_QUEUE_NUMS
+from namesrv_grpc.core.validation import MAX_PERM, MAX_QUEUE_NUMS, is_valid_topic, quote
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +87,7 @@ def parse_topics_json(text: str, source: str) -> tuple[dict[str, TopicConfig], D
         raise TopicsFileError(f"{source}: topicConfigTable: expected an object of topic name -> topic config")
     topics: dict[str, TopicConfig] = {}
     for key, raw in table.items():
-        config = _topic_config(key, raw, f"{source}: topicConfigTable[{key!r}]")
+        config = _topic_config(key, raw, f"{source}: topicConfigTable[{quote(key)}]")
         topics[config.topic_name] = config
     return topics, _data_version(document.get("dataVersion"), f"{source}: dataVersion")
 
@@ -98,8 +98,11 @@ def _topic_config(key: str, raw: Any, where: str) -> TopicConfig:
     name = raw.get("topicName")
     if name is None or name == "":
         name = key
-    if not isinstance(name, str) or not name.strip() or len(name) > MAX_NAME_LENGTH or name != name.strip():
-        raise TopicsFileError(f"{where}.topicName: {name!r} is not a topic name")
+    if not isinstance(name, str) or not is_valid_topic(name):
+        shown = quote(name) if isinstance(name, str) else repr(name)[:80]
+        raise TopicsFileError(
+            f"{where}.topicName: {shown} is not a topic name (RocketMQ's rule: 1 to 127 of %|a-zA-Z0-9_-)"
+        )
     default = TopicConfig(name)
     filter_type = raw.get("topicFilterType", default.topic_filter_type)
     if filter_type is None:
@@ -209,8 +212,9 @@ class TopicSource:
 
     - At start (:meth:`load_initial`): the file, else its ``.bak`` (RocketMQ's ``ConfigManager``
       falls back to it), else, when neither exists, the system topics alone with DataVersion
-      ``(0, start time ms, 0)`` as a fresh broker has. A file that exists but is broken (and no
-      usable ``.bak``) raises TopicsFileError.
+      ``(0, start time ms, 0)`` as a fresh broker has (S38) -- unless the path was given
+      explicitly (``must_exist``): then a missing file raises TopicsFileError. A file that exists
+      but is broken (and no usable ``.bak``) raises TopicsFileError.
     - Later (:meth:`current`): a broken or vanished file keeps the last good topics (the broker
       rewrites topics.json by delete + rename, so it can be missing for a moment) and logs why.
     - A file whose topics changed while its DataVersion did not (edited by hand) gets a new
@@ -218,9 +222,14 @@ class TopicSource:
       ``dataVersion.nextVersion()`` would, so NameServers do not skip the change (S06).
     """
 
-    def __init__(self, config: BrokerConfig, path: Path, clock_millis: Callable[[], int]) -> None:
+    def __init__(
+        self, config: BrokerConfig, path: Path, clock_millis: Callable[[], int], *, must_exist: bool = False
+    ) -> None:
+        """``must_exist``: the path was given explicitly (``--topics-json``), so a missing file (and
+        ``.bak``) at start is an error instead of a fresh broker (S38)."""
         self.config = config
         self.path = path
+        self.must_exist = must_exist
         self._clock = clock_millis
         self._signature: tuple[int, int, int] | None = None
         self._file_topics: dict[str, TopicConfig] | None = None
@@ -242,6 +251,11 @@ class TopicSource:
             loaded = self._read_bak()
             if loaded is not None:
                 log.warning("%s does not exist; using %s.bak", self.path, self.path.name)
+        if loaded is None and self.must_exist:
+            raise TopicsFileError(
+                f"--topics-json {self.path}: no such file (only the default "
+                "${storePathRootDir}/config/topics.json may be missing, on a fresh broker)"
+            )
         if loaded is None:
             log.info("%s does not exist: registering the system topics of a fresh broker", self.path)
             loaded = ({}, DataVersion(0, self._clock(), 0))

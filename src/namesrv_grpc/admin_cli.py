@@ -1,8 +1,24 @@
-"""``namesrv-admin``: ask a NameServer from the shell, like RocketMQ's ``mqadmin topicRoute`` /
-``clusterList`` / ``updateKvConfig``. Prints JSON (protobuf field names) on stdout.
+"""``namesrv-admin``: ask and change the NameServers from the shell, as RocketMQ's ``mqadmin`` does
+(``topicRoute``, ``clusterList``, ``updateKvConfig``, ``wipeWritePerm``, ...).
 
-Exit codes: 0 on success, 1 when the NameServer answers with an error (``CODE: message`` on
-stderr) or cannot be reached, 2 for bad arguments.
+``-n "host:port;host:port"`` (or ``NAMESRV_ADDR``; default ``127.0.0.1:8081``, the gRPC port) names
+every NameServer of the cluster, as ``mqadmin -n`` does:
+
+- reads (``route``, ``clusters``, ``topics``, ``kv-get``, ``kv-list``, ``config`` without changes)
+  ask the first NameServer that answers (one that cannot be reached or does not answer within
+  ``--timeout`` is skipped, with a note on stderr); ``--each`` asks every NameServer instead and
+  prints each one's answer under its address, to compare them;
+- changes (``wipe-write-perm``, ``add-write-perm``, ``delete-topic``, ``kv-put``, ``kv-delete``,
+  ``config KEY=VALUE``, ``snapshot``) go to every NameServer at once, since NameServers never share
+  state (docs/rules.md S27); one result line per NameServer, in ``-n`` order.
+
+Reads print JSON (protobuf field names) on stdout; ``clusters`` prints a table (``--json`` for JSON).
+``watch TOPIC...`` follows route changes on every NameServer (:mod:`namesrv_grpc.admin_watch`).
+
+Exit codes: 0 on success; 1 when a read got an error or no NameServer answered, when a change
+failed on any NameServer, or when ``wipe-write-perm``/``add-write-perm`` found the broker name on
+no NameServer (nothing changed anywhere: a typo?); 2 for bad arguments; 141 when stdout was closed
+(``| head``).
 """
 
 from __future__ import annotations
@@ -12,6 +28,8 @@ import json
 import os
 import sys
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any, cast
 
 import grpc
@@ -25,116 +43,396 @@ from namesrv.v1 import kv_config_service_pb2_grpc as kv_grpc
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv.v1 import name_server_service_pb2_grpc as ns_grpc
 from namesrv_grpc.admin_watch import add_watch_parser, run_watch
+from namesrv_grpc.core.validation import parse_host_port
+from namesrv_grpc.pipes import quiet_broken_pipe
+from namesrv_grpc.properties import ConfigError
+from namesrv_grpc.security import client as security
 
+DEFAULT_NAMESRV = "127.0.0.1:8081"
+"""The gRPC port of a local NameServer (grpcServerPort)."""
 TIMEOUT_SECONDS = 10.0
+SNAPSHOT_TIMEOUT_SECONDS = 600.0
+NOT_ANSWERING = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+"""Status codes that mean "this NameServer did not answer": a read then asks the next one."""
+
+READS = ("route", "clusters", "topics", "kv-get", "kv-list", "config")
+"""Commands that only read (``config`` with KEY=VALUE arguments is a change)."""
 
 
-def to_json(message: Message) -> str:
-    """A message as indented JSON with the .proto field names, defaults included."""
-    return json.dumps(
-        MessageToDict(message, preserving_proto_field_name=True, always_print_fields_with_no_presence=True),
-        indent=2,
-        ensure_ascii=False,
-        sort_keys=True,
-    )
+def to_json(message: Message | dict[str, Any]) -> str:
+    """A message (or a dict of messages) as indented JSON with the .proto field names, defaults included."""
+
+    def convert(m: Message) -> dict[str, Any]:
+        return MessageToDict(m, preserving_proto_field_name=True, always_print_fields_with_no_presence=True)
+
+    value = {k: convert(v) for k, v in message.items()} if isinstance(message, dict) else convert(message)
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
+
+
+def parse_namesrv_list(text: str) -> list[str]:
+    """Split ``host:port;host:port`` (blanks and empty items ignored, duplicates dropped); raise
+    ValueError naming the bad item, or when nothing is left."""
+    addresses: list[str] = []
+    for item in text.split(";"):
+        item = item.strip()
+        if not item:
+            continue
+        try:
+            parse_host_port(item)
+        except ValueError as exc:
+            raise ValueError(f"{item!r}: {exc}") from None
+        if item not in addresses:
+            addresses.append(item)
+    if not addresses:
+        raise ValueError(f"{text!r} names no NameServer (expected host:port;host:port)")
+    return addresses
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """Sub-commands, one per RPC worth running by hand."""
-    parser = argparse.ArgumentParser(prog="namesrv-admin", description="Query and manage a namesrv-grpc NameServer.")
+    """Global options and one sub-command per operation."""
+    parser = argparse.ArgumentParser(
+        prog="namesrv-admin",
+        description="Query and manage the NameServers (namesrv-grpc). Reads ask the first NameServer that "
+        "answers; changes go to every NameServer.",
+    )
     parser.add_argument(
         "--namesrv",
         "-n",
-        default=os.environ.get("NAMESRV_ADDR", "127.0.0.1:8081").split(";")[0],
-        help="host:port of the NameServer (default: first of NAMESRV_ADDR, else 127.0.0.1:8081)",
+        default=os.environ.get("NAMESRV_ADDR") or DEFAULT_NAMESRV,
+        help=f'NameServers "host:port;host:port" (gRPC ports; default: NAMESRV_ADDR, else {DEFAULT_NAMESRV})',
     )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=TIMEOUT_SECONDS,
+        metavar="SECONDS",
+        help=f"deadline of each call (default {TIMEOUT_SECONDS:g}; snapshot: {SNAPSHOT_TIMEOUT_SECONDS:g})",
+    )
+    parser.add_argument(
+        "--each", action="store_true", help="reads: ask every NameServer and print each answer (to compare them)"
+    )
+    security.add_arguments(parser)
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("route", help="route of a topic (PickupTopicRoute)").add_argument("topic")
-    sub.add_parser("clusters", help="brokers and clusters (GetBrokerClusterInfo)")
+    clusters = sub.add_parser(
+        "clusters", help="brokers per cluster with their liveness (GetBrokerClusterInfo, GetBrokerLiveTable)"
+    )
+    clusters.add_argument("--json", action="store_true", help="print both answers as JSON instead of a table")
     topics = sub.add_parser("topics", help="all topics, or one cluster's (GetAllTopicList / GetTopicsByCluster)")
     topics.add_argument("--cluster", default="")
-    for name in ("kv-get", "kv-delete"):
-        p = sub.add_parser(name, help=f"{name.replace('-', ' ')} one KV config value")
+    for name, rpc in (("kv-get", "GetKVConfig"), ("kv-delete", "DeleteKVConfig, on every NameServer")):
+        p = sub.add_parser(name, help=f"{name.replace('-', ' ')} one KV config value ({rpc})")
         p.add_argument("namespace")
         p.add_argument("key")
-    put = sub.add_parser("kv-put", help="set one KV config value (PutKVConfig)")
+    put = sub.add_parser("kv-put", help="set one KV config value on every NameServer (PutKVConfig)")
     put.add_argument("namespace")
     put.add_argument("key")
     put.add_argument("value")
     sub.add_parser("kv-list", help="one KV namespace (GetKVListByNamespace)").add_argument("namespace")
-    sub.add_parser("wipe-write-perm", help="WipeWritePermOfBroker").add_argument("broker_name")
-    sub.add_parser("add-write-perm", help="AddWritePermOfBroker").add_argument("broker_name")
-    delete = sub.add_parser("delete-topic", help="DeleteTopic")
+    sub.add_parser(
+        "wipe-write-perm", help="clear the write permission of a broker name on every NameServer"
+    ).add_argument("broker_name")
+    sub.add_parser("add-write-perm", help="give a broker name write permission back on every NameServer").add_argument(
+        "broker_name"
+    )
+    delete = sub.add_parser("delete-topic", help="delete a topic's route on every NameServer (DeleteTopic)")
     delete.add_argument("topic")
-    delete.add_argument("--cluster", default="")
-    sub.add_parser("snapshot", help="export a route snapshot into the server's snapshotDir (ExportRouteSnapshot)")
-    config = sub.add_parser("config", help="show the config, or change keys: config KEY=VALUE ...")
+    delete.add_argument("--cluster", default="", help="only from this cluster's broker names")
+    sub.add_parser(
+        "snapshot", help="every NameServer exports a route snapshot into its snapshotDir (ExportRouteSnapshot)"
+    )
+    config = sub.add_parser(
+        "config", help="show the config (first NameServer), or change keys on every NameServer: config KEY=VALUE ..."
+    )
     config.add_argument("changes", nargs="*", metavar="KEY=VALUE")
     add_watch_parser(sub)
     return parser
 
 
-def _command(args: argparse.Namespace, channel: grpc.Channel) -> Callable[[], Message]:
-    ns = ns_grpc.NameServerServiceStub(channel)
-    kv = kv_grpc.KVConfigServiceStub(channel)
-    admin = admin_grpc.AdminServiceStub(channel)
-    t = TIMEOUT_SECONDS
-    commands: dict[str, Callable[[], Any]] = {
-        "route": lambda: ns.PickupTopicRoute(ns_pb2.PickupTopicRouteRequest(topic=args.topic), timeout=t),
-        "clusters": lambda: ns.GetBrokerClusterInfo(ns_pb2.GetBrokerClusterInfoRequest(), timeout=t),
-        "topics": lambda: (
-            ns.GetTopicsByCluster(ns_pb2.GetTopicsByClusterRequest(cluster_name=args.cluster), timeout=t)
-            if args.cluster
-            else ns.GetAllTopicList(ns_pb2.GetAllTopicListRequest(), timeout=t)
-        ),
-        "kv-get": lambda: kv.GetKVConfig(kv_pb2.GetKVConfigRequest(namespace=args.namespace, key=args.key), timeout=t),
-        "kv-delete": lambda: kv.DeleteKVConfig(
-            kv_pb2.DeleteKVConfigRequest(namespace=args.namespace, key=args.key), timeout=t
-        ),
-        "kv-put": lambda: kv.PutKVConfig(
-            kv_pb2.PutKVConfigRequest(namespace=args.namespace, key=args.key, value=args.value), timeout=t
-        ),
-        "kv-list": lambda: kv.GetKVListByNamespace(
-            kv_pb2.GetKVListByNamespaceRequest(namespace=args.namespace), timeout=t
-        ),
-        "wipe-write-perm": lambda: admin.WipeWritePermOfBroker(
-            admin_pb2.WipeWritePermOfBrokerRequest(broker_name=args.broker_name), timeout=t
-        ),
-        "add-write-perm": lambda: admin.AddWritePermOfBroker(
-            admin_pb2.AddWritePermOfBrokerRequest(broker_name=args.broker_name), timeout=t
-        ),
-        "delete-topic": lambda: admin.DeleteTopic(
-            admin_pb2.DeleteTopicRequest(topic=args.topic, cluster_name=args.cluster), timeout=t
-        ),
-        "snapshot": lambda: admin.ExportRouteSnapshot(admin_pb2.ExportRouteSnapshotRequest(), timeout=600),
-        "config": lambda: (
-            admin.UpdateNamesrvConfig(
-                admin_pb2.UpdateNamesrvConfigRequest(config=dict(c.split("=", 1) for c in args.changes)), timeout=t
+def open_channel(address: str, args: argparse.Namespace) -> grpc.Channel:
+    """The one place a channel to a NameServer is made: TLS and signatures as the security flags say
+    (``args.client_security``, set by :func:`main`; plaintext and unsigned when absent)."""
+    client_security: security.ClientSecurity = getattr(args, "client_security", None) or security.ClientSecurity()
+    return client_security.channel(address)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one NameServer answered: the response, or the error."""
+
+    address: str
+    response: Message | dict[str, Message] | None = None
+    error: grpc.Call | None = None
+
+    @property
+    def answered(self) -> bool:
+        """False when the NameServer could not be reached or did not answer in time."""
+        return self.error is None or self.error.code() not in NOT_ANSWERING
+
+    def error_text(self) -> str:
+        """``CODE: details`` of the error."""
+        assert self.error is not None
+        return f"{self.error.code().name}: {self.error.details()}"
+
+
+Call = Callable[[grpc.Channel], "Message | dict[str, Message]"]
+
+
+def _stubs(channel: grpc.Channel) -> tuple[Any, Any, Any]:
+    return (
+        ns_grpc.NameServerServiceStub(channel),
+        kv_grpc.KVConfigServiceStub(channel),
+        admin_grpc.AdminServiceStub(channel),
+    )
+
+
+def _read_call(args: argparse.Namespace) -> Call:
+    t = args.timeout
+
+    def call(channel: grpc.Channel) -> Message | dict[str, Message]:
+        ns, kv, admin = _stubs(channel)
+        request: Message
+        command = args.command
+        if command == "route":
+            return cast(Message, ns.PickupTopicRoute(ns_pb2.PickupTopicRouteRequest(topic=args.topic), timeout=t))
+        if command == "clusters":
+            info = ns.GetBrokerClusterInfo(ns_pb2.GetBrokerClusterInfoRequest(), timeout=t)
+            try:
+                live = admin.GetBrokerLiveTable(admin_pb2.GetBrokerLiveTableRequest(), timeout=t)
+            except grpc.RpcError as error:
+                if cast(grpc.Call, error).code() in NOT_ANSWERING:
+                    raise
+                live = None  # an older NameServer, or no permission: the table without liveness
+            return {"cluster_info": info} | ({"live_table": live} if live is not None else {})
+        if command == "topics":
+            if args.cluster:
+                request = ns_pb2.GetTopicsByClusterRequest(cluster_name=args.cluster)
+                return cast(Message, ns.GetTopicsByCluster(request, timeout=t))
+            return cast(Message, ns.GetAllTopicList(ns_pb2.GetAllTopicListRequest(), timeout=t))
+        if command == "kv-get":
+            request = kv_pb2.GetKVConfigRequest(namespace=args.namespace, key=args.key)
+            return cast(Message, kv.GetKVConfig(request, timeout=t))
+        if command == "kv-list":
+            request = kv_pb2.GetKVListByNamespaceRequest(namespace=args.namespace)
+            return cast(Message, kv.GetKVListByNamespace(request, timeout=t))
+        if command == "config":
+            return cast(Message, admin.GetNamesrvConfig(admin_pb2.GetNamesrvConfigRequest(), timeout=t))
+        raise AssertionError(command)
+
+    return call
+
+
+def _change_call(args: argparse.Namespace) -> Call:
+    t = args.timeout
+
+    def call(channel: grpc.Channel) -> Message:
+        _ns, kv, admin = _stubs(channel)
+        request: Message
+        command = args.command
+        if command == "wipe-write-perm":
+            request = admin_pb2.WipeWritePermOfBrokerRequest(broker_name=args.broker_name)
+            return cast(Message, admin.WipeWritePermOfBroker(request, timeout=t))
+        if command == "add-write-perm":
+            request = admin_pb2.AddWritePermOfBrokerRequest(broker_name=args.broker_name)
+            return cast(Message, admin.AddWritePermOfBroker(request, timeout=t))
+        if command == "delete-topic":
+            request = admin_pb2.DeleteTopicRequest(topic=args.topic, cluster_name=args.cluster)
+            return cast(Message, admin.DeleteTopic(request, timeout=t))
+        if command == "kv-put":
+            request = kv_pb2.PutKVConfigRequest(namespace=args.namespace, key=args.key, value=args.value)
+            return cast(Message, kv.PutKVConfig(request, timeout=t))
+        if command == "kv-delete":
+            request = kv_pb2.DeleteKVConfigRequest(namespace=args.namespace, key=args.key)
+            return cast(Message, kv.DeleteKVConfig(request, timeout=t))
+        if command == "config":
+            changes = dict(c.split("=", 1) for c in args.changes)
+            return cast(
+                Message, admin.UpdateNamesrvConfig(admin_pb2.UpdateNamesrvConfigRequest(config=changes), timeout=t)
             )
-            if args.changes
-            else admin.GetNamesrvConfig(admin_pb2.GetNamesrvConfigRequest(), timeout=t)
-        ),
-    }
-    return commands[args.command]
+        if command == "snapshot":
+            timeout = max(t, SNAPSHOT_TIMEOUT_SECONDS)
+            return cast(Message, admin.ExportRouteSnapshot(admin_pb2.ExportRouteSnapshotRequest(), timeout=timeout))
+        raise AssertionError(command)
+
+    return call
 
 
+def _ask(address: str, args: argparse.Namespace, call: Call) -> Outcome:
+    with open_channel(address, args) as channel:
+        try:
+            return Outcome(address, response=call(channel))
+        except grpc.RpcError as error:
+            return Outcome(address, error=cast(grpc.Call, error))
+
+
+def _ask_all(addresses: list[str], args: argparse.Namespace, call: Call) -> list[Outcome]:
+    """Ask every NameServer at once; outcomes in ``addresses`` order."""
+    with ThreadPoolExecutor(max_workers=min(16, len(addresses))) as pool:
+        return list(pool.map(lambda address: _ask(address, args, call), addresses))
+
+
+# ---------------------------------------------------------------------------------------------- output
+
+
+def _age(millis: int) -> str:
+    if millis < 10_000:
+        return f"{millis / 1000:.1f}s"
+    if millis < 3_600_000:
+        return f"{millis // 1000}s"
+    return f"{millis / 3_600_000:.1f}h"
+
+
+PROTOCOL_NAMES = {admin_pb2.REGISTRATION_PROTOCOL_GRPC: "grpc", admin_pb2.REGISTRATION_PROTOCOL_REMOTING: "remoting"}
+
+
+def cluster_table(info: ns_pb2.GetBrokerClusterInfoResponse, live: admin_pb2.GetBrokerLiveTableResponse | None) -> str:
+    """One row per broker address: cluster, broker name, id, address, and from the live table the
+    protocol that registered it, whether a session guards it, time since last heard (AGE), heartbeat
+    timeout and DataVersion (``stateVersion/timestamp/counter``). Without a live table those
+    columns show ``-``."""
+    entries = {e.broker_addr: e for e in live.brokers} if live is not None else {}
+    header = ("CLUSTER", "BROKER NAME", "ID", "ADDRESS", "PROTOCOL", "SESSION", "AGE", "TIMEOUT", "DATA VERSION")
+    rows: list[tuple[str, ...]] = []
+    for cluster in sorted(info.cluster_addr_table):
+        for broker_name in sorted(info.cluster_addr_table[cluster].broker_names):
+            broker_data = info.broker_addr_table.get(broker_name)
+            if broker_data is None:
+                continue
+            for broker_id in sorted(broker_data.broker_addrs):
+                addr = broker_data.broker_addrs[broker_id]
+                entry = entries.get(addr)
+                if entry is None:
+                    liveness: tuple[str, ...] = ("-",) * 5
+                else:
+                    v = entry.data_version
+                    liveness = (
+                        PROTOCOL_NAMES.get(entry.protocol, "?"),
+                        "yes" if entry.session else "no",
+                        _age(entry.age_millis),
+                        _age(entry.heartbeat_timeout_millis),
+                        f"{v.state_version}/{v.timestamp}/{v.counter}",
+                    )
+                rows.append((cluster, broker_name, str(broker_id), addr, *liveness))
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    lines = [
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+        for row in [header, *rows]
+    ]
+    if not rows:
+        lines.append("(no broker registered)")
+    return "\n".join(lines)
+
+
+def _render_read(args: argparse.Namespace, response: Message | dict[str, Message]) -> str:
+    if args.command == "clusters" and not args.json:
+        assert isinstance(response, dict)
+        live = response.get("live_table")
+        table = cluster_table(cast(ns_pb2.GetBrokerClusterInfoResponse, response["cluster_info"]), cast(Any, live))
+        if live is None:
+            table += "\n(liveness columns need AdminService.GetBrokerLiveTable, which this NameServer refused)"
+        return table
+    return to_json(response)
+
+
+def _change_line(args: argparse.Namespace, outcome: Outcome) -> tuple[str, bool]:
+    """The result line of a change on one NameServer, and whether it changed something there."""
+    if outcome.error is not None:
+        return f"{outcome.address}: FAILED {outcome.error_text()}", False
+    response: Any = outcome.response
+    command = args.command
+    if command in ("wipe-write-perm", "add-write-perm"):
+        count = response.wipe_topic_count if command == "wipe-write-perm" else response.add_topic_count
+        if count == 0:
+            return (
+                f"{outcome.address}: NOT FOUND broker name {args.broker_name!r} has no topic on this NameServer "
+                "(not registered here?); nothing changed",
+                False,
+            )
+        what = "write permission wiped" if command == "wipe-write-perm" else "write permission added"
+        return f"{outcome.address}: OK {what}: {count} topics of {args.broker_name}", True
+    if command == "snapshot":
+        return (
+            f"{outcome.address}: OK snapshot of {response.namesrv}: {response.file_name} in {response.snapshot_dir} "
+            f"({response.topics} topics, {response.broker_addrs} broker addresses)",
+            True,
+        )
+    done = {
+        "delete-topic": f"topic {getattr(args, 'topic', '')} deleted",
+        "kv-put": f"{getattr(args, 'namespace', '')}/{getattr(args, 'key', '')} set",
+        "kv-delete": f"{getattr(args, 'namespace', '')}/{getattr(args, 'key', '')} deleted",
+        "config": "config updated: " + " ".join(getattr(args, "changes", [])),
+    }[command]
+    return f"{outcome.address}: OK {done}", True
+
+
+def _run_read(args: argparse.Namespace, addresses: list[str]) -> int:
+    call = _read_call(args)
+    if args.each:
+        code = 0
+        for outcome in _ask_all(addresses, args, call):
+            print(f"== {outcome.address}")
+            if outcome.error is not None:
+                print(f"FAILED {outcome.error_text()}")
+                code = 1
+            else:
+                assert outcome.response is not None
+                print(_render_read(args, outcome.response))
+        return code
+    for address in addresses:
+        outcome = _ask(address, args, call)
+        if outcome.error is None:
+            assert outcome.response is not None
+            print(_render_read(args, outcome.response))
+            return 0
+        if outcome.answered:
+            print(f"namesrv-admin: {address}: {outcome.error_text()}", file=sys.stderr)
+            return 1
+        print(f"namesrv-admin: {address} did not answer ({outcome.error_text()})", file=sys.stderr)
+    print(f"namesrv-admin: no NameServer answered ({';'.join(addresses)})", file=sys.stderr)
+    return 1
+
+
+def _run_change(args: argparse.Namespace, addresses: list[str]) -> int:
+    outcomes = _ask_all(addresses, args, _change_call(args))
+    changed_somewhere = False
+    for outcome in outcomes:
+        line, changed = _change_line(args, outcome)
+        print(line)
+        changed_somewhere = changed_somewhere or changed
+    if any(o.error is not None for o in outcomes):
+        return 1
+    if args.command in ("wipe-write-perm", "add-write-perm") and not changed_somewhere:
+        print(f"namesrv-admin: broker name {args.broker_name!r} is known to no NameServer", file=sys.stderr)
+        return 1
+    return 0
+
+
+@quiet_broken_pipe
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run one command; return the exit code."""
+    """Run one command against the NameServers of ``-n``; return the exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    try:
+        addresses = parse_namesrv_list(args.namesrv)
+    except ValueError as exc:
+        parser.error(f"-n/--namesrv (or NAMESRV_ADDR): {exc}")
+    if args.timeout <= 0:
+        parser.error("--timeout must be > 0")
     if args.command == "config" and any("=" not in c for c in args.changes):
         parser.error("config changes must be KEY=VALUE")
+    try:
+        args.client_security = security.security_from_args(args)
+    except ConfigError as exc:
+        print(f"namesrv-admin: {exc}", file=sys.stderr)
+        return 2
     if args.command == "watch":
+        if args.each:
+            parser.error("--each is for reads; watch follows every NameServer anyway")
         return run_watch(args)
-    with grpc.insecure_channel(args.namesrv) as channel:
-        try:
-            response = _command(args, channel)()
-        except grpc.RpcError as error:
-            call = cast(grpc.Call, error)
-            print(f"namesrv-admin: {call.code().name}: {call.details()}", file=sys.stderr)
-            return 1
-    print(to_json(response))
-    return 0
+    is_read = args.command in READS and not (args.command == "config" and args.changes)
+    if args.each and not is_read:
+        parser.error(f"--each is for reads; {args.command} goes to every NameServer anyway")
+    return _run_read(args, addresses) if is_read else _run_change(args, addresses)
 
 
 if __name__ == "__main__":

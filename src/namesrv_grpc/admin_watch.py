@@ -19,7 +19,8 @@ from typing import Any
 
 from google.protobuf.json_format import MessageToDict
 
-from namesrv_grpc.client.route_cache import RouteCache, RouteUpdate, WatchRefusedError
+from namesrv_grpc.client.route_cache import CHANNEL_OPTIONS, RouteCache, RouteUpdate, WatchRefusedError
+from namesrv_grpc.security.client import ClientSecurity
 
 
 def add_watch_parser(sub: Any) -> None:
@@ -53,7 +54,13 @@ def run_watch(args: argparse.Namespace) -> int:
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: done.set())
-    cache = RouteCache(args.namesrv, args.topics, on_update=emit)
+    client_security: ClientSecurity = getattr(args, "client_security", None) or ClientSecurity()
+    cache = RouteCache(
+        args.namesrv,
+        args.topics,
+        on_update=emit,
+        channel_factory=lambda address: client_security.channel(address, CHANNEL_OPTIONS),
+    )
     with cache:
         while not done.wait(0.2):
             try:

@@ -14,9 +14,11 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from namesrv_grpc.config import NamesrvConfig, apply_properties
+from namesrv_grpc.config import NamesrvConfig, apply_properties, check_security_settings
 from namesrv_grpc.core.kvconfig import KVConfigFileError
+from namesrv_grpc.pipes import print_line, quiet_broken_pipe
 from namesrv_grpc.properties import ConfigError, read_properties
+from namesrv_grpc.security.tls import TlsFileError
 from namesrv_grpc.server import NamesrvServer
 
 log = logging.getLogger("namesrv")
@@ -66,6 +68,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="delete snapshots older than HOURS, never the newest (snapshotRetentionHours; default 168, 0 = keep)",
     )
     parser.add_argument("--snapshot-namesrv-id", metavar="ID", help="identity in snapshots (default host:port)")
+    security = parser.add_argument_group("security (README: Security)")
+    security.add_argument("--tls-cert-file", metavar="FILE", help="serve TLS with this certificate chain, PEM")
+    security.add_argument("--tls-key-file", metavar="FILE", help="private key of --tls-cert-file, PEM")
+    security.add_argument(
+        "--tls-client-ca-file", metavar="FILE", help="clients must present a certificate signed by these CAs (mTLS)"
+    )
+    security.add_argument("--acl-file", metavar="FILE", help="accounts and what they may do, YAML (absent = open)")
+    security.add_argument("--audit-log-file", metavar="FILE", help="also append audit lines to this file")
+    security.add_argument(
+        "--health-port", type=int, metavar="PORT", help="plaintext port serving only grpc.health.v1 (0 = off)"
+    )
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default INFO)")
     return parser
 
@@ -83,6 +96,12 @@ FLAG_KEYS = {
     "snapshot_interval": "snapshotInterval",
     "snapshot_retention": "snapshotRetentionHours",
     "snapshot_namesrv_id": "snapshotNamesrvId",
+    "tls_cert_file": "tls.server.certPath",
+    "tls_key_file": "tls.server.keyPath",
+    "tls_client_ca_file": "tls.server.trustCertPath",
+    "acl_file": "aclFile",
+    "audit_log_file": "auditLogFile",
+    "health_port": "healthPort",
 }
 """Command-line flag (argparse dest) -> RocketMQ key."""
 
@@ -96,12 +115,16 @@ def load_config(args: argparse.Namespace) -> tuple[NamesrvConfig, list[str]]:
             config, read_properties(args.config_file), str(args.config_file), strict=False
         )
     flags = {key: str(getattr(args, dest)) for dest, key in FLAG_KEYS.items() if getattr(args, dest) is not None}
+    if args.tls_client_ca_file is not None:
+        flags["tls.server.need.client.auth"] = "require"  # CONTRACT: given = clients must present a certificate
     config, _ = apply_properties(config, flags, "command line", strict=True)
+    check_security_settings(config, "command line" if args.config_file is None else str(args.config_file))
     return config, warnings
 
 
+@quiet_broken_pipe
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the NameServer; return the process exit code."""
+    """Run the NameServer; return the process exit code (141 when ``-p`` output goes to a closed pipe)."""
     args = build_parser().parse_args(argv)
     logging.basicConfig(
         level=args.log_level.upper(),
@@ -121,7 +144,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     try:
         return asyncio.run(_serve(config))
-    except KVConfigFileError as exc:
+    except (KVConfigFileError, ConfigError, TlsFileError) as exc:
         print(f"namesrv: {exc}", file=sys.stderr)
         return 2
     except RuntimeError as exc:
@@ -156,9 +179,9 @@ def parse_boot_line(line: str) -> dict[str, int]:
 async def _serve(config: NamesrvConfig) -> int:
     server = NamesrvServer(config)
     port = await server.start()
-    print(boot_line(config, server.remoting_port, port), flush=True)
+    print_line(boot_line(config, server.remoting_port, port))
     await server.serve_until_signalled()
-    print("The Name Server stopped.", flush=True)
+    print_line("The Name Server stopped.")
     return 0
 
 

@@ -8,9 +8,13 @@ range; a bad one is a :class:`~namesrv_grpc.properties.ConfigError` naming file,
 from __future__ import annotations
 
 import dataclasses
+import io
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import jproperties
 
 from namesrv_grpc.atomic_file import write_atomically
 from namesrv_grpc.properties import ConfigError
@@ -18,9 +22,24 @@ from namesrv_grpc.properties import ConfigError
 DEFAULT_CONFIG_BLACKLIST = "configBlackList;configStorePath;kvConfigPath"
 """Keys ``UpdateNamesrvConfig`` refuses (RocketMQ ``NamesrvConfig.configBlackList``, S26)."""
 
-ALWAYS_REFUSED = frozenset({"snapshotDir"})
+SECURITY_KEYS = frozenset(
+    {
+        "tls.server.mode",
+        "tls.server.certPath",
+        "tls.server.keyPath",
+        "tls.server.trustCertPath",
+        "tls.server.need.client.auth",
+        "aclFile",
+        "auditLogFile",
+        "healthPort",
+    }
+)
+"""Transport security and ACL settings: read at start only, never changed by a request."""
+
+ALWAYS_REFUSED = frozenset({"snapshotDir"}) | SECURITY_KEYS
 """Keys ``UpdateNamesrvConfig`` refuses whatever ``configBlackList`` says: a caller must not choose
-where the server writes files (as RocketMQ blacklists ``kvConfigPath``)."""
+where the server writes files (as RocketMQ blacklists ``kvConfigPath``), nor which certificates,
+accounts or audit file it uses."""
 
 
 def _home(*parts: str) -> str:
@@ -44,7 +63,15 @@ class NamesrvConfig:
     order_message_enable: bool = False
     delete_topic_with_broker_registration: bool = False
     config_black_list: str = DEFAULT_CONFIG_BLACKLIST
-    grpc_max_message_size: int = 128 * 1024 * 1024
+    grpc_max_message_size: int = 16 * 1024 * 1024
+    register_body_max_inflated_size: int = 64 * 1024 * 1024
+    register_body_max_topics: int = 200_000
+    kv_config_max_value_size: int = 64 * 1024
+    kv_config_max_total_size: int = 2 * 1024 * 1024
+    broker_session_hello_timeout_millis: int = 10_000
+    max_broker_sessions: int = 10_000
+    grpc_max_concurrent_streams: int = 1_000
+    grpc_max_connection_idle_millis: int = 600_000
     shutdown_grace_period_millis: int = 5_000
     need_wait_for_service: bool = False
     wait_seconds_for_service: int = 45
@@ -62,6 +89,17 @@ class NamesrvConfig:
     """Largest remoting frame, bytes (RocketMQ's ``com.rocketmq.remoting.frameMaxLength``, 16 MiB)."""
     return_order_topic_config_to_broker: bool = True
     """REGISTER_BROKER answers carry the ORDER_TOPIC_CONFIG KV table (RocketMQ 5.x, S11)."""
+    tls_server_mode: str = "enforcing"
+    """``tls.server.mode`` (RocketMQ ``TlsSystemConfig``): disabled, permissive (remoting only), enforcing."""
+    tls_server_cert_path: str = ""
+    tls_server_key_path: str = ""
+    tls_server_trust_cert_path: str = ""
+    tls_server_need_client_auth: str = ""
+    """none, optional or require; empty = require when a trust path is set, else none."""
+    acl_file: str = ""
+    audit_log_file: str = ""
+    health_port: int = 0
+    """A plaintext port serving only ``grpc.health.v1`` (Kubernetes probes with TLS on); 0 = off."""
 
     def to_properties(self) -> dict[str, str]:
         """The configuration as RocketMQ key -> text, sorted by key (``-p``, ``GetNamesrvConfig``)."""
@@ -105,6 +143,16 @@ def _int_parser(low: int, high: int) -> Callable[[str], int]:
     return parse
 
 
+def _choice(*choices: str) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        value = text.strip().lower()
+        if value not in choices:
+            raise ValueError(f"must be one of {', '.join(choices)}, got {text!r}")
+        return value
+
+    return parse
+
+
 def _non_empty(text: str) -> str:
     if not text.strip():
         raise ValueError("must not be empty")
@@ -127,7 +175,39 @@ KEYS: dict[str, _Key] = {
     ),
     "configBlackList": _Key("config_black_list", str, "keys UpdateNamesrvConfig refuses, ';'-separated"),
     "grpcMaxMessageSize": _Key(
-        "grpc_max_message_size", _int_parser(4 * 1024 * 1024, 2**31 - 1), "largest gRPC message, bytes"
+        "grpc_max_message_size",
+        _int_parser(4 * 1024 * 1024, 2**31 - 1),
+        "largest gRPC request or reply, bytes (RocketMQ's 16 MiB frame limit by default)",
+    ),
+    "registerBodyMaxInflatedSize": _Key(
+        "register_body_max_inflated_size",
+        _int_parser(1024 * 1024, 1024 * 1024 * 1024),
+        "largest registration body after zlib decompression, bytes",
+    ),
+    "registerBodyMaxTopics": _Key(
+        "register_body_max_topics", _int_parser(1, 10_000_000), "most topics in one registration body"
+    ),
+    "kvConfigMaxValueSize": _Key(
+        "kv_config_max_value_size", _int_parser(1, 64 * 1024 * 1024), "largest KV config value, UTF-8 bytes"
+    ),
+    "kvConfigMaxTotalSize": _Key(
+        "kv_config_max_total_size",
+        _int_parser(1024, 1024 * 1024 * 1024),
+        "largest KV config table (namespaces + keys + values, UTF-8 bytes); keep it below what clients receive",
+    ),
+    "brokerSessionHelloTimeoutMillis": _Key(
+        "broker_session_hello_timeout_millis",
+        _int_parser(100, 600_000),
+        "a broker session must send its hello within this many ms",
+    ),
+    "maxBrokerSessions": _Key("max_broker_sessions", _int_parser(1, 1_000_000), "most broker sessions open at once"),
+    "grpcMaxConcurrentStreams": _Key(
+        "grpc_max_concurrent_streams", _int_parser(1, 1_000_000), "most calls in flight on one gRPC connection"
+    ),
+    "grpcMaxConnectionIdleMillis": _Key(
+        "grpc_max_connection_idle_millis",
+        _int_parser(1_000, 2**31 - 1),
+        "a gRPC connection without calls for this many ms is closed (clients reconnect when needed)",
     ),
     "shutdownGracePeriodMillis": _Key(
         "shutdown_grace_period_millis", _int_parser(0, 600_000), "drain time on SIGTERM, ms"
@@ -159,6 +239,18 @@ KEYS: dict[str, _Key] = {
     "returnOrderTopicConfigToBroker": _Key(
         "return_order_topic_config_to_broker", _parse_bool, "REGISTER_BROKER answers carry ORDER_TOPIC_CONFIG"
     ),
+    "tls.server.mode": _Key(
+        "tls_server_mode", _choice("disabled", "permissive", "enforcing"), "TLS: disabled, permissive, enforcing"
+    ),
+    "tls.server.certPath": _Key("tls_server_cert_path", str.strip, "server certificate chain, PEM (TLS on)"),
+    "tls.server.keyPath": _Key("tls_server_key_path", str.strip, "server private key, PEM, unencrypted"),
+    "tls.server.trustCertPath": _Key("tls_server_trust_cert_path", str.strip, "CA certificates of client certificates"),
+    "tls.server.need.client.auth": _Key(
+        "tls_server_need_client_auth", _choice("", "none", "optional", "require"), "client certificates"
+    ),
+    "aclFile": _Key("acl_file", str.strip, "accounts and what they may do, YAML (empty = open)"),
+    "auditLogFile": _Key("audit_log_file", str.strip, "also write audit lines to this file"),
+    "healthPort": _Key("health_port", _int_parser(0, 65535), "plaintext grpc.health.v1-only port (0 = off)"),
 }
 """Every configuration key, in RocketMQ spelling."""
 
@@ -170,10 +262,26 @@ RESTART_KEYS = frozenset(
         "metricsPort",
         "grpcMaxMessageSize",
         "snapshotNamesrvId",
+        "grpcMaxConcurrentStreams",
+        "grpcMaxConnectionIdleMillis",
         "remotingFrameMaxLength",
     }
 )
 """Keys that ``UpdateNamesrvConfig`` stores but that take effect only at the next start."""
+
+
+MAX_VALUE_LENGTH = 4096
+"""Longest configuration value accepted (paths, ``configBlackList``)."""
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _check_text(text: str) -> None:
+    if len(text) > MAX_VALUE_LENGTH:
+        raise ValueError(f"is {len(text)} characters, more than {MAX_VALUE_LENGTH}")
+    match = _CONTROL.search(text)
+    if match is not None:
+        raise ValueError(f"contains the control character {match.group()!r} at {match.start()}")
 
 
 def apply_properties(
@@ -182,25 +290,53 @@ def apply_properties(
     """Return a new config with ``properties`` applied, and warnings for unknown keys.
 
     With ``strict`` an unknown key is an error instead of a warning (``UpdateNamesrvConfig``).
-    Raises ConfigError(source, key, problem) for a bad value; ``config`` is never changed.
+    Raises ConfigError(source, key, problem) for a bad value (including one longer than
+    :data:`MAX_VALUE_LENGTH` or with a control character such as a newline); ``config`` is never
+    changed. An unknown key is quoted shortened and escaped.
     """
     changes: dict[str, object] = {}
     warnings: list[str] = []
     for key, text in properties.items():
         spec = KEYS.get(key)
         if spec is None:
+            shown = key if len(key) <= 64 and not _CONTROL.search(key) else f"{key[:64]!r}"
             if strict:
-                raise ConfigError(source, key, f"unknown key; known keys: {', '.join(sorted(KEYS))}")
-            warnings.append(f"{source}: {key}: unknown key, ignored")
+                raise ConfigError(source, shown, f"unknown key; known keys: {', '.join(sorted(KEYS))}")
+            warnings.append(f"{source}: {shown}: unknown key, ignored")
             continue
         try:
+            _check_text(text)
             changes[spec.attribute] = spec.parse(text)
         except ValueError as exc:
             raise ConfigError(source, key, str(exc)) from None
     return dataclasses.replace(config, **changes), warnings  # type: ignore[arg-type]
 
 
+def properties_text(values: Mapping[str, str]) -> str:
+    """``values`` as Java properties text, written by ``jproperties`` (separators, ``#``, ``\\``,
+    leading spaces and line breaks escaped, so every value reads back exactly and no value can add a
+    key)."""
+    properties = jproperties.Properties()
+    for key, value in values.items():
+        properties[key] = value
+    out = io.BytesIO()
+    properties.store(out, encoding="utf-8", timestamp=False)
+    return out.getvalue().decode("utf-8")
+
+
+def check_security_settings(config: NamesrvConfig, source: str) -> None:
+    """Settings that only make sense together: a certificate needs its key (and the reverse), a
+    trust path needs a certificate. Raises ConfigError."""
+    cert, key = config.tls_server_cert_path, config.tls_server_key_path
+    if bool(cert) != bool(key):
+        missing = "tls.server.keyPath (--tls-key-file)" if cert else "tls.server.certPath (--tls-cert-file)"
+        raise ConfigError(source, missing, "TLS needs both a certificate and its private key")
+    if config.tls_server_trust_cert_path and not cert and config.tls_server_mode != "disabled":
+        raise ConfigError(
+            source, "tls.server.trustCertPath (--tls-client-ca-file)", "client certificates need TLS: set a certificate"
+        )
+
+
 def persist_properties(config: NamesrvConfig, path: Path) -> None:
     """Write the configuration as a Java properties file, atomically (S26 ``configStorePath``)."""
-    lines = [f"{key}={value}" for key, value in config.to_properties().items()]
-    write_atomically(path, "\n".join(lines) + "\n")
+    write_atomically(path, properties_text(config.to_properties()))

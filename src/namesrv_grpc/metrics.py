@@ -2,24 +2,32 @@
 
 Names follow Prometheus practice: prefix ``namesrv_``, base units (seconds), counters end in
 ``_total``, and no topic or address is ever a label value. Table sizes are read from the route table
-at scrape time, so they are never stale.
+at scrape time, so they are never stale. Rule ids (S13, S15, ...) are those of docs/rules.md.
 
 - ``namesrv_brokers_live`` (gauge): broker addresses in brokerLiveTable
 - ``namesrv_broker_names`` (gauge): broker names in brokerAddrTable
 - ``namesrv_clusters`` (gauge): clusters in clusterAddrTable
 - ``namesrv_topics`` (gauge): topics in topicQueueTable
 - ``namesrv_queue_datas`` (gauge): QueueData entries over all topics
+- ``namesrv_route_table_digest`` (gauge): content digest of the routes (every QueueData and
+  BrokerData, :mod:`namesrv_grpc.core.digest`); equal on NameServers that hold the same routes
 - ``namesrv_registrations_total{result}`` (counter): RegisterBroker calls by result (REGISTRATION_RESULTS)
 - ``namesrv_unregistrations_total`` (counter): brokers removed by UnregisterBroker
 - ``namesrv_broker_expirations_total`` (counter): brokers removed for silence (S13)
 - ``namesrv_broker_session_losses_total`` (counter): brokers removed because their session ended (S15)
 - ``namesrv_body_checksum_failures_total`` (counter): registrations refused with BODY_CHECKSUM_MISMATCH
+- ``namesrv_broker_registration_conflicts_total`` (counter): registrations that took a broker back
+  from another run of the same broker (two agents for one broker name and id)
 - ``namesrv_kv_config_writes_total`` (counter): KV config changes persisted
 - ``namesrv_registration_duration_seconds`` (histogram): time to process a RegisterBroker call
 - ``namesrv_route_lookup_duration_seconds`` (histogram): time to answer a PickupTopicRoute call
 - ``namesrv_snapshot_exports_total{result}`` (counter): route snapshots exported, ``ok`` or ``failed``
 - ``namesrv_snapshot_export_duration_seconds`` (histogram): time to export one route snapshot
+- ``namesrv_auth_refusals_total{reason}`` (counter): requests refused by the ACL (``--acl-file``), by
+  reason: ``access_denied``, ``bad_signature``, ``unknown_access_key``, ``stale_date_time``
 - ``namesrv_build_info{version}`` (gauge): always 1
+- ``process_*`` (CPU seconds, resident memory, open fds, start time) and ``python_*`` (version,
+  garbage collection): prometheus-client's standard collectors
 - ``grpc_server_started_total``, ``grpc_server_handled_total``, ``grpc_server_handling_seconds``: see
   :mod:`namesrv_grpc.grpc_api.grpc_metrics`
 """
@@ -32,7 +40,15 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from importlib import metadata
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, Info
+from prometheus_client import (
+    GC_COLLECTOR,
+    PLATFORM_COLLECTOR,
+    PROCESS_COLLECTOR,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    Info,
+)
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
@@ -49,6 +65,10 @@ REGISTRATION_RESULTS = (
 )
 """Values of the ``result`` label of ``namesrv_registrations_total`` (initialised to 0): ``ok``, the
 reason of a refusal in lower case, ``internal`` for an unexpected exception."""
+
+
+AUTH_REFUSAL_REASONS = ("access_denied", "bad_signature", "unknown_access_key", "stale_date_time")
+"""Values of the ``reason`` label of ``namesrv_auth_refusals_total`` (initialised to 0)."""
 
 
 def package_version() -> str:
@@ -112,14 +132,35 @@ class _RouteTableCollector(Collector):
         yield GaugeMetricFamily("namesrv_clusters", "Clusters in clusterAddrTable.", stats.clusters)
         yield GaugeMetricFamily("namesrv_topics", "Topics in topicQueueTable.", stats.topics)
         yield GaugeMetricFamily("namesrv_queue_datas", "QueueData entries over all topics.", stats.queue_datas)
+        yield GaugeMetricFamily(
+            "namesrv_route_table_digest",
+            "Content digest of the routes (every QueueData and BrokerData; 52-bit hash, order independent): "
+            "NameServers holding the same routes report the same value.",
+            self._route_table.route_digest(),
+        )
+
+
+def register_standard_collectors(registry: CollectorRegistry) -> None:
+    """Add prometheus-client's ``process_*`` (CPU, memory, fds, start time), ``python_info`` and
+    ``python_gc_*`` series to a custom registry (the default registry has them; ours is our own so
+    that several servers can run in one process). A process holds one set of these series, so one
+    registry per process should carry them: callers pass ``standard_collectors=False`` otherwise."""
+    for collector in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):
+        registry.register(collector)
 
 
 class NamesrvMetrics:
     """The NameServer's metrics in their own registry (so several servers can run in one process)."""
 
-    def __init__(self, route_table: RouteInfoManager, registry: CollectorRegistry | None = None) -> None:
+    def __init__(
+        self, route_table: RouteInfoManager, registry: CollectorRegistry | None = None, *, standard: bool = True
+    ) -> None:
+        """``standard``: also export the ``process_*`` and ``python_*`` series (see
+        :func:`register_standard_collectors`)."""
         self.registry = registry or CollectorRegistry()
         self.registry.register(_RouteTableCollector(route_table))
+        if standard:
+            register_standard_collectors(self.registry)
         self.registrations = Counter(
             "namesrv_registrations", "RegisterBroker calls by result.", ["result"], registry=self.registry
         )
@@ -129,16 +170,24 @@ class NamesrvMetrics:
             "namesrv_unregistrations", "Brokers removed by UnregisterBroker.", registry=self.registry
         )
         self.expirations = Counter(
-            "namesrv_broker_expirations", "Brokers removed for silence (S13).", registry=self.registry
+            "namesrv_broker_expirations",
+            "Brokers removed for silence (docs/rules.md S13).",
+            registry=self.registry,
         )
         self.session_losses = Counter(
             "namesrv_broker_session_losses",
-            "Brokers removed because their session with this NameServer ended (S15).",
+            "Brokers removed because their session with this NameServer ended (docs/rules.md S15).",
             registry=self.registry,
         )
         self.body_checksum_failures = Counter(
             "namesrv_body_checksum_failures",
             "RegisterBroker calls refused because the body's CRC32C did not match (BODY_CHECKSUM_MISMATCH).",
+            registry=self.registry,
+        )
+        self.registration_conflicts = Counter(
+            "namesrv_broker_registration_conflicts",
+            "Registrations that took a broker (cluster, name, id) back from another run of the same broker "
+            "that had taken it before: two agents fight over one broker.",
             registry=self.registry,
         )
         self.kv_config_writes = Counter(
@@ -175,6 +224,14 @@ class NamesrvMetrics:
             buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0),
             registry=self.registry,
         )
+        self.auth_refusals = Counter(
+            "namesrv_auth_refusals",
+            "Requests refused by the ACL, by reason (no identities or addresses as labels).",
+            ["reason"],
+            registry=self.registry,
+        )
+        for reason in AUTH_REFUSAL_REASONS:
+            self.auth_refusals.labels(reason)
         Info("namesrv_build", "Build information.", registry=self.registry).info({"version": package_version()})
 
     @contextmanager

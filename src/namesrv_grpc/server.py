@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from wsgiref.simple_server import WSGIServer
 
 import grpc
-from grpc_health.v1 import health, health_pb2
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2
 from prometheus_client import start_http_server
 
@@ -43,6 +43,7 @@ from namesrv_grpc.metrics import NamesrvMetrics
 from namesrv_grpc.remoting.handlers import RemotingHandlers
 from namesrv_grpc.remoting.remoting_metrics import RemotingMetrics
 from namesrv_grpc.remoting.server import RemotingServer
+from namesrv_grpc.security.setup import OPEN_WARNING, reload_acl, server_guard, server_tls
 
 if TYPE_CHECKING:  # pyarrow (about 40 MB resident) is loaded only when a snapshot is taken
     from namesrv_grpc.snapshot import SnapshotExporter, SnapshotInfo
@@ -80,15 +81,24 @@ class NamesrvServer:
         self.metrics = NamesrvMetrics(self.route_table)
         self.grpc_metrics = GrpcServerMetrics(self.metrics.registry)
         self.grpc_metrics.preregister(SERVICE_DESCRIPTORS)
-        self.sessions = BrokerSessions(self.nameserver, self.metrics)
+        self.tls = server_tls(config)
+        """Server TLS (None = plaintext); raises TlsFileError for unusable files."""
+        self.guard = server_guard(config, self.metrics.auth_refusals)
+        """The ACL check before every request (open without ``--acl-file``); raises ConfigError."""
+        self.sessions = BrokerSessions(self.nameserver, self.metrics, self.guard)
         self.route_watches = new_route_watches(self.nameserver)
         self.metrics.registry.register(RouteWatchCollector(self.route_watches, self.nameserver))
         self.health = health.aio.HealthServicer()
         self.remoting = RemotingServer(
-            RemotingHandlers(self.nameserver, self.metrics, RemotingMetrics(self.metrics.registry)),
+            RemotingHandlers(self.nameserver, self.metrics, RemotingMetrics(self.metrics.registry), self.guard),
             frame_max_length=config.remoting_frame_max_length,
             idle_timeout_seconds=lambda: self.config.server_channel_max_idle_time_seconds,
+            ssl_context=self.tls.remoting_context() if self.tls is not None else None,
+            permissive_tls=self.tls is not None and self.tls.settings.mode == "permissive",
         )
+        self._health_server: grpc.aio.Server | None = None
+        self.health_port = 0
+        self._tls_watch_task: asyncio.Task[None] | None = None
         self.port = 0
         """The bound gRPC port (after :meth:`start`)."""
         self._server: grpc.aio.Server | None = None
@@ -131,6 +141,10 @@ class NamesrvServer:
             ("grpc.keepalive_permit_without_calls", 1),
             ("grpc.http2.min_ping_interval_without_data_ms", 5_000),
             ("grpc.http2.max_pings_without_data", 0),
+            # Limits (README "Limits"): calls in flight per connection, and idle connections closed
+            # (a broker's open session is a call, so its connection is never idle).
+            ("grpc.max_concurrent_streams", config.grpc_max_concurrent_streams),
+            ("grpc.max_connection_idle_ms", config.grpc_max_connection_idle_millis),
         ]
         # No interceptors: every method is registered once, wrapped for error mapping and metrics,
         # with a serializer that passes pre-encoded bytes through (grpc_api/handlers.py).
@@ -142,10 +156,10 @@ class NamesrvServer:
             [
                 (
                     SERVICE_DESCRIPTORS[0],
-                    NameServerServicer(self.nameserver, self.metrics, self.sessions, self.route_watches),
+                    NameServerServicer(self.nameserver, self.metrics, self.sessions, self.route_watches, self.guard),
                 ),
-                (SERVICE_DESCRIPTORS[1], KVConfigServicer(self.nameserver, self.metrics)),
-                (SERVICE_DESCRIPTORS[2], AdminServicer(self.nameserver, self.export_snapshot)),
+                (SERVICE_DESCRIPTORS[1], KVConfigServicer(self.nameserver, self.metrics, self.guard)),
+                (SERVICE_DESCRIPTORS[2], AdminServicer(self.nameserver, self.export_snapshot, self.guard)),
                 (SERVICE_DESCRIPTORS[3], self.health),
                 (
                     SERVICE_DESCRIPTORS[4],
@@ -155,12 +169,21 @@ class NamesrvServer:
         )
         address = f"{_host_for_bind(config.bind_address)}:{config.grpc_server_port}"
         try:
-            self.port = server.add_insecure_port(address)
+            if self.tls is not None:
+                self.port = server.add_secure_port(address, self.tls.grpc_credentials())
+            else:
+                self.port = server.add_insecure_port(address)
         except RuntimeError as exc:
             await self.remoting.stop(0)
             raise RuntimeError(f"cannot listen on {address}: {exc}") from None
         await server.start()
         self._server = server
+        if config.health_port:
+            await self._start_health_server(config)
+        if self.guard.acl is None:
+            log.warning("%s", OPEN_WARNING)
+        if self.tls is not None:
+            self._tls_watch_task = asyncio.create_task(self.tls.watch(), name="tls-file-watch")
         for name in ("", *SERVICE_NAMES):
             await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
         self._scan_task = asyncio.create_task(self._scan_loop(), name="scan-not-active-broker")
@@ -170,14 +193,37 @@ class NamesrvServer:
                 config.metrics_port, addr=config.bind_address, registry=self.metrics.registry
             )
         log.info(
-            "listening on %s:%d (remoting), %s:%d (gRPC), metrics %s",
+            "listening on %s:%d (remoting), %s:%d (gRPC, %s), metrics %s, health-only port %s, ACL %s",
             config.bind_address,
             self.remoting_port,
             config.bind_address,
             self.port,
+            ("mTLS" if self.tls.require_client_cert else "TLS") if self.tls is not None else "plaintext",
             config.metrics_port or "off",
+            self.health_port or "off",
+            config.acl_file or "none",
         )
         return self.port
+
+    async def _start_health_server(self, config: NamesrvConfig) -> None:
+        """A plaintext server with only ``grpc.health.v1`` (same statuses as the main port), for
+        Kubernetes ``grpc`` probes, which cannot speak TLS."""
+        server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
+        address = f"{_host_for_bind(config.bind_address)}:{config.health_port}"
+        try:
+            self.health_port = server.add_insecure_port(address)
+        except RuntimeError as exc:
+            raise RuntimeError(f"cannot listen on {address} (--health-port): {exc}") from None
+        await server.start()
+        self._health_server = server
+
+    def reload_security(self) -> None:
+        """SIGHUP: load the certificate files and the ACL file again; what fails to load is
+        reported and the old one stays. The route table is untouched."""
+        if self.tls is not None:
+            self.tls.reload("SIGHUP")
+        reload_acl(self.guard, self.config)
 
     async def _scan_loop(self) -> None:
         """S13: scan every ``scanNotActiveBrokerInterval`` ms (re-read each time, it may be updated)."""
@@ -249,7 +295,9 @@ class NamesrvServer:
             await asyncio.gather(self.remoting.stop(grace_seconds), self._server.stop(grace_seconds))
         else:
             await self.remoting.stop(grace_seconds)
-        for task in (self._scan_task, self._snapshot_task):
+        if self._health_server is not None:
+            await self._health_server.stop(0)
+        for task in (self._scan_task, self._snapshot_task, self._tls_watch_task):
             if task is not None:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -258,6 +306,7 @@ class NamesrvServer:
             http_server, thread = self._metrics_server
             http_server.shutdown()
             thread.join(timeout=5)
+        self.guard.audit_log.close()
 
     async def serve_until_signalled(self) -> None:
         """Run until SIGTERM or SIGINT, then :meth:`stop`."""
@@ -265,6 +314,14 @@ class NamesrvServer:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
+        reloads: set[asyncio.Task[None]] = set()
+
+        def on_sighup() -> None:  # read the files in a worker thread, never on the event loop
+            task = asyncio.create_task(asyncio.to_thread(self.reload_security))
+            reloads.add(task)
+            task.add_done_callback(reloads.discard)
+
+        loop.add_signal_handler(signal.SIGHUP, on_sighup)
         await stop.wait()
         log.info("signal received: draining in-flight calls and stopping")
         await self.stop()

@@ -29,13 +29,20 @@ from namesrv.v1 import name_server_service_pb2_grpc as ns_grpc
 from namesrv_grpc.core.model import BrokerData, QueueData
 from namesrv_grpc.core.route_table import RouteTableCopy, wall_clock_millis
 from namesrv_grpc.grpc_api.convert import queue_data_from_proto
+from namesrv_grpc.pipes import quiet_broken_pipe
+from namesrv_grpc.properties import ConfigError
+from namesrv_grpc.security import client as security
+from namesrv_grpc.security.client import ClientSecurity
 from namesrv_grpc.snapshot import SnapshotInfo, commit_snapshot, recover, tables_from_copy
 
 MAX_MESSAGE_BYTES = 256 * 1024 * 1024
 
 
-async def collect_route_table(address: str, *, concurrency: int = 32, timeout: float = 30.0) -> RouteTableCopy:
-    """The route table of the NameServer at ``address`` through its public RPCs.
+async def collect_route_table(
+    address: str, *, concurrency: int = 32, timeout: float = 30.0, client_security: ClientSecurity | None = None
+) -> RouteTableCopy:
+    """The route table of the NameServer at ``address`` through its public RPCs (TLS and signing
+    as ``client_security`` says; plaintext by default).
 
     Raises grpc.aio.AioRpcError when a call other than a topic's ``NOT_FOUND`` fails.
     """
@@ -43,7 +50,7 @@ async def collect_route_table(address: str, *, concurrency: int = 32, timeout: f
         ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
         ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
     ]
-    async with grpc.aio.insecure_channel(address, options=options) as channel:
+    async with (client_security or ClientSecurity()).aio_channel(address, options) as channel:
         stub = ns_grpc.NameServerServiceStub(channel)
         info = await stub.GetBrokerClusterInfo(ns_pb2.GetBrokerClusterInfoRequest(), timeout=timeout)
         topics = (await stub.GetAllTopicList(ns_pb2.GetAllTopicListRequest(), timeout=timeout)).topics
@@ -84,13 +91,19 @@ async def collect_route_table(address: str, *, concurrency: int = 32, timeout: f
 
 
 async def snapshot_namesrv(
-    address: str, out: Path, *, namesrv_id: str = "", concurrency: int = 32, timeout: float = 30.0
+    address: str,
+    out: Path,
+    *,
+    namesrv_id: str = "",
+    concurrency: int = 32,
+    timeout: float = 30.0,
+    client_security: ClientSecurity | None = None,
 ) -> SnapshotInfo:
     """Collect the route table of ``address`` and commit it as one snapshot in ``out`` (its identity:
     ``namesrv_id``, default the address). Raises grpc.aio.AioRpcError, OSError."""
     identity = namesrv_id or address
     started = wall_clock_millis()
-    copy = await collect_route_table(address, concurrency=concurrency, timeout=timeout)
+    copy = await collect_route_table(address, concurrency=concurrency, timeout=timeout, client_security=client_security)
     tables = tables_from_copy(copy, snapshot_time_ms=started, namesrv=identity, source="rpc")
 
     def write() -> SnapshotInfo:
@@ -118,14 +131,20 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--namesrv-id", default="", help="identity in the snapshot (one --namesrv only; default: it)")
     parser.add_argument("--concurrency", type=int, default=32, help="route lookups in flight (default 32)")
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds per call (default 30)")
+    security.add_arguments(parser)
     return parser
 
 
-async def _run(args: argparse.Namespace, addresses: list[str]) -> int:
+async def _run(args: argparse.Namespace, addresses: list[str], client_security: ClientSecurity) -> int:
     results = await asyncio.gather(
         *(
             snapshot_namesrv(
-                address, args.out, namesrv_id=args.namesrv_id, concurrency=args.concurrency, timeout=args.timeout
+                address,
+                args.out,
+                namesrv_id=args.namesrv_id,
+                concurrency=args.concurrency,
+                timeout=args.timeout,
+                client_security=client_security,
             )
             for address in addresses
         ),
@@ -151,6 +170,7 @@ async def _run(args: argparse.Namespace, addresses: list[str]) -> int:
     return code
 
 
+@quiet_broken_pipe
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command; return its exit code."""
     parser = build_parser()
@@ -160,7 +180,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--namesrv-id needs exactly one --namesrv")
     if args.concurrency < 1:
         parser.error("--concurrency must be at least 1")
-    return asyncio.run(_run(args, addresses))
+    try:
+        client_security = security.security_from_args(args)
+    except ConfigError as exc:
+        print(f"namesrv-snapshot: {exc}", file=sys.stderr)
+        return 2
+    return asyncio.run(_run(args, addresses, client_security))
 
 
 if __name__ == "__main__":

@@ -1,11 +1,21 @@
 from namesrv.v1 import types_pb2 as _types_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class RegistrationProtocol(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    REGISTRATION_PROTOCOL_UNSPECIFIED: _ClassVar[RegistrationProtocol]
+    REGISTRATION_PROTOCOL_GRPC: _ClassVar[RegistrationProtocol]
+    REGISTRATION_PROTOCOL_REMOTING: _ClassVar[RegistrationProtocol]
+REGISTRATION_PROTOCOL_UNSPECIFIED: RegistrationProtocol
+REGISTRATION_PROTOCOL_GRPC: RegistrationProtocol
+REGISTRATION_PROTOCOL_REMOTING: RegistrationProtocol
 
 class WipeWritePermOfBrokerRequest(_message.Message):
     __slots__ = ("broker_name",)
@@ -116,3 +126,43 @@ class ExportRouteSnapshotResponse(_message.Message):
     clusters: int
     schema_version: int
     def __init__(self, snapshot_time_millis: _Optional[int] = ..., namesrv: _Optional[str] = ..., snapshot_dir: _Optional[str] = ..., file_name: _Optional[str] = ..., topics: _Optional[int] = ..., queue_datas: _Optional[int] = ..., broker_names: _Optional[int] = ..., broker_addrs: _Optional[int] = ..., clusters: _Optional[int] = ..., schema_version: _Optional[int] = ...) -> None: ...
+
+class GetBrokerLiveTableRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class GetBrokerLiveTableResponse(_message.Message):
+    __slots__ = ("brokers", "now_millis")
+    BROKERS_FIELD_NUMBER: _ClassVar[int]
+    NOW_MILLIS_FIELD_NUMBER: _ClassVar[int]
+    brokers: _containers.RepeatedCompositeFieldContainer[BrokerLiveEntry]
+    now_millis: int
+    def __init__(self, brokers: _Optional[_Iterable[_Union[BrokerLiveEntry, _Mapping]]] = ..., now_millis: _Optional[int] = ...) -> None: ...
+
+class BrokerLiveEntry(_message.Message):
+    __slots__ = ("broker_addr", "cluster_name", "broker_name", "broker_id", "last_update_timestamp_millis", "age_millis", "heartbeat_timeout_millis", "data_version", "ha_server_addr", "session", "protocol", "instance_id")
+    BROKER_ADDR_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
+    BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    LAST_UPDATE_TIMESTAMP_MILLIS_FIELD_NUMBER: _ClassVar[int]
+    AGE_MILLIS_FIELD_NUMBER: _ClassVar[int]
+    HEARTBEAT_TIMEOUT_MILLIS_FIELD_NUMBER: _ClassVar[int]
+    DATA_VERSION_FIELD_NUMBER: _ClassVar[int]
+    HA_SERVER_ADDR_FIELD_NUMBER: _ClassVar[int]
+    SESSION_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOL_FIELD_NUMBER: _ClassVar[int]
+    INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
+    broker_addr: str
+    cluster_name: str
+    broker_name: str
+    broker_id: int
+    last_update_timestamp_millis: int
+    age_millis: int
+    heartbeat_timeout_millis: int
+    data_version: _types_pb2.DataVersion
+    ha_server_addr: str
+    session: bool
+    protocol: RegistrationProtocol
+    instance_id: str
+    def __init__(self, broker_addr: _Optional[str] = ..., cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., last_update_timestamp_millis: _Optional[int] = ..., age_millis: _Optional[int] = ..., heartbeat_timeout_millis: _Optional[int] = ..., data_version: _Optional[_Union[_types_pb2.DataVersion, _Mapping]] = ..., ha_server_addr: _Optional[str] = ..., session: _Optional[bool] = ..., protocol: _Optional[_Union[RegistrationProtocol, str]] = ..., instance_id: _Optional[str] = ...) -> None: ...

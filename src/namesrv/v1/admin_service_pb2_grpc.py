@@ -70,6 +70,11 @@ class AdminServiceStub:
                 request_serializer=namesrv_dot_v1_dot_admin__service__pb2.ExportRouteSnapshotRequest.SerializeToString,
                 response_deserializer=namesrv_dot_v1_dot_admin__service__pb2.ExportRouteSnapshotResponse.FromString,
                 _registered_method=True)
+        self.GetBrokerLiveTable = channel.unary_unary(
+                '/namesrv.v1.AdminService/GetBrokerLiveTable',
+                request_serializer=namesrv_dot_v1_dot_admin__service__pb2.GetBrokerLiveTableRequest.SerializeToString,
+                response_deserializer=namesrv_dot_v1_dot_admin__service__pb2.GetBrokerLiveTableResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServiceServicer:
@@ -135,6 +140,15 @@ class AdminServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetBrokerLiveTable(self, request, context):
+        """Returns the liveness of every registered broker address (RocketMQ's `brokerLiveTable`), as this
+        NameServer sees it now: when it last heard from each broker, its timeout, DataVersion, whether a
+        liveness session guards it and which protocol registered it. Read-only.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -172,6 +186,11 @@ def add_AdminServiceServicer_to_server(servicer, server):
                     servicer.ExportRouteSnapshot,
                     request_deserializer=namesrv_dot_v1_dot_admin__service__pb2.ExportRouteSnapshotRequest.FromString,
                     response_serializer=namesrv_dot_v1_dot_admin__service__pb2.ExportRouteSnapshotResponse.SerializeToString,
+            ),
+            'GetBrokerLiveTable': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetBrokerLiveTable,
+                    request_deserializer=namesrv_dot_v1_dot_admin__service__pb2.GetBrokerLiveTableRequest.FromString,
+                    response_serializer=namesrv_dot_v1_dot_admin__service__pb2.GetBrokerLiveTableResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -364,6 +383,33 @@ class AdminService:
             '/namesrv.v1.AdminService/ExportRouteSnapshot',
             namesrv_dot_v1_dot_admin__service__pb2.ExportRouteSnapshotRequest.SerializeToString,
             namesrv_dot_v1_dot_admin__service__pb2.ExportRouteSnapshotResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetBrokerLiveTable(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/namesrv.v1.AdminService/GetBrokerLiveTable',
+            namesrv_dot_v1_dot_admin__service__pb2.GetBrokerLiveTableRequest.SerializeToString,
+            namesrv_dot_v1_dot_admin__service__pb2.GetBrokerLiveTableResponse.FromString,
             options,
             channel_credentials,
             insecure,

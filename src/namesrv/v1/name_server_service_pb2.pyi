@@ -36,7 +36,7 @@ class RegisterBrokerRequest(_message.Message):
     def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., broker_addr: _Optional[str] = ..., ha_server_addr: _Optional[str] = ..., body: _Optional[bytes] = ..., body_crc32c: _Optional[int] = ..., compressed: _Optional[bool] = ..., heartbeat_timeout_millis: _Optional[int] = ..., enable_acting_master: _Optional[bool] = ..., zone_name: _Optional[str] = ..., instance_id: _Optional[str] = ...) -> None: ...
 
 class RegisterBrokerResponse(_message.Message):
-    __slots__ = ("master_addr", "ha_server_addr", "kv_table")
+    __slots__ = ("master_addr", "ha_server_addr", "kv_table", "conflicting_instance_id")
     class KvTableEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -47,22 +47,26 @@ class RegisterBrokerResponse(_message.Message):
     MASTER_ADDR_FIELD_NUMBER: _ClassVar[int]
     HA_SERVER_ADDR_FIELD_NUMBER: _ClassVar[int]
     KV_TABLE_FIELD_NUMBER: _ClassVar[int]
+    CONFLICTING_INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
     master_addr: str
     ha_server_addr: str
     kv_table: _containers.ScalarMap[str, str]
-    def __init__(self, master_addr: _Optional[str] = ..., ha_server_addr: _Optional[str] = ..., kv_table: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    conflicting_instance_id: str
+    def __init__(self, master_addr: _Optional[str] = ..., ha_server_addr: _Optional[str] = ..., kv_table: _Optional[_Mapping[str, str]] = ..., conflicting_instance_id: _Optional[str] = ...) -> None: ...
 
 class UnregisterBrokerRequest(_message.Message):
-    __slots__ = ("cluster_name", "broker_name", "broker_id", "broker_addr")
+    __slots__ = ("cluster_name", "broker_name", "broker_id", "broker_addr", "instance_id")
     CLUSTER_NAME_FIELD_NUMBER: _ClassVar[int]
     BROKER_NAME_FIELD_NUMBER: _ClassVar[int]
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
     BROKER_ADDR_FIELD_NUMBER: _ClassVar[int]
+    INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
     cluster_name: str
     broker_name: str
     broker_id: int
     broker_addr: str
-    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., broker_addr: _Optional[str] = ...) -> None: ...
+    instance_id: str
+    def __init__(self, cluster_name: _Optional[str] = ..., broker_name: _Optional[str] = ..., broker_id: _Optional[int] = ..., broker_addr: _Optional[str] = ..., instance_id: _Optional[str] = ...) -> None: ...
 
 class UnregisterBrokerResponse(_message.Message):
     __slots__ = ()

@@ -14,20 +14,31 @@ import google_crc32c
 from google.protobuf.message import DecodeError
 
 from namesrv.v1 import types_pb2
-from namesrv_grpc.core.errors import BodyChecksumMismatchError, MalformedBodyError
+from namesrv_grpc.core.errors import BodyChecksumMismatchError, LimitExceededError, MalformedBodyError
 from namesrv_grpc.core.model import DataVersion, TopicConfig
 from namesrv_grpc.core.validation import (
     MAX_PERM,
     MAX_QUEUE_NUMS,
-    is_valid_name,
-    require_name,
+    TOPIC_PATTERN,
+    quote,
     require_non_negative,
     require_perm,
     require_queue_nums,
+    require_topic,
 )
 
-MAX_DECOMPRESSED_BODY_BYTES = 512 * 1024 * 1024
-"""Largest body after decompression (512 MiB); a larger one is MALFORMED_BODY (no zlib bombs)."""
+DEFAULT_MAX_INFLATED_BODY_BYTES = 64 * 1024 * 1024
+"""Largest body after decompression by default (64 MiB, ``registerBodyMaxInflatedSize``); a larger
+one is MALFORMED_BODY, found while inflating (no zlib bombs). A 100,000-topic body is about 4 MiB."""
+
+DEFAULT_MAX_TOPICS = 200_000
+"""Most topic entries in one body by default (``registerBodyMaxTopics``): twice a very large broker."""
+
+INFLATE_CHUNK_BYTES = 1024 * 1024
+"""Output of one inflate step."""
+
+PARSE_BATCH_TOPICS = 2048
+"""Topic entries decoded by one protobuf call (about a millisecond with the GIL held)."""
 
 _FILTER_TYPE_TO_NAME = {
     types_pb2.TOPIC_FILTER_TYPE_UNSPECIFIED: "SINGLE_TAG",
@@ -118,36 +129,124 @@ def verify_checksum(body: bytes, body_crc32c: int) -> None:
         )
 
 
-def decode_body(body: bytes, body_crc32c: int, *, compressed: bool) -> RegisterBrokerBody:
+def decode_body(
+    body: bytes,
+    body_crc32c: int,
+    *,
+    compressed: bool,
+    max_inflated_bytes: int = DEFAULT_MAX_INFLATED_BODY_BYTES,
+    max_topics: int = DEFAULT_MAX_TOPICS,
+) -> RegisterBrokerBody:
     """S01/S02: check the checksum (first), then :func:`parse_body`.
 
     Raises BodyChecksumMismatchError, then what :func:`parse_body` raises.
     """
     verify_checksum(body, body_crc32c)
-    return parse_body(body, compressed=compressed)
+    return parse_body(body, compressed=compressed, max_inflated_bytes=max_inflated_bytes, max_topics=max_topics)
 
 
-def parse_body(body: bytes, *, compressed: bool) -> RegisterBrokerBody:
+def parse_body(
+    body: bytes,
+    *,
+    compressed: bool,
+    max_inflated_bytes: int = DEFAULT_MAX_INFLATED_BODY_BYTES,
+    max_topics: int = DEFAULT_MAX_TOPICS,
+) -> RegisterBrokerBody:
     """Decompress, decode and validate a registration body whose checksum was verified.
 
     An empty body is no topics and DataVersion (0, 0, 0) (S02). A topic config without
-    ``topic_name`` takes its map key.
+    ``topic_name`` takes its map key. The topic table is decoded in batches of
+    :data:`PARSE_BATCH_TOPICS` entries, so a thread decoding a large body never holds the GIL for
+    long, and counting stops at ``max_topics`` entries: the work is bounded by the limits, not by
+    what the body claims.
 
-    Raises MalformedBodyError (not zlib, not a RegisterBrokerBody, larger than 512 MiB decompressed)
-    or InvalidFieldError (a topic's name, queue numbers, perm or sys flag out of range; the field
-    path names the topic).
+    Raises MalformedBodyError (not zlib, not a RegisterBrokerBody, more than ``max_inflated_bytes``
+    decompressed), LimitExceededError (more than ``max_topics`` topic entries,
+    ``registerBodyMaxTopics``) or InvalidFieldError (a topic's name, queue numbers, perm or sys flag
+    out of range; the field path names the topic).
     """
     if not body:
         return RegisterBrokerBody({}, DataVersion(), ())
-    raw = decompress_body(body, compressed=compressed)
+    raw = decompress_body(body, compressed=compressed, max_bytes=max_inflated_bytes)
+    topics: dict[str, TopicConfig] = {}
+    rest: list[bytes] = []
+    position, size = 0, len(raw)
+    batch_start = batch_entries = entries = 0
+    while position < size:
+        start = position
+        tag, position = _read_varint(raw, position)
+        wire_type = tag & 7
+        if wire_type == 2:
+            length, position = _read_varint(raw, position)
+            end = position + length
+        elif wire_type == 0:
+            end = _read_varint(raw, position)[1]
+        elif wire_type == 1:
+            end = position + 8
+        elif wire_type == 5:
+            end = position + 4
+        else:
+            raise MalformedBodyError(_not_a_body(raw, f"wire type {wire_type} at byte {start}"))
+        if end > size:
+            raise MalformedBodyError(_not_a_body(raw, f"a field at byte {start} runs past the end"))
+        if tag == 0x0A:  # field 1, topic_config_table entry
+            entries += 1
+            if entries > max_topics:
+                raise LimitExceededError(
+                    "registerBodyMaxTopics", f"body holds more than {max_topics} topics (registerBodyMaxTopics)"
+                )
+            if not batch_entries:
+                batch_start = start
+            batch_entries += 1
+            if batch_entries == PARSE_BATCH_TOPICS:
+                _decode_topics(raw[batch_start:end], topics)
+                batch_entries = 0
+        else:
+            if batch_entries:
+                _decode_topics(raw[batch_start:start], topics)
+                batch_entries = 0
+            rest.append(raw[start:end])
+        position = end
+    if batch_entries:
+        _decode_topics(raw[batch_start:size], topics)
+    message = _parse_message(b"".join(rest), raw)
+    return RegisterBrokerBody(topics, data_version_from_proto(message.data_version), tuple(message.filter_server_list))
+
+
+def _read_varint(raw: bytes, position: int) -> tuple[int, int]:
+    """The varint at ``position`` and the position after it. Raises MalformedBodyError."""
+    value = shift = 0
+    while True:
+        if position >= len(raw) or shift > 63:
+            raise MalformedBodyError(_not_a_body(raw, f"a varint at byte {position} does not end"))
+        byte = raw[position]
+        position += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, position
+        shift += 7
+
+
+def _not_a_body(raw: bytes, problem: str) -> str:
+    hint = " (is it zlib-compressed? then set compressed)" if raw[:1] == b"\x78" else ""
+    return f"body is not a serialized namesrv.v1.RegisterBrokerBody: {problem}{hint}"
+
+
+def _parse_message(data: bytes, raw: bytes) -> types_pb2.RegisterBrokerBody:
     message = types_pb2.RegisterBrokerBody()
     try:
-        message.ParseFromString(raw)
+        message.ParseFromString(data)
     except DecodeError as exc:
-        hint = " (is it zlib-compressed? then set compressed)" if raw[:1] == b"\x78" else ""
-        raise MalformedBodyError(f"body is not a serialized namesrv.v1.RegisterBrokerBody: {exc}{hint}") from None
-    topics: dict[str, TopicConfig] = {}
+        raise MalformedBodyError(_not_a_body(raw, str(exc))) from None
+    return message
+
+
+def _decode_topics(entries: bytes, topics: dict[str, TopicConfig]) -> None:
+    """Decode serialized ``topic_config_table`` entries into ``topics`` (later entries win, as in a
+    protobuf map). Raises MalformedBodyError, InvalidFieldError."""
+    message = _parse_message(entries, entries)
     filter_names = _FILTER_TYPE_TO_NAME
+    topic_pattern = TOPIC_PATTERN
     for key, config in message.topic_config_table.items():
         name = config.topic_name or key
         read, write, perm, sys_flag = (
@@ -163,10 +262,10 @@ def parse_body(body: bytes, *, compressed: bool) -> RegisterBrokerBody:
             and 0 <= write <= MAX_QUEUE_NUMS
             and 0 <= perm <= MAX_PERM
             and sys_flag >= 0
-            and is_valid_name(name)
+            and topic_pattern.fullmatch(name) is not None
         ):
-            path = f"body.topic_config_table[{key!r}]"
-            require_name(f"{path}.topic_name", name)
+            path = f"body.topic_config_table[{quote(key)}]"
+            require_topic(f"{path}.topic_name", name)
             require_queue_nums(f"{path}.read_queue_nums", read)
             require_queue_nums(f"{path}.write_queue_nums", write)
             require_perm(f"{path}.perm", perm)
@@ -182,39 +281,55 @@ def parse_body(body: bytes, *, compressed: bool) -> RegisterBrokerBody:
             filter_names.get(config.topic_filter_type, "SINGLE_TAG"),
             dict(attributes) if attributes else _NO_ATTRIBUTES,
         )
-    return RegisterBrokerBody(topics, data_version_from_proto(message.data_version), tuple(message.filter_server_list))
 
 
-def _decompress(body: bytes) -> bytes:
+def _decompress(body: bytes, max_bytes: int) -> bytes:
+    """Inflate ``body`` in chunks of :data:`INFLATE_CHUNK_BYTES`, stopping as soon as the output
+    passes ``max_bytes`` (memory stays near the cap, whatever the stream claims)."""
     decompressor = zlib.decompressobj()
+    parts: list[bytes] = []
+    total = 0
+    data = body
     try:
-        raw = decompressor.decompress(body, MAX_DECOMPRESSED_BODY_BYTES)
+        while True:
+            chunk = decompressor.decompress(data, INFLATE_CHUNK_BYTES)
+            total += len(chunk)
+            if total > max_bytes:
+                raise MalformedBodyError(f"body inflates to more than {max_bytes} bytes (registerBodyMaxInflatedSize)")
+            parts.append(chunk)
+            data = decompressor.unconsumed_tail
+            if decompressor.eof or (not data and not chunk):
+                break
     except zlib.error as exc:
         raise MalformedBodyError(f"compressed is set but body is not zlib data: {exc}") from None
-    if decompressor.unconsumed_tail:
-        raise MalformedBodyError(f"body decompresses to more than {MAX_DECOMPRESSED_BODY_BYTES} bytes")
     if not decompressor.eof:
         raise MalformedBodyError("compressed body is truncated (zlib stream does not end)")
-    return raw
+    return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
-def decompress_body(body: bytes, *, compressed: bool) -> bytes:
-    """The serialized RegisterBrokerBody: ``body`` itself, or zlib-decompressed. Raises MalformedBodyError."""
-    return _decompress(body) if compressed else body
+def decompress_body(body: bytes, *, compressed: bool, max_bytes: int = DEFAULT_MAX_INFLATED_BODY_BYTES) -> bytes:
+    """The serialized RegisterBrokerBody: ``body`` itself, or zlib-decompressed to at most
+    ``max_bytes``. Raises MalformedBodyError."""
+    return _decompress(body, max_bytes) if compressed else body
 
 
-def split_topic_table(raw: bytes) -> tuple[int, bytes] | None:
+def split_topic_table(raw: bytes, max_entries: int = DEFAULT_MAX_TOPICS) -> tuple[int, bytes] | None:
     """Split a serialized RegisterBrokerBody into the fingerprint of its topic table and the rest.
 
     Serializers write fields in field-number order, so the body is ``[topic_config_table entries]
     [data_version][filter_server_list]``. Returns ``(CRC32C of the entries, the remaining bytes)``,
-    or None when the body does not start that way (it is then decoded in full as usual). The caller
+    or None when the body does not start that way or holds more than ``max_entries`` topic entries (it
+    is then decoded in full as usual, which enforces the limits). The caller
     must check that the rest holds no further topic entries (fields may come in any order).
 
     This lets a registration that only changed its DataVersion skip decoding 100,000 topics.
     """
     position, size = 0, len(raw)
+    entries = 0
     while position < size and raw[position] == 0x0A:  # field 1 (topic_config_table), length-delimited
+        entries += 1
+        if entries > max_entries:
+            return None
         position += 1
         length = shift = 0
         while True:

@@ -6,6 +6,7 @@
     NamesrvError                    reason (UPPER_SNAKE)          gRPC code
     ├── InvalidFieldError           INVALID_FIELD                 INVALID_ARGUMENT (metadata: field)
     ├── MalformedBodyError          MALFORMED_BODY                INVALID_ARGUMENT
+    ├── MalformedRequestError       MALFORMED_REQUEST             INVALID_ARGUMENT
     ├── BodyChecksumMismatchError   BODY_CHECKSUM_MISMATCH        DATA_LOSS
     ├── TopicRouteNotFoundError     TOPIC_ROUTE_NOT_FOUND         NOT_FOUND
     ├── BrokerNotRegisteredError    BROKER_NOT_REGISTERED         NOT_FOUND
@@ -13,7 +14,10 @@
     ├── KVConfigNotFoundError       KV_CONFIG_NOT_FOUND           NOT_FOUND
     ├── StaleBrokerStateError       STALE_BROKER_STATE            FAILED_PRECONDITION
     ├── ConfigKeyBlacklistedError   CONFIG_KEY_BLACKLISTED        PERMISSION_DENIED
+    ├── AccessDeniedError           ACCESS_DENIED                 PERMISSION_DENIED (--acl-file)
+    ├── BadSignatureError           BAD_SIGNATURE                 UNAUTHENTICATED (--acl-file)
     ├── ServiceWarmingUpError       NAMESRV_WARMING_UP            UNAVAILABLE
+    ├── LimitExceededError          LIMIT_EXCEEDED                RESOURCE_EXHAUSTED (metadata: limit)
     ├── TooManyRouteWatchersError   TOO_MANY_ROUTE_WATCHERS       RESOURCE_EXHAUSTED
     ├── PersistError                KV_CONFIG_PERSIST_FAILED      INTERNAL
     └── SnapshotWriteError          SNAPSHOT_WRITE_FAILED         INTERNAL
@@ -50,6 +54,12 @@ class MalformedBodyError(NamesrvError):
     """A registration body cannot be decompressed or decoded (S01)."""
 
     reason = "MALFORMED_BODY"
+
+
+class MalformedRequestError(NamesrvError):
+    """A request (or session message) is not a valid protobuf message of its method."""
+
+    reason = "MALFORMED_REQUEST"
 
 
 class BodyChecksumMismatchError(NamesrvError):
@@ -95,6 +105,29 @@ class ConfigKeyBlacklistedError(NamesrvError):
     """``UpdateNamesrvConfig`` names a key of ``configBlackList`` (S26)."""
 
     reason = "CONFIG_KEY_BLACKLISTED"
+
+
+class LimitExceededError(NamesrvError):
+    """Accepting the request would make stored state or a reply larger than a configured limit
+    (``metadata["limit"]`` names the configuration key, e.g. ``kvConfigMaxTotalSize``)."""
+
+    reason = "LIMIT_EXCEEDED"
+
+    def __init__(self, limit: str, message: str) -> None:
+        super().__init__(message, {"limit": limit})
+        self.limit = limit
+
+
+class AccessDeniedError(NamesrvError):
+    """The ACL (``--acl-file``) does not allow this caller this request; nothing was changed."""
+
+    reason = "ACCESS_DENIED"
+
+
+class BadSignatureError(NamesrvError):
+    """A request's signature is malformed, wrong, stale or names an unknown access key (``--acl-file``)."""
+
+    reason = "BAD_SIGNATURE"
 
 
 class PersistError(NamesrvError):

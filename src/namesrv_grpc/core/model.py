@@ -33,6 +33,9 @@ TOPIC_SYS_FLAG_UNIT = 1
 TOPIC_SYS_FLAG_UNIT_SUB = 2
 """``topicSysFlag`` bits (RocketMQ ``TopicSysFlag``)."""
 
+PROTOCOLS = ("grpc", "remoting")
+"""Front doors a broker can register through (``BrokerLiveInfo.protocol``)."""
+
 ORDER_TOPIC_CONFIG_NAMESPACE = "ORDER_TOPIC_CONFIG"
 """KV namespace of order-topic settings (RocketMQ ``NamesrvUtil.NAMESPACE_ORDER_TOPIC_CONFIG``)."""
 
@@ -109,7 +112,8 @@ class BrokerLiveInfo:
     ``last_update_timestamp + heartbeat_timeout_millis < now`` (S13).
     ``instance_id`` names the broker run that registered the address (empty = unknown);
     ``session_id`` is the liveness session bound to it (0 = none). A session only removes the
-    broker while it is still the bound one (S15, S17).
+    broker while it is still the bound one (S15, S17). ``protocol`` names the front door of the
+    registration that wrote the entry: ``"grpc"`` or ``"remoting"`` (:data:`PROTOCOLS`).
     """
 
     cluster: str
@@ -127,6 +131,8 @@ class BrokerLiveInfo:
     """Fingerprint of the topic table of the last registration body when the route table is known
     to hold exactly what those topics make (cleared when anything else changes this broker name's
     QueueData): a body with the same topics and a new DataVersion needs no topic decoding."""
+    protocol: str = "grpc"
+    """Front door of the registration that wrote this entry, one of :data:`PROTOCOLS`."""
 
     def expired(self, now_millis: int) -> bool:
         """True when the broker has been silent for longer than its heartbeat timeout."""
@@ -145,10 +151,15 @@ class TopicRouteData:
 
 @dataclass(frozen=True, slots=True)
 class RegisterBrokerResult:
-    """What a registration answers (S10): the live master's addresses, for a slave; else empty."""
+    """What a registration answers (S10): the live master's addresses, for a slave; else empty.
+
+    ``conflicting_instance_id`` is set when this registration takes the broker back from another
+    run of the same broker (same cluster, name and id) that had taken it from this run: two
+    agents fight over one broker (see ``RouteInfoManager.register_broker``)."""
 
     master_addr: str = ""
     ha_server_addr: str = ""
+    conflicting_instance_id: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,3 +179,5 @@ class RemovedBroker:
     broker_name: str
     broker_id: int
     reason: str
+    instance_id: str = field(default="", compare=False)
+    """The broker run whose registration was removed (empty = unknown); not part of equality."""

@@ -19,6 +19,7 @@ from namesrv_grpc.core.body import decompress_body, parse_body, split_topic_tabl
 from namesrv_grpc.core.errors import (
     ConfigKeyBlacklistedError,
     InvalidFieldError,
+    LimitExceededError,
     PersistError,
     ServiceWarmingUpError,
     TopicRouteNotFoundError,
@@ -40,10 +41,15 @@ from namesrv_grpc.core.route_watch import watched_topics
 from namesrv_grpc.core.validation import (
     require_addr,
     require_broker_id,
+    require_heartbeat_timeout,
+    require_max_utf8_bytes,
     require_name,
     require_non_negative,
+    require_optional_name,
     require_perm,
     require_queue_nums,
+    require_topic,
+    safe_for_log,
 )
 from namesrv_grpc.properties import ConfigError
 
@@ -107,6 +113,8 @@ class NameServer:
         self.route_table = route_table
         self.kv_config = kv_config
         self.master_listeners: list[MasterListener] = []
+        self.removal_listeners: list[Callable[[RemovedBroker], None]] = []
+        """Called with every broker address removed (expiry, unregistration, session end)."""
         route_table.delete_topic_with_broker_registration = config.delete_topic_with_broker_registration
 
     def _notify_if_master_changed(self, broker_name: str, before: tuple[str, str]) -> None:
@@ -117,6 +125,8 @@ class NameServer:
 
     def _after_removals(self, removed: Iterable[RemovedBroker]) -> None:
         for broker in removed:
+            for removal_listener in self.removal_listeners:
+                removal_listener(broker)
             if broker.broker_id == MASTER_ID:
                 for listener in self.master_listeners:
                     listener(broker.broker_name, *self.route_table.master_of(broker.broker_name))
@@ -138,13 +148,18 @@ class NameServer:
         enable_acting_master: bool = False,
         zone_name: str = "",
         instance_id: str = "",
+        protocol: str = "grpc",
     ) -> tuple[RegisterBrokerResult, dict[str, str]]:
         """REGISTER_BROKER over gRPC (S01-S12): a protobuf body with its CRC32C; see
         :meth:`apply_registration` for the result. A body identical to this broker's last one (same
         CRC32C, length and compression) is not decoded again: only liveness and identity are refreshed.
 
+        Every field is checked, the body decoded within ``registerBodyMaxInflatedSize`` and
+        ``registerBodyMaxTopics``, and the reply's size checked, before anything is applied: a
+        rejected registration changes nothing.
+
         Raises BodyChecksumMismatchError (checked first, S01), InvalidFieldError, MalformedBodyError,
-        StaleBrokerStateError.
+        LimitExceededError, StaleBrokerStateError.
         """
         verify_checksum(body, body_crc32c)
         identity = BrokerIdentity(cluster_name, broker_name, broker_id, broker_addr)
@@ -157,10 +172,13 @@ class NameServer:
             instance_id=instance_id,
             body_fingerprint=(body_crc32c, len(body), compressed),
             decode=lambda: self._decode_protobuf_body(identity, body, compressed),
+            protocol=protocol,
         )
 
     def _decode_protobuf_body(self, identity: BrokerIdentity, body: bytes, compressed: bool) -> DecodedBody:
-        raw = decompress_body(body, compressed=compressed)
+        """Decode within ``registerBodyMaxInflatedSize`` and ``registerBodyMaxTopics``."""
+        config = self.config
+        raw = decompress_body(body, compressed=compressed, max_bytes=config.register_body_max_inflated_size)
         split = split_topic_table(raw)
         topics_fingerprint = split[0] if split else None
         decoded = None
@@ -170,7 +188,7 @@ class NameServer:
             # would change nothing, so only the rest of the body is decoded.
             decoded = parse_body(split[1], compressed=False)
         if decoded is None or decoded.topic_config_table:
-            decoded = parse_body(raw, compressed=False)
+            decoded = parse_body(raw, compressed=False, max_topics=config.register_body_max_topics)
             topic_configs = decoded.topic_config_table
         return DecodedBody(topic_configs, decoded.data_version, decoded.filter_server_list, topics_fingerprint)
 
@@ -185,9 +203,15 @@ class NameServer:
         enable_acting_master: bool = False,
         zone_name: str = "",
         instance_id: str = "",
+        protocol: str = "remoting",
     ) -> tuple[RegisterBrokerResult, dict[str, str]]:
         """The part of REGISTER_BROKER both protocols share (S02-S12), after the front door checked
         the body's checksum (S01: CRC32C over gRPC, CRC32 over remoting).
+
+        ``protocol`` ("grpc" or "remoting", the front door; default "remoting", whose front door
+        calls this directly) is recorded for the liveness view (``GetBrokerLiveTable``). A
+        registration that takes the broker back from another run of it (two agents for one broker)
+        is logged as a WARNING and named in the result (``conflicting_instance_id``).
 
         ``body_fingerprint`` identifies the body bytes as sent (checksum, length, compressed): when it
         equals this broker's last one, ``decode`` is not called. ``decode`` returns the decoded body
@@ -197,7 +221,10 @@ class NameServer:
         """
         _require_broker(*identity)
         require_addr("ha_server_addr", ha_server_addr, allow_empty=True)
-        require_non_negative("heartbeat_timeout_millis", heartbeat_timeout_millis)
+        require_heartbeat_timeout("heartbeat_timeout_millis", heartbeat_timeout_millis)
+        require_optional_name("zone_name", zone_name)
+        require_optional_name("instance_id", instance_id)
+        kv_table = self._order_topic_config_for_reply()
         filter_servers: Sequence[str]
         same = self.route_table.same_body_registered(**identity._asdict(), fingerprint=body_fingerprint)
         if same is not None:
@@ -222,17 +249,48 @@ class NameServer:
             instance_id=instance_id,
             body_fingerprint=body_fingerprint,
             topics_fingerprint=topics_fingerprint,
+            protocol=protocol,
         )
+        if result.conflicting_instance_id:
+            log.warning(
+                "registration conflict: broker %s/%s id %d at %s is registered alternately by two runs "
+                "(instance %s took it back from instance %s); run one agent per broker",
+                *identity,
+                instance_id,
+                result.conflicting_instance_id,
+            )
         self._notify_if_master_changed(identity.broker_name, master_before)
-        return result, self.kv_config.list_namespace(ORDER_TOPIC_CONFIG_NAMESPACE)
+        return result, kv_table
+
+    def _order_topic_config_for_reply(self) -> dict[str, str]:
+        """S11: the ORDER_TOPIC_CONFIG table a registration reply carries, checked before the
+        registration is applied to fit ``kvConfigMaxTotalSize`` (2 MiB by default, well within what
+        a default gRPC client receives) and ``grpcMaxMessageSize``. KV writes keep the table within
+        the limit; this catches a larger file written by hand. Raises LimitExceededError."""
+        table = self.kv_config.list_namespace(ORDER_TOPIC_CONFIG_NAMESPACE)
+        config = self.config
+        limit = min(config.kv_config_max_total_size, config.grpc_max_message_size - 64 * 1024)
+        size = sum(len(k.encode()) + len(v.encode()) for k, v in table.items())
+        if size > limit:
+            raise LimitExceededError(
+                "kvConfigMaxTotalSize",
+                f"the ORDER_TOPIC_CONFIG table ({size} bytes) is larger than a registration reply may carry "
+                f"({limit} bytes, kvConfigMaxTotalSize / grpcMaxMessageSize); delete some of its keys",
+            )
+        return table
 
     def unregister_broker(
-        self, *, cluster_name: str, broker_name: str, broker_id: int, broker_addr: str
+        self, *, cluster_name: str, broker_name: str, broker_id: int, broker_addr: str, instance_id: str = ""
     ) -> RemovedBroker | None:
-        """UNREGISTER_BROKER (S16, S17). Raises InvalidFieldError."""
+        """UNREGISTER_BROKER (S16, S17); with ``instance_id``, another run's registration stays.
+        Raises InvalidFieldError."""
         _require_broker(cluster_name, broker_name, broker_id, broker_addr)
         removed = self.route_table.unregister_broker(
-            cluster_name=cluster_name, broker_name=broker_name, broker_id=broker_id, broker_addr=broker_addr
+            cluster_name=cluster_name,
+            broker_name=broker_name,
+            broker_id=broker_id,
+            broker_addr=broker_addr,
+            instance_id=instance_id,
         )
         if removed is not None:
             log.info("unregistered broker %s (%s/%s id %d)", broker_addr, cluster_name, broker_name, broker_id)
@@ -322,7 +380,10 @@ class NameServer:
         """:meth:`pickup_topic_route`, returning ``encode(route)`` cached per topic and per ``encode``
         by the route table (the gRPC servicer passes a protobuf encoder, the remoting handler a JSON
         one: a lookup costs a dict hit). ``encode`` must be a stable function (it keys the cache).
-        Same errors."""
+        Same errors.
+
+        As in RocketMQ, a lookup does not apply the topic rule (a name no broker could register is
+        simply not found); it only bounds the name (255 characters, no control characters)."""
         require_name("topic", topic)
         self.check_serving()
         value = self.topic_route_encoded(topic, encode)
@@ -390,8 +451,15 @@ class NameServer:
     # ------------------------------------------------------------------ KV config (S21)
 
     def put_kv_config(self, namespace: str, key: str, value: str) -> None:
-        """PUT_KV_CONFIG. Raises InvalidFieldError, PersistError."""
-        self.kv_config.put(require_name("namespace", namespace), require_name("key", key), value)
+        """PUT_KV_CONFIG: acknowledged (returns) only once the file is durably written, so it
+        blocks; async callers run it in a worker thread. The value is at most ``kvConfigMaxValueSize``
+        UTF-8 bytes and the whole table at most ``kvConfigMaxTotalSize``.
+
+        Raises InvalidFieldError, LimitExceededError, PersistError."""
+        require_name("namespace", namespace)
+        require_name("key", key)
+        require_max_utf8_bytes("value", value, self.config.kv_config_max_value_size, "kvConfigMaxValueSize")
+        self.kv_config.put(namespace, key, value, max_total_bytes=self.config.kv_config_max_total_size)
         if namespace == ORDER_TOPIC_CONFIG_NAMESPACE:
             self.route_table.invalidate_routes([key])
 
@@ -432,7 +500,7 @@ class NameServer:
         Raises InvalidFieldError (empty list, bad numbers, a broker name twice),
         BrokerNameNotRegisteredError.
         """
-        require_name("topic", topic)
+        require_topic("topic", topic)
         queue_datas = list(queue_datas)
         if not queue_datas:
             raise InvalidFieldError("queue_datas", "must list at least one QueueData")
@@ -482,6 +550,6 @@ class NameServer:
         later = sorted(set(changes) & RESTART_KEYS)
         log.info(
             "configuration updated: %s%s",
-            dict(changes),
+            safe_for_log(", ".join(f"{key}={value}" for key, value in changes.items()), 4096),
             f" ({', '.join(later)} at next start)" if later else "",
         )

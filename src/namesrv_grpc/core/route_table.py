@@ -47,6 +47,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from namesrv_grpc.core.digest import RouteDigest, broker_data_hash, queue_data_hash
 from namesrv_grpc.core.errors import (
     BrokerNameNotRegisteredError,
     BrokerNotRegisteredError,
@@ -69,6 +70,13 @@ from namesrv_grpc.core.model import (
     TopicConfig,
     TopicRouteData,
 )
+
+DISPLACED_MEMORY_MILLIS = 600_000
+"""How long a broker run whose registration another run of the same broker replaced is remembered:
+when it registers again within this time, the two runs are fighting (a registration conflict)."""
+MAX_DISPLACED_KEYS = 4096
+MAX_DISPLACED_PER_BROKER = 16
+"""Bounds of that memory: broker (cluster, name, id) keys, and replaced runs per key."""
 
 Clock = Callable[[], int]
 """Returns the current time in milliseconds since the epoch."""
@@ -139,6 +147,11 @@ class RouteInfoManager:
         drops the topic's whole entry (all encodings together) under the lock."""
         self.version = 0
         """Increases on every change of any table; cheap change detection for caches and snapshots."""
+        self._digest = RouteDigest()
+        """Content digest of topic_queue_table and broker_addr_table (core.digest), kept up to date
+        by every change of a QueueData or BrokerData."""
+        self._displaced: dict[tuple[str, str, int], dict[str, int]] = {}
+        """(cluster, broker name, id) -> {instance id replaced by another run -> when, ms}."""
         self.route_revision = 0
         """Increases by one for every public call that changed some topic's route (see RouteListener)."""
         self.route_listeners: list[RouteListener] = []
@@ -194,6 +207,7 @@ class RouteInfoManager:
         instance_id: str = "",
         body_fingerprint: tuple[int, int, bool] | None = None,
         topics_fingerprint: int | None = None,
+        protocol: str = "grpc",
     ) -> RegisterBrokerResult:
         """Register (or refresh) one broker address; RocketMQ ``registerBroker``.
 
@@ -205,6 +219,15 @@ class RouteInfoManager:
         ``body_fingerprint`` is kept for :meth:`same_body_registered`; ``topics_fingerprint`` (of the
         body's topic table) for :meth:`topics_unchanged`, when the table now holds what those topics
         make. ``topic_configs`` None means "topics unchanged" (a fingerprint matched).
+
+        ``protocol`` ("grpc" or "remoting") is recorded in the live entry for the liveness view.
+
+        Two runs of one broker (same cluster, name and id, different non-empty ``instance_id``, e.g.
+        two agents started with the same broker.conf) take the registration from each other. Each
+        time one run replaces another's live entry, the replaced run is remembered for
+        :data:`DISPLACED_MEMORY_MILLIS`; when a remembered run registers again it is fighting, and
+        the result names the run it takes the registration back from (``conflicting_instance_id``).
+        A broker restart (the old run never comes back) is no conflict.
 
         Raises StaleBrokerStateError (S12) before changing anything when the broker id is held by
         another live address with a higher ``state_version``.
@@ -223,6 +246,9 @@ class RouteInfoManager:
                         {"broker_name": broker_name, "broker_addr": broker_addr},
                     )
             self.version += 1
+            conflicting = self._note_displacement(
+                (cluster_name, broker_name, broker_id), old_addr or broker_addr, instance_id, now
+            )
 
             # An address belongs to one broker name: leave the old one first.
             previous = self.broker_live_table.get(broker_addr)
@@ -235,6 +261,7 @@ class RouteInfoManager:
 
             # S04: BrokerData, created when missing (first registration).
             register_first = broker_data is None
+            digest_before = None if broker_data is None else broker_data_hash(broker_data)
             if broker_data is None:
                 broker_data = BrokerData(cluster_name, broker_name)
                 self.broker_addr_table[broker_name] = broker_data
@@ -257,6 +284,9 @@ class RouteInfoManager:
                     self.filter_server_table.pop(old_addr, None)
             if before != (broker_data.broker_addrs, broker_data.zone_name, broker_data.enable_acting_master):
                 self._invalidate_broker_name(broker_name)
+                self._digest.replace(digest_before, broker_data_hash(broker_data))
+            elif digest_before is None:
+                self._digest.add(broker_data_hash(broker_data))
 
             # S06/S07: a master with a changed DataVersion (or a first registration) carries topics.
             topics_applied = broker_id != MASTER_ID or topic_configs is None
@@ -291,6 +321,7 @@ class RouteInfoManager:
                 session_id=previous.session_id if same_instance and previous is not None else 0,
                 body_fingerprint=body_fingerprint,
                 topics_fingerprint=topics_fingerprint if topics_applied else None,
+                protocol=protocol,
             )
             self._schedule(broker_addr, self.broker_live_table[broker_addr])
 
@@ -308,8 +339,32 @@ class RouteInfoManager:
                 master_addr = broker_data.broker_addrs.get(MASTER_ID)
                 master_live = self.broker_live_table.get(master_addr) if master_addr else None
                 if master_addr and master_live is not None:
-                    return RegisterBrokerResult(master_addr=master_addr, ha_server_addr=master_live.ha_server_addr)
-            return RegisterBrokerResult()
+                    return RegisterBrokerResult(master_addr, master_live.ha_server_addr, conflicting)
+            return RegisterBrokerResult(conflicting_instance_id=conflicting)
+
+    def _note_displacement(self, key: tuple[str, str, int], holder_addr: str, instance_id: str, now: int) -> str:
+        """Remember the run whose live entry for ``key`` (cluster, broker name, id) this registration
+        of ``instance_id`` replaces; return that run's instance id when ``instance_id`` itself had
+        been replaced before (a fight), else ""."""
+        holder = self._matching_live(*key, holder_addr)
+        displaced = self._displaced.get(key)
+        if displaced is not None:
+            for old_instance, at in list(displaced.items()):
+                if at + DISPLACED_MEMORY_MILLIS < now:
+                    del displaced[old_instance]
+        if holder is None or not holder.instance_id or not instance_id or holder.instance_id == instance_id:
+            if displaced is not None and not displaced:
+                del self._displaced[key]
+            return ""
+        if displaced is None:
+            if len(self._displaced) >= MAX_DISPLACED_KEYS:
+                self._displaced.pop(next(iter(self._displaced)))
+            displaced = self._displaced[key] = {}
+        fighting = displaced.pop(instance_id, None) is not None
+        displaced[holder.instance_id] = now
+        while len(displaced) > MAX_DISPLACED_PER_BROKER:
+            displaced.pop(next(iter(displaced)))
+        return holder.instance_id if fighting else ""
 
     def _create_and_update_queue_data(self, broker_name: str, topic_config: TopicConfig) -> None:
         """S07: create the topic, add or replace this broker name's QueueData when it differs."""
@@ -321,10 +376,18 @@ class RouteInfoManager:
             topic_sys_flag=topic_config.topic_sys_flag,
         )
         queue_data_map = self.topic_queue_table.setdefault(topic_config.topic_name, {})
-        if queue_data_map.get(broker_name) != queue_data:
-            queue_data_map[broker_name] = queue_data
+        old = queue_data_map.get(broker_name)
+        if old != queue_data:
+            self._set_queue_data(topic_config.topic_name, queue_data_map, old, queue_data)
             self._route_changed(topic_config.topic_name)
         self.topics_by_broker_name.setdefault(broker_name, set()).add(topic_config.topic_name)
+
+    def _set_queue_data(
+        self, topic: str, queue_data_map: dict[str, QueueData], old: QueueData | None, new: QueueData
+    ) -> None:
+        """Put ``new`` into the topic's map (replacing ``old``), keeping the digest up to date."""
+        queue_data_map[new.broker_name] = new
+        self._digest.replace(None if old is None else queue_data_hash(topic, old), queue_data_hash(topic, new))
 
     # ------------------------------------------------------------------ liveness (S13, S14, S20)
 
@@ -430,16 +493,19 @@ class RouteInfoManager:
     # ------------------------------------------------------------------ removal (S15-S17)
 
     def unregister_broker(
-        self, *, cluster_name: str, broker_name: str, broker_id: int, broker_addr: str
+        self, *, cluster_name: str, broker_name: str, broker_id: int, broker_addr: str, instance_id: str = ""
     ) -> RemovedBroker | None:
         """S16/S17: remove one broker matched by (cluster, broker name, broker id, broker address).
 
         A broker that is not registered so (e.g. its address was re-registered under another id) is
-        left alone and None is returned; that is not an error.
+        left alone and None is returned; that is not an error. With a non-empty ``instance_id``, an
+        address registered by another run of the broker (non-empty, different instance id) is left
+        alone too: a second agent that stops never removes the first one's registration (S17).
         """
         with self._changing():
             # Every BrokerData address is live with its current name and id, so the live entry decides.
-            if self._matching_live(cluster_name, broker_name, broker_id, broker_addr) is None:
+            live = self._matching_live(cluster_name, broker_name, broker_id, broker_addr)
+            if live is None or (instance_id and live.instance_id and live.instance_id != instance_id):
                 return None
             return self._remove_addr(broker_addr, "unregistered")
 
@@ -496,17 +562,19 @@ class RouteInfoManager:
         live = self.broker_live_table.pop(broker_addr)
         self.filter_server_table.pop(broker_addr, None)
         self._remove_addr_from_broker_data(live.broker_name, broker_addr)
-        return RemovedBroker(broker_addr, live.cluster, live.broker_name, live.broker_id, reason)
+        return RemovedBroker(broker_addr, live.cluster, live.broker_name, live.broker_id, reason, live.instance_id)
 
     def _remove_addr_from_broker_data(self, broker_name: str, broker_addr: str) -> None:
         broker_data = self.broker_addr_table.get(broker_name)
         if broker_data is None:
             return
         self._invalidate_broker_name(broker_name)
+        self._digest.remove(broker_data_hash(broker_data))
         for broker_id, addr in list(broker_data.broker_addrs.items()):
             if addr == broker_addr:
                 del broker_data.broker_addrs[broker_id]
         if broker_data.broker_addrs:
+            self._digest.add(broker_data_hash(broker_data))
             return  # remaining master or slaves keep the topics
         del self.broker_addr_table[broker_name]
         for cluster_name, names in list(self.cluster_addr_table.items()):
@@ -529,7 +597,9 @@ class RouteInfoManager:
         self._route_changed(topic)
         queue_data_map = self.topic_queue_table.get(topic)
         if queue_data_map is not None:
-            queue_data_map.pop(broker_name, None)
+            old = queue_data_map.pop(broker_name, None)
+            if old is not None:
+                self._digest.remove(queue_data_hash(topic, old))
             if not queue_data_map:
                 del self.topic_queue_table[topic]
         topics = self.topics_by_broker_name.get(broker_name)
@@ -659,6 +729,11 @@ class RouteInfoManager:
                 {cluster: tuple(sorted(names)) for cluster, names in self.cluster_addr_table.items()},
             )
 
+    def filter_servers_of(self, broker_addr: str) -> tuple[str, ...]:
+        """The filter-server addresses registered for ``broker_addr`` (S09); () when none."""
+        with self._lock:
+            return tuple(self.filter_server_table.get(broker_addr, ()))
+
     def broker_addrs_of(self, broker_name: str) -> dict[int, str]:
         """A copy of ``brokerAddrs`` (broker id -> address) of ``broker_name``; {} when it is unknown."""
         with self._lock:
@@ -735,7 +810,7 @@ class RouteInfoManager:
             for topic in topics:
                 queue_data_map = self.topic_queue_table[topic]
                 queue_data = queue_data_map[broker_name]
-                queue_data_map[broker_name] = queue_data.with_perm(new_perm(queue_data.perm))
+                self._set_queue_data(topic, queue_data_map, queue_data, queue_data.with_perm(new_perm(queue_data.perm)))
                 self._route_changed(topic)
             return len(topics)
 
@@ -775,7 +850,7 @@ class RouteInfoManager:
             queue_data_map = self.topic_queue_table.setdefault(topic, {})
             for queue_data in queue_datas:
                 self._forget_topics_fingerprints(queue_data.broker_name)
-                queue_data_map[queue_data.broker_name] = queue_data
+                self._set_queue_data(topic, queue_data_map, queue_data_map.get(queue_data.broker_name), queue_data)
                 self.topics_by_broker_name.setdefault(queue_data.broker_name, set()).add(topic)
 
     # ------------------------------------------------------------------ introspection
@@ -790,6 +865,21 @@ class RouteInfoManager:
                 broker_live_table={addr: dataclasses.replace(live) for addr, live in self.broker_live_table.items()},
                 filter_server_table={addr: tuple(s) for addr, s in self.filter_server_table.items()},
             )
+
+    def live_table(self) -> tuple[int, list[tuple[str, BrokerLiveInfo]]]:
+        """``(now ms, [(broker address, copy of its BrokerLiveInfo)])`` sorted by cluster, broker
+        name, broker id and address, read under one lock hold (the liveness view)."""
+        with self._lock:
+            now = self._clock()
+            entries = [(addr, dataclasses.replace(live)) for addr, live in self.broker_live_table.items()]
+        entries.sort(key=lambda e: (e[1].cluster, e[1].broker_name, e[1].broker_id, e[0]))
+        return now, entries
+
+    def route_digest(self) -> int:
+        """Content digest of the routes (every QueueData and BrokerData; :mod:`namesrv_grpc.core.digest`):
+        equal on two NameServers exactly when they would answer every route lookup alike (filter
+        servers aside). O(1): kept up to date by every change; a 52-bit integer."""
+        return self._digest.value
 
     def stats(self) -> RouteTableStats:
         """Table sizes for metrics."""

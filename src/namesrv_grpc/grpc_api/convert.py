@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+from namesrv.v1 import admin_service_pb2 as admin_pb2
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv.v1 import types_pb2
-from namesrv_grpc.core.model import BrokerData, ClusterInfo, QueueData, TopicRouteData
+from namesrv_grpc.core.body import data_version_to_proto
+from namesrv_grpc.core.model import BrokerData, BrokerLiveInfo, ClusterInfo, QueueData, TopicRouteData
+
+PROTOCOL_TO_PROTO = {
+    "grpc": admin_pb2.REGISTRATION_PROTOCOL_GRPC,
+    "remoting": admin_pb2.REGISTRATION_PROTOCOL_REMOTING,
+}
+"""``BrokerLiveInfo.protocol`` -> ``namesrv.v1.RegistrationProtocol``."""
 
 
 def queue_data_to_proto(queue_data: QueueData) -> types_pb2.QueueData:
@@ -60,3 +68,21 @@ def cluster_info_to_proto(info: ClusterInfo) -> ns_pb2.GetBrokerClusterInfoRespo
     for cluster, names in info.cluster_addr_table.items():
         message.cluster_addr_table[cluster].broker_names.extend(names)
     return message
+
+
+def broker_live_entry_to_proto(broker_addr: str, live: BrokerLiveInfo, now_millis: int) -> admin_pb2.BrokerLiveEntry:
+    """One live-table entry -> ``namesrv.v1.BrokerLiveEntry``; ``age_millis`` against ``now_millis``."""
+    return admin_pb2.BrokerLiveEntry(
+        broker_addr=broker_addr,
+        cluster_name=live.cluster,
+        broker_name=live.broker_name,
+        broker_id=live.broker_id,
+        last_update_timestamp_millis=live.last_update_timestamp,
+        age_millis=max(0, now_millis - live.last_update_timestamp),
+        heartbeat_timeout_millis=live.heartbeat_timeout_millis,
+        data_version=data_version_to_proto(live.data_version),
+        ha_server_addr=live.ha_server_addr,
+        session=live.session_id != 0,
+        protocol=PROTOCOL_TO_PROTO.get(live.protocol, admin_pb2.REGISTRATION_PROTOCOL_UNSPECIFIED),
+        instance_id=live.instance_id,
+    )

@@ -20,6 +20,7 @@ ERROR_DOMAIN = "namesrv.rocketmq"
 STATUS_CODES: dict[type[errors.NamesrvError], grpc.StatusCode] = {
     errors.InvalidFieldError: grpc.StatusCode.INVALID_ARGUMENT,
     errors.MalformedBodyError: grpc.StatusCode.INVALID_ARGUMENT,
+    errors.MalformedRequestError: grpc.StatusCode.INVALID_ARGUMENT,
     errors.BodyChecksumMismatchError: grpc.StatusCode.DATA_LOSS,
     errors.TopicRouteNotFoundError: grpc.StatusCode.NOT_FOUND,
     errors.BrokerNotRegisteredError: grpc.StatusCode.NOT_FOUND,
@@ -27,8 +28,11 @@ STATUS_CODES: dict[type[errors.NamesrvError], grpc.StatusCode] = {
     errors.KVConfigNotFoundError: grpc.StatusCode.NOT_FOUND,
     errors.StaleBrokerStateError: grpc.StatusCode.FAILED_PRECONDITION,
     errors.ConfigKeyBlacklistedError: grpc.StatusCode.PERMISSION_DENIED,
+    errors.AccessDeniedError: grpc.StatusCode.PERMISSION_DENIED,
+    errors.BadSignatureError: grpc.StatusCode.UNAUTHENTICATED,
     errors.PersistError: grpc.StatusCode.INTERNAL,
     errors.ServiceWarmingUpError: grpc.StatusCode.UNAVAILABLE,
+    errors.LimitExceededError: grpc.StatusCode.RESOURCE_EXHAUSTED,
     errors.SnapshotWriteError: grpc.StatusCode.INTERNAL,
     errors.TooManyRouteWatchersError: grpc.StatusCode.RESOURCE_EXHAUSTED,
 }

@@ -9,7 +9,11 @@ that does what three ``grpc.aio`` interceptors used to do on every call:
 - metrics: the method's :class:`~namesrv_grpc.grpc_api.grpc_metrics.MethodMetrics`, looked up here
   once, count the call and observe its handling time;
 - pre-encoded responses: the response serializer passes ``bytes`` through unchanged, so a method may
-  return (or yield) a serialized response.
+  return (or yield) a serialized response;
+- request decoding (unary methods): gRPC hands over the raw bytes and the wrapper parses them, so a
+  request that is not a valid protobuf message is INVALID_ARGUMENT (``MALFORMED_REQUEST``) rather
+  than the UNKNOWN gRPC gives when its own deserializer fails. (A bad message on a client stream
+  ends ``OpenBrokerSession`` with INVALID_ARGUMENT, see :mod:`.sessions`.)
 
 An interceptor runs as a coroutine per call before the handler is even chosen, then builds a new
 handler object per call; here the per-call cost is the wrapper's frame, two ``perf_counter`` reads
@@ -27,7 +31,7 @@ import grpc
 from google.protobuf import message_factory
 from google.protobuf.descriptor import MethodDescriptor, ServiceDescriptor
 
-from namesrv_grpc.core.errors import NamesrvError
+from namesrv_grpc.core.errors import MalformedRequestError, NamesrvError
 from namesrv_grpc.grpc_api.encoded_responses import passthrough_bytes
 from namesrv_grpc.grpc_api.grpc_errors import status_code_of, to_status
 from namesrv_grpc.grpc_api.grpc_metrics import (
@@ -132,6 +136,34 @@ def wrap_stream_response(behavior: Behavior, metrics: MethodMetrics) -> Behavior
     return yield_responses
 
 
+def decoding_requests(behavior: Behavior, parse: Callable[[bytes], Any], type_name: str) -> Behavior:
+    """``behavior`` taking the raw request bytes: parsed with ``parse`` first; a parse failure raises
+    MalformedRequestError (INVALID_ARGUMENT). Keeps ``behavior`` a coroutine function if it is one."""
+
+    def malformed(exc: Exception) -> MalformedRequestError:
+        return MalformedRequestError(f"the request is not a valid {type_name} ({type(exc).__name__})")
+
+    if inspect.iscoroutinefunction(behavior):
+
+        async def decode_then_await(request: bytes, context: Context) -> Any:
+            try:
+                message = parse(request)
+            except Exception as exc:  # protobuf raises DecodeError
+                raise malformed(exc) from None
+            return await behavior(message, context)
+
+        return decode_then_await
+
+    def decode_then_call(request: bytes, context: Context) -> Any:
+        try:
+            message = parse(request)
+        except Exception as exc:
+            raise malformed(exc) from None
+        return behavior(message, context)
+
+    return decode_then_call
+
+
 def method_handler(
     method: MethodDescriptor, behavior: Behavior, metrics: GrpcServerMetrics, service_name: str
 ) -> grpc.RpcMethodHandler[Any, Any]:
@@ -145,6 +177,9 @@ def method_handler(
         "request_deserializer": request_class.FromString,
         "response_serializer": passthrough_bytes(response_class.SerializeToString),
     }
+    if not method.client_streaming and not method.server_streaming:
+        behavior = decoding_requests(behavior, request_class.FromString, method.input_type.full_name)
+        kwargs["request_deserializer"] = None
     if method.server_streaming:
         wrapped = wrap_stream_response(behavior, method_metrics)
         factory = (

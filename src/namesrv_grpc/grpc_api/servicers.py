@@ -21,7 +21,7 @@ from namesrv.v1 import name_server_service_pb2_grpc as ns_grpc
 from namesrv_grpc.core.body import data_version_from_proto, data_version_to_proto
 from namesrv_grpc.core.errors import SnapshotWriteError
 from namesrv_grpc.core.processor import NameServer
-from namesrv_grpc.grpc_api.convert import cluster_info_to_proto, queue_data_from_proto
+from namesrv_grpc.grpc_api.convert import broker_live_entry_to_proto, cluster_info_to_proto, queue_data_from_proto
 from namesrv_grpc.grpc_api.encoded_responses import (
     encode_route_response,
     routes_response_bytes,
@@ -30,6 +30,8 @@ from namesrv_grpc.grpc_api.encoded_responses import (
 from namesrv_grpc.grpc_api.route_watches import RouteWatches, new_route_watches
 from namesrv_grpc.grpc_api.sessions import BrokerSessions
 from namesrv_grpc.metrics import NamesrvMetrics
+from namesrv_grpc.security.audit import AuditLog
+from namesrv_grpc.security.authz import Action, Guard
 
 if TYPE_CHECKING:
     from namesrv_grpc.snapshot import SnapshotInfo
@@ -37,8 +39,10 @@ if TYPE_CHECKING:
 Context = grpc.aio.ServicerContext[Any, Any]
 
 
-OFF_LOOP_BODY_BYTES = 256 * 1024
-"""Registration bodies larger than this are processed in a worker thread."""
+OFF_LOOP_BODY_BYTES = 64 * 1024
+"""Uncompressed registration bodies larger than this (about 1,500 topics) are processed in a worker
+thread. A compressed body always is: its work depends on its inflated size (up to
+``registerBodyMaxInflatedSize``), not on the bytes sent."""
 
 
 class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[misc]
@@ -50,12 +54,15 @@ class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[mis
         metrics: NamesrvMetrics,
         sessions: BrokerSessions,
         route_watches: RouteWatches | None = None,
+        guard: Guard | None = None,
     ) -> None:
-        """``route_watches``: the server's watch hub (a new one subscribed to the route table when None)."""
+        """``route_watches``: the server's watch hub (a new one subscribed to the route table when None);
+        ``guard``: the ACL check (open when None)."""
         self._ns = nameserver
         self._metrics = metrics
         self._sessions = sessions
         self.route_watches = route_watches if route_watches is not None else new_route_watches(nameserver)
+        self._guard = guard or Guard(None, AuditLog())
 
     def OpenBrokerSession(
         self, request_iterator: AsyncIterator[ns_pb2.OpenBrokerSessionRequest], context: Context
@@ -65,6 +72,7 @@ class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[mis
     async def RegisterBroker(
         self, request: ns_pb2.RegisterBrokerRequest, context: Context
     ) -> ns_pb2.RegisterBrokerResponse:
+        caller = self._guard.require(context, Action.REGISTER_BROKER, request.broker_name)
         body = request.body  # one copy of the bytes
         call = functools.partial(
             self._ns.register_broker,
@@ -81,10 +89,13 @@ class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[mis
             zone_name=request.zone_name,
             instance_id=request.instance_id,
         )
-        # A large body (thousands of topics) is checked and decoded off the event loop, so route
-        # lookups go on meanwhile; the table itself is locked only while it is updated. The same
-        # body as last time is not decoded at all: it is handled right here.
-        off_loop = len(body) > OFF_LOOP_BODY_BYTES and not self._ns.route_table.same_body_registered(
+        # A large or compressed body is checked and decoded off the event loop (in batches, so the
+        # GIL is released often), and route lookups go on meanwhile; the table itself is locked
+        # only while it is updated. The same body as last time is not decoded at all: it is
+        # handled right here.
+        off_loop = (
+            request.compressed or len(body) > OFF_LOOP_BODY_BYTES
+        ) and not self._ns.route_table.same_body_registered(
             cluster_name=request.cluster_name,
             broker_name=request.broker_name,
             broker_id=request.broker_id,
@@ -93,26 +104,56 @@ class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[mis
         )
         with self._metrics.registration():
             result, kv_table = await asyncio.to_thread(call) if off_loop else call()
+        if result.conflicting_instance_id:
+            self._metrics.registration_conflicts.inc()
+        self._guard.audit(
+            context,
+            caller,
+            "RegisterBroker",
+            cluster_name=request.cluster_name,
+            broker_name=request.broker_name,
+            broker_id=request.broker_id,
+            broker_addr=request.broker_addr,
+            ha_server_addr=request.ha_server_addr,
+            body_bytes=len(body),
+            master_addr=result.master_addr,
+        )
         return ns_pb2.RegisterBrokerResponse(
-            master_addr=result.master_addr, ha_server_addr=result.ha_server_addr, kv_table=kv_table
+            master_addr=result.master_addr,
+            ha_server_addr=result.ha_server_addr,
+            kv_table=kv_table,
+            conflicting_instance_id=result.conflicting_instance_id,
         )
 
     async def UnregisterBroker(
         self, request: ns_pb2.UnregisterBrokerRequest, context: Context
     ) -> ns_pb2.UnregisterBrokerResponse:
+        caller = self._guard.require(context, Action.UNREGISTER_BROKER, request.broker_name)
         removed = self._ns.unregister_broker(
             cluster_name=request.cluster_name,
             broker_name=request.broker_name,
             broker_id=request.broker_id,
             broker_addr=request.broker_addr,
+            instance_id=request.instance_id,
         )
         if removed is not None:
             self._metrics.unregistrations.inc()
+        self._guard.audit(
+            context,
+            caller,
+            "UnregisterBroker",
+            cluster_name=request.cluster_name,
+            broker_name=request.broker_name,
+            broker_id=request.broker_id,
+            broker_addr=request.broker_addr,
+            removed=removed is not None,
+        )
         return ns_pb2.UnregisterBrokerResponse()
 
     async def BrokerHeartbeat(
         self, request: ns_pb2.BrokerHeartbeatRequest, context: Context
     ) -> ns_pb2.BrokerHeartbeatResponse:
+        self._guard.require(context, Action.BROKER_HEARTBEAT, request.broker_name)
         self._ns.broker_heartbeat(
             cluster_name=request.cluster_name,
             broker_name=request.broker_name,
@@ -124,6 +165,7 @@ class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[mis
     async def QueryDataVersion(
         self, request: ns_pb2.QueryDataVersionRequest, context: Context
     ) -> ns_pb2.QueryDataVersionResponse:
+        self._guard.require(context, Action.QUERY_DATA_VERSION, request.broker_name)
         changed, stored = self._ns.query_data_version(
             cluster_name=request.cluster_name,
             broker_name=request.broker_name,
@@ -137,6 +179,7 @@ class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[mis
         return response
 
     async def PickupTopicRoute(self, request: ns_pb2.PickupTopicRouteRequest, context: Context) -> bytes:
+        self._guard.require(context, Action.READ_ROUTES)
         started = perf_counter()
         try:
             # The serialized PickupTopicRouteResponse, cached per topic (see encoded_responses).
@@ -145,12 +188,14 @@ class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[mis
             self._metrics.route_lookup_seconds.observe(perf_counter() - started)
 
     async def PickupTopicRoutes(self, request: ns_pb2.PickupTopicRoutesRequest, context: Context) -> bytes:
+        self._guard.require(context, Action.READ_ROUTES)
         # The cached PickupTopicRoute bytes of each topic, framed as map entries.
         return routes_response_bytes(self._ns.pickup_topic_routes_encoded(request.topics, encode_route_response))
 
     async def WatchTopicRoutes(self, request: ns_pb2.WatchTopicRoutesRequest, context: Context) -> AsyncIterator[bytes]:
         # Serialized WatchTopicRoutesResponse messages; a slow reader holds back this generator, and
         # meanwhile its changes coalesce in the hub (one entry per topic).
+        self._guard.require(context, Action.READ_ROUTES)
         self._ns.check_serving()
         hub = self.route_watches
         watcher = hub.open(request.topics)
@@ -168,37 +213,44 @@ class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[mis
     async def GetBrokerClusterInfo(
         self, request: ns_pb2.GetBrokerClusterInfoRequest, context: Context
     ) -> ns_pb2.GetBrokerClusterInfoResponse:
+        self._guard.require(context, Action.READ_ROUTES)
         return cluster_info_to_proto(self._ns.get_cluster_info())
 
     async def GetAllTopicList(
         self, request: ns_pb2.GetAllTopicListRequest, context: Context
     ) -> ns_pb2.GetAllTopicListResponse:
+        self._guard.require(context, Action.READ_ROUTES)
         return ns_pb2.GetAllTopicListResponse(topics=self._ns.route_table.get_all_topic_list())
 
     async def GetTopicsByCluster(
         self, request: ns_pb2.GetTopicsByClusterRequest, context: Context
     ) -> ns_pb2.GetTopicsByClusterResponse:
+        self._guard.require(context, Action.READ_ROUTES)
         return ns_pb2.GetTopicsByClusterResponse(topics=self._ns.get_topics_by_cluster(request.cluster_name))
 
     async def GetSystemTopicList(
         self, request: ns_pb2.GetSystemTopicListRequest, context: Context
     ) -> ns_pb2.GetSystemTopicListResponse:
+        self._guard.require(context, Action.READ_ROUTES)
         topics, broker_addr = self._ns.route_table.get_system_topic_list()
         return ns_pb2.GetSystemTopicListResponse(topics=topics, broker_addr=broker_addr)
 
     async def GetUnitTopicList(
         self, request: ns_pb2.GetUnitTopicListRequest, context: Context
     ) -> ns_pb2.GetUnitTopicListResponse:
+        self._guard.require(context, Action.READ_ROUTES)
         return ns_pb2.GetUnitTopicListResponse(topics=self._ns.route_table.get_unit_topic_list())
 
     async def GetHasUnitSubTopicList(
         self, request: ns_pb2.GetHasUnitSubTopicListRequest, context: Context
     ) -> ns_pb2.GetHasUnitSubTopicListResponse:
+        self._guard.require(context, Action.READ_ROUTES)
         return ns_pb2.GetHasUnitSubTopicListResponse(topics=self._ns.route_table.get_has_unit_sub_topic_list())
 
     async def GetHasUnitSubUnUnitTopicList(
         self, request: ns_pb2.GetHasUnitSubUnUnitTopicListRequest, context: Context
     ) -> ns_pb2.GetHasUnitSubUnUnitTopicListResponse:
+        self._guard.require(context, Action.READ_ROUTES)
         topics = self._ns.route_table.get_has_unit_sub_ununit_topic_list()
         return ns_pb2.GetHasUnitSubUnUnitTopicListResponse(topics=topics)
 
@@ -206,28 +258,38 @@ class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[mis
 class KVConfigServicer(kv_grpc.KVConfigServiceServicer):  # type: ignore[misc]
     """``namesrv.v1.KVConfigService`` (S21)."""
 
-    def __init__(self, nameserver: NameServer, metrics: NamesrvMetrics) -> None:
+    def __init__(self, nameserver: NameServer, metrics: NamesrvMetrics, guard: Guard | None = None) -> None:
         self._ns = nameserver
         self._metrics = metrics
+        self._guard = guard or Guard(None, AuditLog())
 
     async def PutKVConfig(self, request: kv_pb2.PutKVConfigRequest, context: Context) -> kv_pb2.PutKVConfigResponse:
-        self._ns.put_kv_config(request.namespace, request.key, request.value)
+        caller = self._guard.require(context, Action.WRITE_KV)
+        # The durable write blocks on the disk: a worker thread does it (writes are serialised there).
+        await asyncio.to_thread(self._ns.put_kv_config, request.namespace, request.key, request.value)
         self._metrics.kv_config_writes.inc()
+        self._guard.audit(
+            context, caller, "PutKVConfig", namespace=request.namespace, key=request.key, value_chars=len(request.value)
+        )
         return kv_pb2.PutKVConfigResponse()
 
     async def GetKVConfig(self, request: kv_pb2.GetKVConfigRequest, context: Context) -> kv_pb2.GetKVConfigResponse:
+        self._guard.require(context, Action.READ_KV)
         return kv_pb2.GetKVConfigResponse(value=self._ns.get_kv_config(request.namespace, request.key))
 
     async def DeleteKVConfig(
         self, request: kv_pb2.DeleteKVConfigRequest, context: Context
     ) -> kv_pb2.DeleteKVConfigResponse:
-        self._ns.delete_kv_config(request.namespace, request.key)
+        caller = self._guard.require(context, Action.WRITE_KV)
+        await asyncio.to_thread(self._ns.delete_kv_config, request.namespace, request.key)
         self._metrics.kv_config_writes.inc()
+        self._guard.audit(context, caller, "DeleteKVConfig", namespace=request.namespace, key=request.key)
         return kv_pb2.DeleteKVConfigResponse()
 
     async def GetKVListByNamespace(
         self, request: kv_pb2.GetKVListByNamespaceRequest, context: Context
     ) -> kv_pb2.GetKVListByNamespaceResponse:
+        self._guard.require(context, Action.READ_KV)
         return kv_pb2.GetKVListByNamespaceResponse(table=self._ns.get_kv_list_by_namespace(request.namespace))
 
 
@@ -235,52 +297,79 @@ class AdminServicer(admin_grpc.AdminServiceServicer):  # type: ignore[misc]
     """``namesrv.v1.AdminService`` (S23, S25, S26, route snapshots)."""
 
     def __init__(
-        self, nameserver: NameServer, export_snapshot: Callable[[], Awaitable[SnapshotInfo]] | None = None
+        self,
+        nameserver: NameServer,
+        export_snapshot: Callable[[], Awaitable[SnapshotInfo]] | None = None,
+        guard: Guard | None = None,
     ) -> None:
         self._ns = nameserver
         self._export_snapshot = export_snapshot
+        self._guard = guard or Guard(None, AuditLog())
 
     async def WipeWritePermOfBroker(
         self, request: admin_pb2.WipeWritePermOfBrokerRequest, context: Context
     ) -> admin_pb2.WipeWritePermOfBrokerResponse:
+        caller = self._guard.require(context, Action.ADMIN_WRITE)
         count = self._ns.wipe_write_perm_of_broker(request.broker_name)
+        self._guard.audit(context, caller, "WipeWritePermOfBroker", broker_name=request.broker_name, topics=count)
         return admin_pb2.WipeWritePermOfBrokerResponse(wipe_topic_count=count)
 
     async def AddWritePermOfBroker(
         self, request: admin_pb2.AddWritePermOfBrokerRequest, context: Context
     ) -> admin_pb2.AddWritePermOfBrokerResponse:
+        caller = self._guard.require(context, Action.ADMIN_WRITE)
         count = self._ns.add_write_perm_of_broker(request.broker_name)
+        self._guard.audit(context, caller, "AddWritePermOfBroker", broker_name=request.broker_name, topics=count)
         return admin_pb2.AddWritePermOfBrokerResponse(add_topic_count=count)
 
     async def DeleteTopic(
         self, request: admin_pb2.DeleteTopicRequest, context: Context
     ) -> admin_pb2.DeleteTopicResponse:
+        caller = self._guard.require(context, Action.ADMIN_WRITE)
         self._ns.delete_topic(request.topic, request.cluster_name)
+        self._guard.audit(context, caller, "DeleteTopic", topic=request.topic, cluster_name=request.cluster_name)
         return admin_pb2.DeleteTopicResponse()
 
     async def RegisterTopic(
         self, request: admin_pb2.RegisterTopicRequest, context: Context
     ) -> admin_pb2.RegisterTopicResponse:
+        caller = self._guard.require(context, Action.ADMIN_WRITE)
         self._ns.register_topic(request.topic, [queue_data_from_proto(q) for q in request.queue_datas])
+        brokers = sorted(q.broker_name for q in request.queue_datas)
+        self._guard.audit(context, caller, "RegisterTopic", topic=request.topic, broker_names=brokers)
         return admin_pb2.RegisterTopicResponse()
 
     async def GetNamesrvConfig(
         self, request: admin_pb2.GetNamesrvConfigRequest, context: Context
     ) -> admin_pb2.GetNamesrvConfigResponse:
+        self._guard.require(context, Action.ADMIN_READ)
         return admin_pb2.GetNamesrvConfigResponse(config=self._ns.get_namesrv_config())
 
     async def UpdateNamesrvConfig(
         self, request: admin_pb2.UpdateNamesrvConfigRequest, context: Context
     ) -> admin_pb2.UpdateNamesrvConfigResponse:
-        self._ns.update_namesrv_config(dict(request.config))
+        caller = self._guard.require(context, Action.UPDATE_CONFIG)
+        await asyncio.to_thread(self._ns.update_namesrv_config, dict(request.config))
+        self._guard.audit(context, caller, "UpdateNamesrvConfig", changes=dict(request.config))
         return admin_pb2.UpdateNamesrvConfigResponse()
+
+    async def GetBrokerLiveTable(
+        self, request: admin_pb2.GetBrokerLiveTableRequest, context: Context
+    ) -> admin_pb2.GetBrokerLiveTableResponse:
+        self._guard.require(context, Action.ADMIN_READ)  # AdminService: admin accounts (CONTRACT.md ACL)
+        now, entries = self._ns.route_table.live_table()
+        return admin_pb2.GetBrokerLiveTableResponse(
+            brokers=[broker_live_entry_to_proto(addr, live, now) for addr, live in entries], now_millis=now
+        )
 
     async def ExportRouteSnapshot(
         self, request: admin_pb2.ExportRouteSnapshotRequest, context: Context
     ) -> admin_pb2.ExportRouteSnapshotResponse:
+        caller = self._guard.require(context, Action.EXPORT_SNAPSHOT)
         if self._export_snapshot is None:
             raise SnapshotWriteError("this server exports no route snapshots")
         info = await self._export_snapshot()
+        self._guard.audit(context, caller, "ExportRouteSnapshot", file_name=info.file_name, topics=info.topics)
         from namesrv_grpc.snapshot_schema import SCHEMA_VERSION
 
         return admin_pb2.ExportRouteSnapshotResponse(

@@ -52,7 +52,7 @@ from typing import Any, Final
 
 import jproperties
 
-from namesrv_grpc.core.body import MAX_DECOMPRESSED_BODY_BYTES, RegisterBrokerBody
+from namesrv_grpc.core.body import DEFAULT_MAX_INFLATED_BODY_BYTES, RegisterBrokerBody
 from namesrv_grpc.core.errors import MalformedBodyError
 from namesrv_grpc.core.model import BrokerData, ClusterInfo, DataVersion, QueueData, TopicConfig, TopicRouteData
 from namesrv_grpc.core.validation import MAX_PERM, MAX_QUEUE_NUMS, is_valid_name
@@ -430,7 +430,7 @@ def _decode_compressed_register_body(body: bytes, max_inflated: int) -> Register
 
 
 def decode_register_broker_body(
-    body: bytes, *, compressed: bool, max_inflated: int = MAX_DECOMPRESSED_BODY_BYTES
+    body: bytes, *, compressed: bool, max_inflated: int = DEFAULT_MAX_INFLATED_BODY_BYTES
 ) -> RegisterBrokerBody:
     """A REGISTER_BROKER body as a Java broker sends it (``RegisterBrokerBody.decode``): JSON, or with
     ``compressed`` (header ``compressed=true``) the Deflater format of the module docstring.

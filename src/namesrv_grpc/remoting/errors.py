@@ -11,6 +11,8 @@ the connection. The codes and remarks below are the ones ``DefaultRequestProcess
     ├── KVConfigNotFoundError       QUERY_NOT_FOUND 22   No config item, Namespace: N Key: K
     ├── BodyChecksumMismatchError   SYSTEM_ERROR 1       crc32 not match
     ├── ConfigKeyBlacklistedError   NO_PERMISSION 16     Can not update config in black list.
+    ├── AccessDeniedError           NO_PERMISSION 16     the ACL's reason (who may not do what)
+    ├── BadSignatureError           NO_PERMISSION 16     what is wrong with AccessKey/Signature
     ├── ServiceWarmingUpError       SYSTEM_ERROR 1       name server not ready
     └── anything else               SYSTEM_ERROR 1       the error's message (what is wrong, which field)
 
@@ -63,6 +65,8 @@ def to_response(error: errors.NamesrvError) -> tuple[int, str]:
         return ResponseCode.SYSTEM_ERROR, "crc32 not match"
     if isinstance(error, errors.ConfigKeyBlacklistedError):
         return ResponseCode.NO_PERMISSION, "Can not update config in black list."
+    if isinstance(error, (errors.AccessDeniedError, errors.BadSignatureError)):
+        return ResponseCode.NO_PERMISSION, error.message
     if isinstance(error, errors.ServiceWarmingUpError):
         return ResponseCode.SYSTEM_ERROR, "name server not ready"
     return ResponseCode.SYSTEM_ERROR, error.message

@@ -46,16 +46,21 @@ from namesrv_grpc.core.errors import (
     BodyChecksumMismatchError,
     BrokerNotRegisteredError,
     InvalidFieldError,
+    LimitExceededError,
+    MalformedBodyError,
     NamesrvError,
 )
 from namesrv_grpc.core.model import DataVersion, TopicRouteData
 from namesrv_grpc.core.processor import BrokerIdentity, DecodedBody, NameServer
 from namesrv_grpc.metrics import NamesrvMetrics
-from namesrv_grpc.remoting import bodies
+from namesrv_grpc.remoting import access, bodies, fastjson
 from namesrv_grpc.remoting.codec import RemotingCommand
 from namesrv_grpc.remoting.codes import VERSION_V4_9_4, RequestCode, ResponseCode
 from namesrv_grpc.remoting.errors import kv_not_found_remark, not_supported_remark, to_response
 from namesrv_grpc.remoting.remoting_metrics import RemotingMetrics
+from namesrv_grpc.remoting.server import printable
+from namesrv_grpc.security.audit import AuditLog
+from namesrv_grpc.security.authz import Guard, Principal
 
 if TYPE_CHECKING:
     from namesrv_grpc.remoting.server import RemotingConnection
@@ -68,17 +73,21 @@ Handler = Callable[[RemotingCommand, "RemotingConnection"], Result]
 OFF_LOOP_BODY_BYTES = 256 * 1024
 """A plain (JSON) REGISTER_BROKER body larger than this is checked and decoded in a worker thread."""
 
-OFF_LOOP_COMPRESSED_BODY_BYTES = 32 * 1024
-"""A compressed body larger than this goes to a worker thread (it inflates to several times its size)."""
+OFF_LOOP_COMPRESSED_BODY_BYTES = 0
+"""A compressed body larger than this goes to a worker thread: every non-empty one, since its work
+depends on what it inflates to (up to ``registerBodyMaxInflatedSize``), not on the bytes sent."""
 
 MAX_INFLATED_BODY_BYTES = 64 * 1024 * 1024
-"""Largest compressed REGISTER_BROKER body after inflation (64 MiB, about 1.5 million topics in the
-Deflater format): a deflate bomb is refused (SYSTEM_ERROR) after inflating at most this much."""
+"""Default largest compressed REGISTER_BROKER body after inflation (64 MiB, about 1.5 million topics in
+the Deflater format; ``registerBodyMaxInflatedSize`` sets it): a deflate bomb is refused
+(SYSTEM_ERROR) after inflating at most this much."""
 
 REMOTING_FINGERPRINT_TAG = 1 << 32
 """Added to the CRC32 in a remoting body fingerprint, so it never equals a gRPC one (CRC32C < 2**32)."""
 
 CONNECTION_CLOSED = "remoting connection closed"
+
+_REQUEST_NAMES = {int(code): code.name for code in RequestCode}
 """The cause logged when a broker is removed because its connection closed (S15)."""
 
 
@@ -139,16 +148,75 @@ def _route_standard_json(route: TopicRouteData) -> bytes:
     return bodies.encode_topic_route_data(route, standard_json=True)
 
 
+_DATA_VERSION_KEY = b'"dataVersion":{'
+_DATA_VERSION_FIELDS = frozenset({"counter", "stateVersion", "timestamp"})
+
+
+def split_data_version(body: bytes, compressed: bool) -> tuple[int, bytes] | None:
+    """Split a Java REGISTER_BROKER body into a fingerprint of everything but its DataVersion, and
+    the DataVersion's JSON; None when the body does not have the shape a Java broker writes.
+
+    JSON body: the first ``"dataVersion":{...}`` object (the wrapper's: fastjson writes
+    ``filterServerList`` first, then ``topicConfigSerializeWrapper`` starting with ``dataVersion``)
+    is cut out. Compressed body: the inflated stream starts with ``int32 length, DataVersion JSON``;
+    the rest (topics, filter servers, mappings) is fingerprinted. The caller decodes the DataVersion
+    JSON and falls back to a full decode when it is not one.
+    """
+    if not body:
+        return None
+    if compressed:
+        inflater = zlib.decompressobj()
+        try:
+            raw = inflater.decompress(body, MAX_INFLATED_BODY_BYTES)
+        except zlib.error:
+            return None
+        if inflater.unconsumed_tail or not inflater.eof or len(raw) < 4:
+            return None
+        length = int.from_bytes(raw[:4], "big", signed=True)
+        if not 0 < length <= len(raw) - 4:
+            return None
+        rest = memoryview(raw)[4 + length :]
+        return zlib.crc32(rest) | len(rest) << 32 | 1 << 80, raw[4 : 4 + length]
+    start = body.find(_DATA_VERSION_KEY)
+    end = body.find(b"}", start) if start >= 0 else -1
+    if end < 0:
+        return None
+    head, tail = memoryview(body)[:start], memoryview(body)[end + 1 :]
+    return zlib.crc32(tail, zlib.crc32(head)) | (len(head) + len(tail)) << 32 | 1 << 81, body[
+        start + len(_DATA_VERSION_KEY) - 1 : end + 1
+    ]
+
+
+def _only_data_version(data: bytes) -> DataVersion | None:
+    """``data`` as a DataVersion when it is a JSON object of DataVersion's fields only, else None."""
+    try:
+        value = fastjson.loads(data)
+        if not isinstance(value, dict) or not set(value) <= _DATA_VERSION_FIELDS:
+            return None
+        return bodies.decode_data_version(data)
+    except (ValueError, MalformedBodyError):
+        return None
+
+
 # ---------------------------------------------------------------------------------------- handlers
 
 
 class RemotingHandlers:
     """The dispatch table of one NameServer's remoting listener, and S15 for its connections."""
 
-    def __init__(self, nameserver: NameServer, metrics: NamesrvMetrics, remoting_metrics: RemotingMetrics) -> None:
+    def __init__(
+        self,
+        nameserver: NameServer,
+        metrics: NamesrvMetrics,
+        remoting_metrics: RemotingMetrics,
+        guard: Guard | None = None,
+    ) -> None:
+        """``guard``: the ACL check and audit trail (open when None), see :mod:`.access`."""
         self._ns = nameserver
+        self.guard = guard or Guard(None, AuditLog())
         self._namesrv_metrics = metrics
         self.metrics = remoting_metrics
+        self._write_lock = asyncio.Lock()
         self.table: dict[int, Handler] = {
             RequestCode.PUT_KV_CONFIG: self.put_kv_config,
             RequestCode.GET_KV_CONFIG: self.get_kv_config,
@@ -185,30 +253,54 @@ class RemotingHandlers:
         handler = self.table.get(request.code)
         if handler is None:
             remark = not_supported_remark(request.code)
+            log.warning("remoting %s: request code %d is not a NameServer request", connection.peer, request.code)
             response = request.make_response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, remark)
         else:
+            principal: Principal | None = None
             try:
+                principal = access.authorize(self.guard, request, connection)  # ACL first (no-op without one)
                 result = handler(request, connection)
             except NamesrvError as error:
-                response = request.make_response(*to_response(error))
+                response = self._refused(request, connection, error)
             except Exception as exc:
                 response = self._internal_error(request, exc)
             else:
                 if not isinstance(result, RemotingCommand):
-                    return self._finish(request, result)
+                    return self._finish(request, connection, result, principal)
                 response = result
+            if response.code == ResponseCode.SUCCESS:
+                access.audit(self.guard, request, connection, principal)
         self.metrics.request_handled(request.code, response.code)
         return response
 
-    async def _finish(self, request: RemotingCommand, pending: Awaitable[RemotingCommand]) -> RemotingCommand:
+    async def _finish(
+        self,
+        request: RemotingCommand,
+        connection: RemotingConnection,
+        pending: Awaitable[RemotingCommand],
+        principal: Principal | None = None,
+    ) -> RemotingCommand:
         try:
             response = await pending
         except NamesrvError as error:
-            response = request.make_response(*to_response(error))
+            response = self._refused(request, connection, error)
         except Exception as exc:
             response = self._internal_error(request, exc)
+        if response.code == ResponseCode.SUCCESS:
+            access.audit(self.guard, request, connection, principal)
         self.metrics.request_handled(request.code, response.code)
         return response
+
+    @staticmethod
+    def _refused(request: RemotingCommand, connection: RemotingConnection, error: NamesrvError) -> RemotingCommand:
+        """The answer to a request the NameServer refuses; one log line says what and from where,
+        except for the everyday answers TOPIC_NOT_EXIST and QUERY_NOT_FOUND."""
+        code, remark = to_response(error)
+        if code not in (ResponseCode.TOPIC_NOT_EXIST, ResponseCode.QUERY_NOT_FOUND):
+            name = _REQUEST_NAMES.get(request.code, str(request.code))
+            message = printable(error.message)
+            log.warning("remoting %s: %s refused (%s): %s", connection.peer, name, error.reason, message)
+        return request.make_response(code, remark)
 
     @staticmethod
     def _internal_error(request: RemotingCommand, exc: Exception) -> RemotingCommand:
@@ -221,8 +313,15 @@ class RemotingHandlers:
 
     # ------------------------------------------------------------------ KV config (S21)
 
-    def put_kv_config(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
-        self._ns.put_kv_config(_field(request, "namespace"), _field(request, "key"), _field(request, "value"))
+    async def _persisting(self, write: Callable[[], object]) -> None:
+        """Run a change that is written to disk before it is acknowledged (KV config, namesrv config)
+        in a worker thread, one at a time and in arrival order (so pipelined writes keep their order)."""
+        async with self._write_lock:
+            await asyncio.to_thread(write)
+
+    async def put_kv_config(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
+        namespace, key, value = _field(request, "namespace"), _field(request, "key"), _field(request, "value")
+        await self._persisting(lambda: self._ns.put_kv_config(namespace, key, value))
         self._namesrv_metrics.kv_config_writes.inc()
         return self._ok(request)
 
@@ -230,8 +329,9 @@ class RemotingHandlers:
         value = self._ns.get_kv_config(_field(request, "namespace"), _field(request, "key"))
         return self._ok(request, ext_fields={"value": value})
 
-    def delete_kv_config(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
-        self._ns.delete_kv_config(_field(request, "namespace"), _field(request, "key"))
+    async def delete_kv_config(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
+        namespace, key = _field(request, "namespace"), _field(request, "key")
+        await self._persisting(lambda: self._ns.delete_kv_config(namespace, key))
         self._namesrv_metrics.kv_config_writes.inc()
         return self._ok(request)
 
@@ -283,13 +383,6 @@ class RemotingHandlers:
         with self._namesrv_metrics.registration():
             actual = zlib.crc32(body) & 0x7FFFFFFF
             if body_crc32 != 0 and actual != body_crc32:
-                log.warning(
-                    "REGISTER_BROKER from %s (%s): crc32 not match (bodyCrc32 %d, body %d)",
-                    connection.peer,
-                    identity.broker_addr,
-                    body_crc32,
-                    actual,
-                )
                 raise BodyChecksumMismatchError(
                     f"bodyCrc32 is {body_crc32} but the CRC32 of the {len(body)} body bytes is {actual}",
                     {"expected": str(body_crc32), "actual": str(actual)},
@@ -303,7 +396,7 @@ class RemotingHandlers:
                 zone_name=_optional(request, "zoneName"),
                 instance_id=instance_id,
                 body_fingerprint=(actual + REMOTING_FINGERPRINT_TAG, len(body), compressed),
-                decode=lambda: self._decode_register_body(body, compressed),
+                decode=lambda: self._decode_register_body(identity, body, compressed),
             )
         bound = self._ns.bind_session(**identity._asdict(), instance_id=instance_id)
         ext_fields = {}
@@ -316,9 +409,33 @@ class RemotingHandlers:
             body_out = bodies.encode_kv_table(kv_table)
         return self._ok(request, body_out, ext_fields), bound[0] if bound else None
 
-    def _decode_register_body(self, body: bytes, compressed: bool) -> DecodedBody:
-        decoded = bodies.decode_register_broker_body(body, compressed=compressed, max_inflated=MAX_INFLATED_BODY_BYTES)
-        return DecodedBody(decoded.topic_config_table, decoded.data_version, decoded.filter_server_list)
+    def _decode_register_body(self, identity: BrokerIdentity, body: bytes, compressed: bool) -> DecodedBody:
+        """Decode a Java body; when only its DataVersion differs from this broker's last body (a
+        broker's periodic registration after a config change elsewhere), decode just the DataVersion:
+        S07 would change nothing (the same shortcut as the gRPC path's ``split_topic_table``)."""
+        split = split_data_version(body, compressed)
+        if split is not None:
+            fingerprint, version_json = split
+            if self._ns.route_table.topics_unchanged(**identity._asdict(), topics_fingerprint=fingerprint):
+                data_version = _only_data_version(version_json)
+                if data_version is not None:
+                    filter_servers = self._ns.route_table.filter_servers_of(identity.broker_addr)
+                    return DecodedBody(None, data_version, filter_servers, fingerprint)
+        config = self._ns.config
+        max_inflated = config.register_body_max_inflated_size
+        decoded = bodies.decode_register_broker_body(body, compressed=compressed, max_inflated=max_inflated)
+        if len(decoded.topic_config_table) > config.register_body_max_topics:
+            raise LimitExceededError(
+                "registerBodyMaxTopics",
+                f"body holds {len(decoded.topic_config_table)} topics, more than {config.register_body_max_topics} "
+                "(registerBodyMaxTopics)",
+            )
+        return DecodedBody(
+            decoded.topic_config_table,
+            decoded.data_version,
+            decoded.filter_server_list,
+            split[0] if split is not None else None,
+        )
 
     def _registered(
         self,
@@ -438,11 +555,11 @@ class RemotingHandlers:
         """S26: the configuration as Java properties text (``Configuration.getAllConfigsFormatString``)."""
         return self._ok(request, bodies.encode_namesrv_config(self._ns.get_namesrv_config()))
 
-    def update_namesrv_config(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
+    async def update_namesrv_config(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
         """S26: the body is Java properties text; no body changes nothing (as in RocketMQ)."""
         if not request.body:
             return self._ok(request)
         changes = bodies.decode_namesrv_config(request.body)
-        log.info("UPDATE_NAMESRV_CONFIG from %s: %s", connection.peer, sorted(changes))
-        self._ns.update_namesrv_config(changes)
+        log.info("UPDATE_NAMESRV_CONFIG from %s: keys %s", connection.peer, sorted(changes)[:50])
+        await self._persisting(lambda: self._ns.update_namesrv_config(changes))
         return self._ok(request)

@@ -24,11 +24,14 @@ import asyncio
 import itertools
 import logging
 import socket
+import ssl
 import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from namesrv_grpc.remoting.codec import FrameDecoder, FrameError, RemotingCommand, encode_command
+from namesrv_grpc.remoting.codes import ResponseCode
+from namesrv_grpc.remoting.tls_sniff import TlsSniffer
 
 if TYPE_CHECKING:
     from namesrv_grpc.remoting.handlers import RemotingHandlers
@@ -54,6 +57,10 @@ class RemotingConnection(asyncio.Protocol):
         self.connection_id = next(_connection_ids)
         """Unique in this process; names the connection as a liveness session owner (S15)."""
         self.peer = "?"
+        self.peer_ip = ""
+        """The peer's IP address (``globalWhiteRemoteAddresses``)."""
+        self.peer_certificate: bytes | None = None
+        """The TLS client certificate (DER) the peer presented, if any (an ACL identity)."""
         self.transport: asyncio.Transport | None = None
         self.closed = False
         self.registered: dict[str, int] = {}
@@ -73,6 +80,10 @@ class RemotingConnection(asyncio.Protocol):
         self.transport = transport
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        self.peer_ip = str(peer[0]) if isinstance(peer, tuple) else ""
+        ssl_object = transport.get_extra_info("ssl_object")
+        if ssl_object is not None:
+            self.peer_certificate = ssl_object.getpeercert(binary_form=True)
         sock = transport.get_extra_info("socket")
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -146,10 +157,15 @@ class RemotingConnection(asyncio.Protocol):
         """Write the answer to ``request`` unless it is oneway or the connection is gone."""
         if request.is_oneway or self.closed or self.transport is None or self.transport.is_closing():
             return
+        try:
+            frame = encode_command(response)
+        except ValueError as exc:  # an answer that does not fit its frame (e.g. a header over 16 MiB)
+            log.warning("remoting %s: answer to request code %d cannot be sent: %s", self.peer, request.code, exc)
+            frame = encode_command(request.make_response(ResponseCode.SYSTEM_ERROR, f"answer not encodable: {exc}"))
         if self._batch is not None:
-            self._batch.append(encode_command(response))
+            self._batch.append(frame)
         else:
-            self.transport.write(encode_command(response))
+            self.transport.write(frame)
 
     @property
     def in_flight(self) -> int:
@@ -192,10 +208,18 @@ class RemotingServer:
         *,
         frame_max_length: int,
         idle_timeout_seconds: Callable[[], float],
+        ssl_context: ssl.SSLContext | None = None,
+        permissive_tls: bool = False,
     ) -> None:
         """``idle_timeout_seconds`` is read for every check (``serverChannelMaxIdleTimeSeconds`` may be
         updated at run time); ``frame_max_length`` counts the 4 length bytes, as RocketMQ does."""
         self.handlers = handlers
+        self.ssl_context = ssl_context
+        """TLS on every connection when set (``tls.server.mode=enforcing``), or on those that start
+        with a TLS handshake when ``permissive_tls`` (:mod:`.tls_sniff`)."""
+        self.permissive_tls = permissive_tls and ssl_context is not None
+        self.sniffing: set[asyncio.Task[None]] = set()
+        """Connections whose first byte is awaited (permissive TLS)."""
         self.frame_max_length = frame_max_length
         self.idle_timeout_seconds = idle_timeout_seconds
         self.connections: set[RemotingConnection] = set()
@@ -209,9 +233,22 @@ class RemotingServer:
         when the address cannot be bound."""
         loop = asyncio.get_running_loop()
         try:
-            self._server = await loop.create_server(
-                lambda: RemotingConnection(self), host or None, port, reuse_address=True, backlog=1024
-            )
+            if self.permissive_tls:
+                assert self.ssl_context is not None
+                context = self.ssl_context
+                self._server = await loop.create_server(
+                    lambda: TlsSniffer(self, context), host or None, port, reuse_address=True, backlog=1024
+                )
+            else:
+                self._server = await loop.create_server(
+                    lambda: RemotingConnection(self),
+                    host or None,
+                    port,
+                    reuse_address=True,
+                    backlog=1024,
+                    ssl=self.ssl_context,
+                    ssl_handshake_timeout=10.0 if self.ssl_context is not None else None,
+                )
         except OSError as exc:
             raise RuntimeError(f"cannot listen on {host}:{port} (remoting): {exc.strerror or exc}") from None
         self.port = self._server.sockets[0].getsockname()[1]
@@ -239,6 +276,8 @@ class RemotingServer:
         self.stopping = True
         if self._server is not None:
             self._server.close()
+        for task in list(self.sniffing):
+            task.cancel()
         deadline = time.monotonic() + grace_seconds
         busy = [c for c in self.connections if c.in_flight]
         if busy:

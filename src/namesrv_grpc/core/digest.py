@@ -1,0 +1,83 @@
+"""A content digest of the route table, so NameServers can be compared by one number.
+
+NameServers never talk to each other (docs/rules.md, S27): each one's route table is what the brokers
+registered with it. When one NameServer misses a change (a failed registration, an admin command
+sent to one NameServer only) its routes differ from the others'. Comparing counts misses a
+permission split; comparing this digest does not.
+
+The digest covers what a route lookup returns, apart from filter servers:
+
+- every QueueData, as ``(topic, broker name, readQueueNums, writeQueueNums, perm, topicSysFlag)``;
+- every BrokerData, as ``(broker name, cluster, {broker id: address}, zoneName, enableActingMaster)``.
+
+Each element is hashed with BLAKE2b (stable across processes and machines, unlike ``hash()``) and
+the digest is the sum of the element hashes modulo 2**52: independent of insertion order, so two
+tables with the same content have the same digest however they were built, and cheap to keep up to
+date (a change subtracts the old element's hash and adds the new one's). 52 bits fit exactly in the
+float64 of a Prometheus sample (``namesrv_route_table_digest``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping
+
+from namesrv_grpc.core.model import BrokerData, QueueData
+
+DIGEST_BITS = 52
+DIGEST_MASK = (1 << DIGEST_BITS) - 1
+
+
+def _hash(text: str) -> int:
+    return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "big") & DIGEST_MASK
+
+
+def queue_data_hash(topic: str, queue_data: QueueData) -> int:
+    """Hash of one QueueData of ``topic`` (52 bits)."""
+    q = queue_data
+    return _hash(
+        f"Q\0{topic}\0{q.broker_name}\0{q.read_queue_nums}\0{q.write_queue_nums}\0{q.perm}\0{q.topic_sys_flag}"
+    )
+
+
+def broker_data_hash(broker_data: BrokerData) -> int:
+    """Hash of one BrokerData (52 bits); the address map is taken in broker id order."""
+    b = broker_data
+    addrs = ",".join(f"{broker_id}={addr}" for broker_id, addr in sorted(b.broker_addrs.items()))
+    return _hash(f"B\0{b.broker_name}\0{b.cluster}\0{addrs}\0{b.zone_name}\0{int(b.enable_acting_master)}")
+
+
+def full_digest(topic_queue_table: Mapping[str, Mapping[str, QueueData]], broker_datas: Iterable[BrokerData]) -> int:
+    """The digest computed from scratch (for checks; the route table keeps it incrementally)."""
+    total = 0
+    for topic, queue_data_map in topic_queue_table.items():
+        for queue_data in queue_data_map.values():
+            total += queue_data_hash(topic, queue_data)
+    for broker_data in broker_datas:
+        total += broker_data_hash(broker_data)
+    return total & DIGEST_MASK
+
+
+class RouteDigest:
+    """The running digest: callers report every element added to or removed from the tables."""
+
+    __slots__ = ("value",)
+
+    def __init__(self) -> None:
+        self.value = 0
+        """The current digest, 0 <= value < 2**52 (0 for an empty table)."""
+
+    def add(self, element_hash: int) -> None:
+        """An element with this hash entered the table."""
+        self.value = (self.value + element_hash) & DIGEST_MASK
+
+    def remove(self, element_hash: int) -> None:
+        """An element with this hash left the table."""
+        self.value = (self.value - element_hash) & DIGEST_MASK
+
+    def replace(self, old_hash: int | None, new_hash: int | None) -> None:
+        """An element was replaced (either side None = absent)."""
+        if old_hash is not None:
+            self.remove(old_hash)
+        if new_hash is not None:
+            self.add(new_hash)
