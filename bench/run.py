@@ -20,7 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from bench.harness import ROOT, machine
-from bench.scenarios import SCENARIOS
+from bench.scenarios import SCENARIOS as BASE_SCENARIOS
+from bench.watch_scenarios import WATCH_SCENARIOS, watch_summary
+
+SCENARIOS = {**BASE_SCENARIOS, **WATCH_SCENARIOS}
 
 
 def render_markdown(report: dict[str, Any]) -> str:
@@ -57,6 +60,8 @@ def render_markdown(report: dict[str, Any]) -> str:
 
 def summary(key: str, r: dict[str, Any]) -> str:
     """The one-line measured value of a scenario for the table."""
+    if key in WATCH_SCENARIOS:
+        return watch_summary(key, r)
     if key in ("1", "2"):
         lookup, empty = r["lookup"], r["empty_call"]
         rates = f"throughput {r['throughput_ratio']:.2f} x ({lookup['rps']:.0f} vs {empty['rps']:.0f} req/s)"
