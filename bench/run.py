@@ -26,6 +26,7 @@ from typing import Any
 
 from bench import peers, scenarios
 from bench.harness import ROOT, Profile, Result, load_average, machine, spread
+from bench.watch_scenarios import WATCH_SCENARIOS, watch_summary
 
 Scenario = Callable[[Profile], Result]
 
@@ -50,7 +51,12 @@ SCENARIOS: dict[str, tuple[str, Scenario]] = {
     "9": ("liveness latencies (agent killed / stopped, NameServer restarted)", scenarios.s9_liveness),
     "10": ("lookups: remoting vs gRPC vs etcd Range, requests/s and CPU per request", peers.s10_lookup_peers),
     "11": ("remoting lookups during a big REGISTER_BROKER every second", peers.s11_remoting_during_registrations),
+    # Route watching (bench/watch_scenarios.py), in the older one-line form.
+    **{key: (title, legacy(scenario)) for key, (title, scenario) in WATCH_SCENARIOS.items()},
 }
+
+LEGACY_SUMMARIES: dict[str, Callable[[str, Result], str]] = {key: watch_summary for key in WATCH_SCENARIOS}
+"""The one-line summary of each scenario in the older form (no rows), for its table."""
 
 
 def _number(value: float) -> str:
@@ -115,13 +121,17 @@ def render_markdown(report: dict[str, Any]) -> str:
         if "error" in result:
             lines += [f"## {key}. {SCENARIOS[key][0]}", "", f"Could not run: `{result['error']}`", ""]
             continue
-        if "rows" not in result:  # a scenario in the older one-line form
+        if "rows" not in result:  # a scenario in the older one-line form: one run, its own summary
+            summary = LEGACY_SUMMARIES[key](key, result) if key in LEGACY_SUMMARIES else json.dumps(result)
+            met = "yes" if result.get("met") else "**NO**"
             lines += [
-                f"## {key}. {result.get('title', SCENARIOS[key][0])}",
+                f"## {key}. {SCENARIOS[key][0]}",
                 "",
-                "```json",
-                json.dumps(result),
-                "```",
+                "One run, in the scenario's own format (raw figures in the results JSON).",
+                "",
+                "| scenario | target | measured | met |",
+                "|---|---|---|---|",
+                f"| {key} | {_cell(str(result.get('target', '-')))} | {_cell(summary)} | {met} |",
                 "",
             ]
             continue
@@ -189,10 +199,8 @@ def main(argv: list[str] | None = None) -> int:
             traceback.print_exc()
             results[key] = {"error": f"{type(exc).__name__}: {exc}"}
             failed = True
-        print(
-            f"[{key}] {time.perf_counter() - t0:.1f} s: {results[key].get('title', results[key].get('error'))}",
-            flush=True,
-        )
+        label = results[key].get("title") or results[key].get("error") or name
+        print(f"[{key}] {time.perf_counter() - t0:.1f} s: {label}", flush=True)
     report = {
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "command": {"full": "make bench", "quick": "make bench-quick", "tiny": "python -m bench.run --tiny"}[
