@@ -184,7 +184,7 @@ def s2_large_cluster(p: Profile) -> Result:
         f"{brokers:,} brokers, {topics:,} topics on {per_topic} broker names each ({topics * per_topic:,} QueueData)"
     )
 
-    def lookup_row(row_id: str, runs: list[LoadRun], which: str, target: str, met: bool) -> Result:
+    def lookup_row(row_id: str, runs: list[LoadRun], which: str, target: str, met: bool | None) -> Result:
         return row(
             row_id, f"PickupTopicRoute of {sample:,} distinct topics drawn at random from {table}: {which}; {client}",
             f"{sample:,} lookups per run, a fresh random sample each run",
@@ -203,7 +203,6 @@ def s2_large_cluster(p: Profile) -> Result:
         )  # fmt: skip
 
     warm_ratio = median([w.rps / e.rps for w, e in zip(warms, empties, strict=True)])
-    cold_ratio = median([c.rps / e.rps for c, e in zip(colds, empties, strict=True)])
     return {
         "title": f"random-topic lookups with {table} loaded (loaded in {load_seconds:.0f} s)",
         "rows": [
@@ -211,8 +210,8 @@ def s2_large_cluster(p: Profile) -> Result:
                 "2a",
                 colds,
                 "first lookup of each (cold cache: route built from the tables and encoded)",
-                "median throughput >= 0.5 x empty call",
-                cold_ratio >= 0.5,
+                "none: the one-off cost of a topic's first lookup after a change (row 2b carries the target)",
+                None,
             ),
             lookup_row(
                 "2b",
