@@ -793,3 +793,17 @@ def test_range_patterns_match_exactly_their_range(
     assert ip is not None
     inside = all(address[i] == fixed[i] for i in range(4) if i != position) and low <= address[position] <= high
     assert pattern.matches(ip) == inside
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["aclFile", "auditLogFile", "healthPort", "tls.server.mode", "tls.server.certPath", "tls.server.trustCertPath"],
+)
+def test_security_settings_cannot_be_changed_by_a_request(plain_acl_server: AclServer, key: str) -> None:
+    with CALLERS["ops"].channel(plain_acl_server.server.address) as channel:
+        admin = Stubs(channel).admin
+        with pytest.raises(grpc.RpcError) as caught:
+            admin.UpdateNamesrvConfig(admin_pb2.UpdateNamesrvConfigRequest(config={key: "/tmp/x"}), timeout=T)
+        assert error_info(caught.value).reason == "CONFIG_KEY_BLACKLISTED"
+        config = admin.GetNamesrvConfig(admin_pb2.GetNamesrvConfigRequest(), timeout=T).config
+        assert config["aclFile"].endswith("acl.yml")
