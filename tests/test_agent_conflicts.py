@@ -110,3 +110,33 @@ def test_two_agents_for_one_broker_are_reported_and_leave_no_gap(tmp_path: Path)
     assert "another agent (instance" in agents_err
     assert "Run one agent per broker" in agents_err
     assert first.returncode == 0, first_err
+
+
+def test_a_second_agent_that_stops_hands_the_broker_back_at_once(tmp_path: Path) -> None:
+    """The second agent took the registration and stops before the first one noticed: its
+    unregistration removes its own registration, and the NameServer asks the first agent's session
+    to register at once (instead of at its next heartbeat, up to 10 s later)."""
+    with running_namesrv(tmp_path / "ns") as server, server.channel() as channel:
+        stubs = Stubs(channel)
+        first = spawn_agent(
+            "--broker-config", str(fixture_path("broker-a.properties")),
+            "--topics-json", str(fixture_path("topics-quickstart.json")),
+            "--namesrv-addr", server.address,
+            "--set", "brokerIP1=127.0.0.1",
+        )  # fmt: skip
+        second = None
+        try:
+            wait_for(lambda: holder(stubs) != "", 30, "the first agent's registration")
+            first_instance = holder(stubs)
+            second = start_agent(server.address)
+            wait_for(lambda: holder(stubs) not in ("", first_instance), 30, "the second agent's registration")
+            second.send_signal(signal.SIGTERM)
+            wait_for(lambda: second.poll() is not None, 30, "the second agent to stop")
+            stopped = time.monotonic()
+            wait_for(lambda: holder(stubs) == first_instance, 15, "the first agent's registration back")
+            assert time.monotonic() - stopped < 2.0
+            assert has_route(stubs)
+        finally:
+            stop(first)
+            if second is not None:
+                stop(second)

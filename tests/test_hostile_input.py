@@ -299,3 +299,28 @@ def test_idle_connections_are_closed(tmp_path: Path) -> None:
             changed.clear()
         assert states[0] == grpc.ChannelConnectivity.READY
         assert grpc.ChannelConnectivity.IDLE in states[1:], states
+
+
+def test_calls_in_flight_per_connection_are_limited(tmp_path: Path) -> None:
+    """With grpcMaxConcurrentStreams=1, an open session occupies the connection's only stream: a
+    second call on the same connection waits (here: until its deadline), one on another connection
+    does not."""
+    import queue
+
+    with _session_server(tmp_path, grpcMaxConcurrentStreams=1) as process, process.channel() as channel:
+        stubs = hostile.stubs_for(channel)
+        stubs.ns.GetAllTopicList(ns_pb2.GetAllTopicListRequest(), timeout=10)  # connected
+        feed: queue.Queue[ns_pb2.OpenBrokerSessionRequest | None] = queue.Queue()
+        stream = stubs.ns.OpenBrokerSession(iter(feed.get, None), timeout=30)
+        hello = ns_pb2.SessionHello(
+            cluster_name="DefaultCluster", broker_name="broker-a", broker_id=0, broker_addr="127.0.0.1:10911"
+        )
+        feed.put(ns_pb2.OpenBrokerSessionRequest(hello=hello))
+        next(stream)  # the session is open and holds the stream
+        with pytest.raises(grpc.RpcError) as caught:
+            stubs.ns.GetAllTopicList(ns_pb2.GetAllTopicListRequest(), timeout=2)
+        assert caught.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+        # Its own connection (channels to one target share connections unless told otherwise).
+        with grpc.insecure_channel(process.address, options=[("grpc.use_local_subchannel_pool", 1)]) as other:
+            hostile.stubs_for(other).ns.GetAllTopicList(ns_pb2.GetAllTopicListRequest(), timeout=10)
+        feed.put(None)

@@ -203,6 +203,7 @@ async def _run(
         return GrpcNamesrvClient(address, client_security)
 
     agent = BrokerAgent(config, topic_source, client_factory, sessions=sessions, metrics=metrics)
+    log.info("agent instance %s (NameServers name it in registration conflicts)", agent.instance_id)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
