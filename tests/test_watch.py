@@ -339,6 +339,28 @@ def test_killed_watch_client_leaves_nothing_behind(tmp_path: Path) -> None:
                 client.kill()
 
 
+def test_silent_watch_client_is_found_by_keepalive(tmp_path: Path) -> None:
+    """A watcher that stops answering (SIGSTOP: its socket stays open, nothing reads) is dropped when
+    the server's keepalive pings (every 10 s, 5 s timeout) go unanswered."""
+    port = free_port()
+    metrics_url = f"http://127.0.0.1:{port}/metrics"
+    with running_namesrv(tmp_path / "ns", "--metrics-port", str(port)) as server:
+        client = subprocess.Popen(
+            [sys.executable, "-c", WATCH_CLIENT, server.address], stdout=subprocess.PIPE, text=True, env=_env()
+        )
+        try:
+            assert client.stdout is not None
+            assert client.stdout.readline().strip() == "watching"
+            client.send_signal(signal.SIGSTOP)
+            stopped = time.monotonic()
+            poll_until(lambda: scrape(metrics_url).value("namesrv_route_watchers") == 0, timeout=30, interval=0.5)
+            print(f"\nsilent watcher dropped after {time.monotonic() - stopped:.1f} s")
+            assert scrape(metrics_url).value("namesrv_route_watched_topics") == 0
+        finally:
+            client.kill()
+            client.wait(10)
+
+
 WATCH_CLIENT = """
 import sys, grpc
 from namesrv.v1 import name_server_service_pb2 as ns_pb2, name_server_service_pb2_grpc as ns_grpc

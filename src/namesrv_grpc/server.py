@@ -135,6 +135,9 @@ class NamesrvServer:
             # Find dead broker sessions (S15) even when no packet says so: ping every 10 s, give up after 5 s.
             ("grpc.keepalive_time_ms", 10_000),
             ("grpc.keepalive_timeout_ms", 5_000),
+            # grpcio 1.85 times pings out after this, not keepalive_timeout_ms (default 60 s): without
+            # it a silent peer (SIGSTOP, a cut cable) held its session or route watch for a minute.
+            ("grpc.http2.ping_timeout_ms", 5_000),
             ("grpc.keepalive_permit_without_calls", 1),
             ("grpc.http2.min_ping_interval_without_data_ms", 5_000),
             ("grpc.http2.max_pings_without_data", 0),
