@@ -807,3 +807,25 @@ def test_security_settings_cannot_be_changed_by_a_request(plain_acl_server: AclS
         assert error_info(caught.value).reason == "CONFIG_KEY_BLACKLISTED"
         config = admin.GetNamesrvConfig(admin_pb2.GetNamesrvConfigRequest(), timeout=T).config
         assert config["aclFile"].endswith("acl.yml")
+
+
+def test_refusal_audit_lines_are_rate_limited(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from namesrv_grpc.security import audit as audit_module
+
+    clock = [1000.0]
+    monkeypatch.setattr(audit_module.time, "monotonic", lambda: clock[0])
+    log = audit_module.AuditLog()
+    with caplog.at_level("INFO", logger=audit_module.AUDIT_LOGGER):
+        for _ in range(500):
+            log.refused("anonymous", "ipv4:6.6.6.6:1", "RegisterBroker", "ACCESS_DENIED", broker_name="broker-a")
+        log.refused("ak:other", "ipv4:6.6.6.7:1", "RegisterBroker", "ACCESS_DENIED", broker_name="broker-a")
+        log.ok("ak:ops", "ipv4:10.0.0.1:1", "PutKVConfig", namespace="n", key="k")  # never limited
+        clock[0] += 61
+        log.refused("anonymous", "ipv4:6.6.6.6:1", "RegisterBroker", "ACCESS_DENIED", broker_name="broker-a")
+    lines = [json.loads(record.getMessage()) for record in caplog.records if record.name == audit_module.AUDIT_LOGGER]
+    anonymous = [line for line in lines if line["identity"] == "anonymous"]
+    assert len(anonymous) == audit_module.REFUSALS_PER_MINUTE + 1
+    assert anonymous[-1]["suppressed"] == 500 - audit_module.REFUSALS_PER_MINUTE
+    assert [line["identity"] for line in lines if line["identity"] != "anonymous"] == ["ak:other", "ak:ops"]
