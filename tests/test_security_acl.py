@@ -815,7 +815,7 @@ def test_refusal_audit_lines_are_rate_limited(
     from namesrv_grpc.security import audit as audit_module
 
     clock = [1000.0]
-    monkeypatch.setattr(audit_module.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr("namesrv_grpc.security.audit.time.monotonic", lambda: clock[0])
     log = audit_module.AuditLog()
     with caplog.at_level("INFO", logger=audit_module.AUDIT_LOGGER):
         for _ in range(500):
