@@ -121,10 +121,11 @@ def _java_compressed_layout(rocketmq5: bool) -> bytes:
     out += struct.pack(">i", 2)
     if rocketmq5:
         out += chunk(b"TopicTest 4 4 6 SINGLE_TAG {}")
-        out += chunk('订单 8 8 7 MULTI_TAG {"+message.type":"FIFO"}'.encode())
+        # The length prefix counts UTF-8 bytes, not characters: a non-ASCII attribute value checks it.
+        out += chunk('%RETRY%orders 8 8 7 MULTI_TAG {"+message.type":"FIFO","+note":"订单"}'.encode())
     else:
         out += chunk(b"TopicTest 4 4 6 SINGLE_TAG")
-        out += chunk("订单 8 8 7 MULTI_TAG".encode())
+        out += chunk(b"%RETRY%orders 8 8 7 MULTI_TAG")
     out += chunk(b'["10.0.0.9:30000"]')
     if rocketmq5:
         out += struct.pack(">i", 0)  # topic queue mapping count
@@ -133,8 +134,26 @@ def _java_compressed_layout(rocketmq5: bool) -> bytes:
 
 _COMPRESSED_TOPICS_5 = {
     "TopicTest": TopicConfig("TopicTest", 4, 4, 6),
-    "订单": TopicConfig("订单", 8, 8, 7, 0, False, "MULTI_TAG", MappingProxyType({"+message.type": "FIFO"})),
+    "%RETRY%orders": TopicConfig(
+        "%RETRY%orders", 8, 8, 7, 0, False, "MULTI_TAG", MappingProxyType({"+message.type": "FIFO", "+note": "订单"})
+    ),
 }
+
+
+@pytest.mark.parametrize("compressed", [True, False])
+@pytest.mark.parametrize("name", ["订单", "a:b", "a.b", "x" * 128])
+def test_a_topic_name_topicvalidator_refuses_is_refused_as_on_grpc(name: str, compressed: bool) -> None:
+    """The remoting door applies the gRPC door's topic rule (RocketMQ ``TopicValidator``)."""
+    config = TopicConfig(name, 4, 4, 6)
+    if compressed:
+        layout = struct.pack(">i", 2) + b"{}" + struct.pack(">i", 1)
+        line = f"{name} 4 4 6 SINGLE_TAG".encode()
+        layout += struct.pack(">i", len(line)) + line + struct.pack(">i", 2) + b"[]"
+        body = zlib.compress(layout)
+    else:
+        body = bodies.encode_register_broker_body({"T": config}, DataVersion(), compressed=False)
+    with pytest.raises(MalformedBodyError, match="TopicValidator"):
+        bodies.decode_register_broker_body(body, compressed=compressed)
 
 
 @pytest.mark.parametrize("rocketmq5", [True, False])
@@ -145,7 +164,7 @@ def test_compressed_body_matches_the_java_layout(rocketmq5: bool) -> None:
         if rocketmq5
         else {
             "TopicTest": TopicConfig("TopicTest", 4, 4, 6),
-            "订单": TopicConfig("订单", 8, 8, 7, 0, False, "MULTI_TAG"),
+            "%RETRY%orders": TopicConfig("%RETRY%orders", 8, 8, 7, 0, False, "MULTI_TAG"),
         }
     )
     version = DataVersion(2 if rocketmq5 else 0, 1700000000123, 7)
@@ -248,7 +267,7 @@ _GOOD_DV = _chunk(b'{"counter":1}')
         (_json_body({"topicSysFlag": -3}), False, "topicConfigTable['T'].topicSysFlag"),
         (_json_body({"order": 1}), False, "topicConfigTable['T'].order must be true or false"),
         (_json_body({"topicFilterType": "X"}), False, "topicConfigTable['T'].topicFilterType must be SINGLE_TAG"),
-        (_json_body({"topicName": " bad "}), False, "topicConfigTable['T'].topicName must be a non-empty name"),
+        (_json_body({"topicName": " bad "}), False, "topicConfigTable['T'].topicName must be a topic name"),
         (_json_body({"topicName": 5}), False, "topicConfigTable['T'].topicName"),
         (_json_body({"attributes": {"a": 1}}), False, "topicConfigTable['T'].attributes['a'] must be a string"),
         (b'{"filterServerList":"x"}', False, "filterServerList must be a JSON array"),
@@ -308,9 +327,10 @@ def test_malformed_register_bodies_name_the_field(body: bytes, compressed: bool,
 # ------------------------------------------------------------------------------- round trips
 
 _names = st.text(alphabet=st.characters(blacklist_categories=("Cc", "Cs", "Zs", "Zl", "Zp")), min_size=1, max_size=12)
+_topic_names = st.from_regex(r"[%|a-zA-Z0-9_-]{1,127}", fullmatch=True)
 _topic_configs = st.builds(
     TopicConfig,
-    _names,
+    _topic_names,
     st.integers(0, 65535),
     st.integers(0, 65535),
     st.integers(0, 15),

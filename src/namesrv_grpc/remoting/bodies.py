@@ -55,7 +55,7 @@ import jproperties
 from namesrv_grpc.core.body import DEFAULT_MAX_INFLATED_BODY_BYTES, RegisterBrokerBody
 from namesrv_grpc.core.errors import MalformedBodyError
 from namesrv_grpc.core.model import BrokerData, ClusterInfo, DataVersion, QueueData, TopicConfig, TopicRouteData
-from namesrv_grpc.core.validation import MAX_PERM, MAX_QUEUE_NUMS, is_valid_name
+from namesrv_grpc.core.validation import MAX_PERM, MAX_QUEUE_NUMS, MAX_TOPIC_LENGTH, is_valid_name, is_valid_topic
 from namesrv_grpc.remoting.fastjson import FastjsonDecodeError, dumps, loads
 
 __all__ = [
@@ -126,6 +126,16 @@ def _long(value: Any, path: str, default: int = 0) -> int:
 def _text(value: Any, path: str) -> str:
     if not isinstance(value, str):
         raise MalformedBodyError(f"{path} must be a string, got {_type_name(value)}")
+    return value
+
+
+def _topic_name(value: Any, path: str) -> str:
+    """A topic name as RocketMQ's ``TopicValidator`` allows it, the same rule as the gRPC door's."""
+    if not isinstance(value, str) or not is_valid_topic(value):
+        raise MalformedBodyError(
+            f"{path} must be a topic name of 1 to {MAX_TOPIC_LENGTH} characters from %|a-zA-Z0-9_- "
+            f"(RocketMQ TopicValidator), got {value!r:.80}"
+        )
     return value
 
 
@@ -242,10 +252,10 @@ def _topic_config(key: str, config: Any) -> TopicConfig:
         and type(order) is bool
         and filter_type in _FILTER_TYPES
         and isinstance(name, str)
-        and is_valid_name(name)
+        and is_valid_topic(name)
     ):
         path = f"{_TABLE_PATH}[{key!r:.80}]"
-        _name(name, f"{path}.topicName")
+        _topic_name(name, f"{path}.topicName")
         _bounded(read, f"{path}.readQueueNums", 0, MAX_QUEUE_NUMS, 16)
         _bounded(write, f"{path}.writeQueueNums", 0, MAX_QUEUE_NUMS, 16)
         _bounded(perm, f"{path}.perm", 0, MAX_PERM, 6)
@@ -359,7 +369,7 @@ def _decode_topic_config_text(raw: bytes, path: str) -> TopicConfig:
             raise MalformedBodyError(f"{path}.{field_name} must be an integer, got {number_text!r:.60}")
         numbers.append(int(number_text))
     read, write, perm = numbers
-    _name(name, f"{path}.topicName")
+    _topic_name(name, f"{path}.topicName")
     _bounded(read, f"{path}.readQueueNums", 0, MAX_QUEUE_NUMS, 16)
     _bounded(write, f"{path}.writeQueueNums", 0, MAX_QUEUE_NUMS, 16)
     _bounded(perm, f"{path}.perm", 0, MAX_PERM, 6)
@@ -381,7 +391,7 @@ def _decode_compressed_register_body(body: bytes, max_inflated: int) -> Register
         raise MalformedBodyError(f"compressed body: topic count {count} does not fit the {reader.left} bytes left")
     topics: dict[str, TopicConfig] = {}
     data, position, end = reader.data, reader.position, len(reader.data)
-    unpack, line_match, valid_name = _INT32.unpack_from, _TOPIC_LINE.fullmatch, is_valid_name
+    unpack, line_match, valid_name = _INT32.unpack_from, _TOPIC_LINE.fullmatch, is_valid_topic
     filter_types = {"SINGLE_TAG": "SINGLE_TAG", "MULTI_TAG": "MULTI_TAG"}  # shared strings
     for index in range(count):
         # Fast path per topic (100,000 of them for a large broker); anything unusual goes through
