@@ -60,14 +60,15 @@ deploy-check: prometheus-tools
 	promtool check rules deploy/prometheus/alerts.yml
 	promtool test rules deploy/prometheus/alerts_test.yml
 
-## bench: every benchmark scenario at full size; writes docs/benchmarks.md and bench/results/full.json
+## bench: every benchmark scenario at full size, 3 runs each; writes docs/benchmarks.md and bench/results/full.json
 bench: $(STAMP) bench-tools
 	$(PY) -m bench.run
 
-## bench-quick: the same scenarios, smaller and shorter (under 2 minutes), for development
+## bench-quick: the same scenarios, smaller and shorter (under 3 minutes), for development
 bench-quick: $(STAMP) bench-tools
 	$(PY) -m bench.run --quick
 
+## bench-tools: h2load (Debian nghttp2-client) and etcd (Debian etcd-server), when missing
 bench-tools:
 	bash scripts/install-bench-tools.sh
 

@@ -1,12 +1,14 @@
-"""Benchmark plumbing: a real NameServer process, h2load as a C-speed gRPC load generator, and
-request builders. Every figure is measured against a NameServer started as ``python -m namesrv_grpc``
-on loopback, from a separate process."""
+"""Benchmark plumbing: a real NameServer process, h2load as a C-speed gRPC load generator whose
+successes are checked against gRPC status codes, CPU accounting from /proc, run profiles and the
+row format of docs/benchmarks.md. Every figure is measured against a NameServer started as
+``python -m namesrv_grpc`` on loopback, from separate processes."""
 
 from __future__ import annotations
 
 import os
 import platform
 import re
+import resource
 import shutil
 import signal
 import socket
@@ -16,14 +18,17 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+import urllib.request
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Literal
 
 import grpc
-from google.protobuf.message import Message
+from google.protobuf.message import DecodeError, Message
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from prometheus_client.parser import text_string_to_metric_families
 
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv_grpc.cli import parse_boot_line
@@ -33,16 +38,115 @@ from namesrv_grpc.core.model import DataVersion, TopicConfig
 ROOT = Path(__file__).resolve().parent.parent
 HEALTH_CHECK = "/grpc.health.v1.Health/Check"
 PICKUP_TOPIC_ROUTE = "/namesrv.v1.NameServerService/PickupTopicRoute"
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+CUT_OFF_CODES = {"CANCELLED", "CANCELED", "UNKNOWN"}
+"""Status codes of calls h2load abandons at the end of its run (go-grpc and Python spellings)."""
+Result = dict[str, Any]
+
+
+class BenchError(RuntimeError):
+    """A measurement that cannot be trusted (an error reply, a missing tool, a wrong answer)."""
+
+
+# ---------------------------------------------------------------------------- run profiles
+
+
+@dataclass(frozen=True)
+class Profile:
+    """How big and how long: ``full`` (``make bench``, the figures in docs/benchmarks.md), ``quick``
+    (``make bench-quick``, under 3 minutes) or ``tiny`` (tests/test_bench.py: every code path of a
+    scenario, seconds each, numbers meaningless). ``repeats`` is the number of repeated runs every
+    row reports its min / median / max over."""
+
+    name: Literal["full", "quick", "tiny"]
+
+    @property
+    def quick(self) -> bool:
+        return self.name != "full"
+
+    @property
+    def repeats(self) -> int:
+        return 3
+
+    @property
+    def warm_up(self) -> float:
+        """Seconds h2load runs before it starts counting."""
+        return float(self.pick(1.0, 0.5, 0.0))
+
+    def pick(self, full: Any, quick: Any, tiny: Any) -> Any:
+        """The value for this profile."""
+        return {"full": full, "quick": quick, "tiny": tiny}[self.name]
+
+
+# ---------------------------------------------------------------------------- rows
+
+
+def spread(values: Sequence[float]) -> dict[str, float]:
+    """min / median / max of repeated runs."""
+    return {"min": min(values), "median": float(statistics.median(values)), "max": max(values)}
+
+
+def row(
+    row_id: str,
+    what: str,
+    sample: str,
+    metrics: Mapping[str, Sequence[float]],
+    *,
+    baseline: str,
+    baseline_metrics: Mapping[str, Sequence[float]] | None = None,
+    target: str = "",
+    met: bool | None = None,
+    note: str = "",
+) -> Result:
+    """One row of the results table: what ran, the sample size of one run, every metric over the
+    repeated runs (raw values kept, so the spread is visible), the baseline in words (and measured,
+    when it is), the target and whether it was met (None: no target, reported only)."""
+    return {
+        "id": row_id,
+        "what": what,
+        "sample": sample,
+        "runs": {k: [round(v, 4) for v in vs] for k, vs in metrics.items()},
+        "baseline": baseline,
+        "baseline_runs": {k: [round(v, 4) for v in vs] for k, vs in (baseline_metrics or {}).items()},
+        "target": target,
+        "met": met,
+        "note": note,
+    }
+
+
+def size_text(size: int) -> str:
+    """A byte count as MiB or KiB, whichever reads better."""
+    return f"{size / 2**20:.1f} MiB" if size >= 2**20 else f"{size / 1024:.1f} KiB"
+
+
+# ---------------------------------------------------------------------------- processes and CPU
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process (all its threads), from /proc/PID/stat."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def children_cpu_seconds() -> float:
+    """User + system CPU seconds of this process's waited-for children (h2load, load processes)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def load_average() -> str:
+    """The 1, 5 and 15 minute load averages, from /proc/loadavg."""
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
 @dataclass
 class Server:
-    """A NameServer process on 127.0.0.1."""
+    """A NameServer process on 127.0.0.1: gRPC port, metrics port, remoting port (0: none)."""
 
     process: subprocess.Popen[str]
     port: int
+    metrics_port: int
     remoting_port: int = 0
-    """RocketMQ remoting port (the boot line names both)."""
 
     @property
     def address(self) -> str:
@@ -51,6 +155,14 @@ class Server:
     @property
     def remoting_address(self) -> str:
         return f"127.0.0.1:{self.remoting_port}"
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://127.0.0.1:{self.metrics_port}/metrics"
 
     def rss_bytes(self) -> int:
         """Resident set size of the server process, from /proc."""
@@ -64,12 +176,14 @@ class Server:
 
 @contextmanager
 def namesrv(*extra: str) -> Iterator[Server]:
-    """Start a NameServer (state in a temporary directory); stop it with SIGTERM afterwards."""
+    """Start a NameServer (state in a temporary directory; gRPC, remoting and metrics on free ports);
+    stop it with SIGTERM afterwards."""
+    metrics_port = free_port()
     with tempfile.TemporaryDirectory(prefix="namesrv-bench-") as tmp:
         args = [
-            sys.executable, "-m", "namesrv_grpc", "--host", "127.0.0.1", "--port", "0", "--remoting-port", "0",
-            "--log-level", "WARNING",
-            "--kv-config-path", f"{tmp}/kvConfig.json", "--config-store-path", f"{tmp}/namesrv.properties", *extra,
+            sys.executable, "-m", "namesrv_grpc", "--host", "127.0.0.1", "--port", "0", "--log-level", "WARNING",
+            "--kv-config-path", f"{tmp}/kvConfig.json", "--config-store-path", f"{tmp}/namesrv.properties",
+            "--metrics-port", str(metrics_port), "--remoting-port", "0", *extra,
         ]  # fmt: skip
         with open(f"{tmp}/stderr", "w") as stderr:
             process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=stderr, text=True, cwd=ROOT)
@@ -77,9 +191,9 @@ def namesrv(*extra: str) -> Iterator[Server]:
         line = process.stdout.readline()
         if "boot success" not in line:
             process.kill()
-            raise RuntimeError(f"namesrv did not start: {line!r} {Path(tmp, 'stderr').read_text()}")
+            raise BenchError(f"namesrv did not start: {line!r} {Path(tmp, 'stderr').read_text()}")
         ports = parse_boot_line(line)
-        server = Server(process, ports["gRPC"], ports["remoting"])
+        server = Server(process, ports["gRPC"], metrics_port, ports.get("remoting", 0))
         with server.channel() as channel:
             health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=10)
         try:
@@ -90,6 +204,7 @@ def namesrv(*extra: str) -> Iterator[Server]:
                 process.wait(30)
             except subprocess.TimeoutExpired:
                 process.kill()
+                process.wait(10)
 
 
 def free_port() -> int:
@@ -99,56 +214,170 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def grpc_frame(message: Message) -> bytes:
+def scrape(url: str) -> dict[str, list[tuple[dict[str, str], float]]]:
+    """Prometheus text at ``url`` as sample name -> [(labels, value)]."""
+    with urllib.request.urlopen(url, timeout=30) as response:
+        text = response.read().decode()
+    samples: dict[str, list[tuple[dict[str, str], float]]] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            samples.setdefault(sample.name, []).append((dict(sample.labels), sample.value))
+    return samples
+
+
+def grpc_handled(metrics_url: str, method: str) -> dict[str, float]:
+    """``grpc_server_handled_total`` of ``/pkg.Service/Method`` by status code (go-grpc-prometheus
+    names: the NameServer and etcd both export them)."""
+    service, _, name = method.lstrip("/").rpartition("/")
+    counts: dict[str, float] = {}
+    for labels, value in scrape(metrics_url).get("grpc_server_handled_total", []):
+        if labels.get("grpc_service") == service and labels.get("grpc_method") == name:
+            counts[labels["grpc_code"]] = counts.get(labels["grpc_code"], 0.0) + value
+    return counts
+
+
+# ---------------------------------------------------------------------------- h2load, gRPC-aware
+
+
+def grpc_frame(message: bytes | Message) -> bytes:
     """A gRPC length-prefixed message (uncompressed), as h2load sends it as the request body."""
-    payload = message.SerializeToString()
+    payload = message if isinstance(message, bytes) else message.SerializeToString()
     return struct.pack(">BI", 0, len(payload)) + payload
 
 
 @dataclass(frozen=True)
-class LoadResult:
-    """What one h2load run measured: requests per second and latency percentiles in ms."""
+class GrpcTarget:
+    """A unary gRPC method of a server process, driven by h2load with one fixed request.
+
+    ``check`` receives a response message (serialized) and raises when it is not the right answer;
+    after every run a sample of calls is made with a real gRPC client and checked, and the
+    server's own ``grpc_server_handled_total`` must show as many OK answers as h2load counted
+    successes and no other code, so an error reply (HTTP 200 with a non-OK ``grpc-status``
+    trailer) can never count as a fast success."""
+
+    name: str
+    address: str
+    path: str
+    request: bytes
+    pid: int
+    metrics_url: str
+    check: Callable[[bytes], None]
+
+
+@dataclass(frozen=True)
+class LoadRun:
+    """One load run: counts, requests/s, latency percentiles (ms), CPU of server and load generator."""
 
     requests: int
-    failed: int
+    grpc_ok: int
     rps: float
     p50_ms: float
     p99_ms: float
     max_ms: float
+    wall_seconds: float
+    server_cpu_seconds: float
+    loadgen_cpu_seconds: float
+    loadgen: str
+    extra: dict[str, Any] = field(default_factory=dict)
 
-    def as_dict(self) -> dict[str, float]:
-        return {k: round(v, 3) if isinstance(v, float) else v for k, v in self.__dict__.items()}
+    @property
+    def server_cpu_us_per_request(self) -> float:
+        return self.server_cpu_seconds / max(1, self.grpc_ok) * 1e6
+
+    @property
+    def server_cores(self) -> float:
+        """Cores the server kept busy on average."""
+        return self.server_cpu_seconds / self.wall_seconds
+
+    @property
+    def loadgen_cores(self) -> float:
+        return self.loadgen_cpu_seconds / self.wall_seconds
+
+    def as_dict(self) -> dict[str, Any]:
+        out = {k: round(v, 3) if isinstance(v, float) else v for k, v in self.__dict__.items()}
+        out["server_cpu_us_per_request"] = round(self.server_cpu_us_per_request, 1)
+        out["server_cores"] = round(self.server_cores, 2)
+        out["loadgen_cores"] = round(self.loadgen_cores, 2)
+        return out
 
 
-def h2load(address: str, path: str, message: Message, *, seconds: float, concurrency: int = 64) -> LoadResult:
-    """Run h2load against ``path`` with ``concurrency`` streams in flight (4 connections), for
-    ``seconds`` after a 1 s warm-up; percentiles from its per-request log."""
+def verify_sample(target: GrpcTarget, calls: int = 10) -> None:
+    """Make ``calls`` calls of the target with a real gRPC client; raise BenchError unless every one
+    is OK and passes the target's check."""
+    with grpc.insecure_channel(target.address) as channel:
+        method: Any = channel.unary_unary(target.path)
+        for _ in range(calls):
+            try:
+                response = method(target.request, timeout=30)
+            except grpc.RpcError as error:
+                raise BenchError(f"{target.name} {target.path}: the load generator's request fails: {error}") from None
+            target.check(response)
+
+
+def h2load(
+    target: GrpcTarget,
+    *,
+    seconds: float,
+    connections: int = 4,
+    streams: int = 16,
+    threads: int = 1,
+    warm_up: float = 1.0,
+) -> LoadRun:
+    """Run h2load against ``target`` with ``connections`` x ``streams`` requests in flight for
+    ``seconds`` after ``warm_up`` seconds; percentiles from its per-request log; server CPU from /proc
+    and h2load's CPU from rusage, both over h2load's whole life (warm-up included), divided by the
+    server's count of OK answers over the same span. Raises BenchError when any answer was not OK."""
     binary = shutil.which("h2load")
     if binary is None:
-        raise RuntimeError("h2load not found: run scripts/install-bench-tools.sh (Debian nghttp2-client)")
-    connections = 4
+        raise BenchError("h2load not found: run scripts/install-bench-tools.sh (Debian nghttp2-client)")
     with tempfile.TemporaryDirectory(prefix="h2load-") as tmp:
         body = Path(tmp, "body")
-        body.write_bytes(grpc_frame(message))
+        body.write_bytes(grpc_frame(target.request))
         log = Path(tmp, "log")
         args = [
-            binary, f"http://{address}{path}", "-c", str(connections), "-m", str(concurrency // connections),
-            "-D", str(max(1, round(seconds))), "--warm-up-time", "1", "-d", str(body), "--log-file", str(log),
-            "-H", "content-type: application/grpc", "-H", "te: trailers",
+            binary, f"http://{target.address}{target.path}", "-c", str(connections), "-m", str(streams),
+            "-t", str(threads), "-D", str(max(1, round(seconds))), "--warm-up-time", f"{warm_up:g}", "-d", str(body),
+            "--log-file", str(log), "-H", "content-type: application/grpc", "-H", "te: trailers",
         ]  # fmt: skip
-        out = subprocess.run(args, capture_output=True, text=True, timeout=seconds + 60, check=True).stdout
+        handled_before = grpc_handled(target.metrics_url, target.path)
+        cpu_before, gen_before, wall_before = cpu_seconds(target.pid), children_cpu_seconds(), time.perf_counter()
+        completed = subprocess.run(args, capture_output=True, text=True, timeout=seconds + 60, check=False)
+        wall = time.perf_counter() - wall_before
+        server_cpu, gen_cpu = cpu_seconds(target.pid) - cpu_before, children_cpu_seconds() - gen_before
+        handled_after = grpc_handled(target.metrics_url, target.path)
+        if completed.returncode != 0:
+            raise BenchError(f"h2load failed ({completed.returncode}): {completed.stderr or completed.stdout}")
+        out = completed.stdout
         latencies = sorted(int(line.split("\t")[2]) / 1000 for line in log.read_text().splitlines() if line)
     done = re.search(r"requests: \d+ total, \d+ started, (\d+) done, (\d+) succeeded, (\d+) failed", out)
     rps = re.search(r"finished in [\d.]+\w+, ([\d.]+) req/s", out)
     if done is None or rps is None:
-        raise RuntimeError(f"cannot read h2load's output:\n{out}")
-    return LoadResult(
+        raise BenchError(f"cannot read h2load's output:\n{out}")
+    delta = {code: handled_after.get(code, 0.0) - handled_before.get(code, 0.0) for code in handled_after}
+    errors = {code: n for code, n in delta.items() if code != "OK" and n}
+    # h2load resets the streams still in flight when its time is up; servers count those as
+    # cancelled (etcd: Unknown). At most one per stream in flight, and never counted by h2load.
+    cut_off = sum(n for code, n in errors.items() if code.upper() in CUT_OFF_CODES)
+    succeeded, failed = int(done.group(2)), int(done.group(3))
+    if failed or cut_off > connections * streams or set(errors) - {c for c in errors if c.upper() in CUT_OFF_CODES}:
+        raise BenchError(f"{target.name}: error answers during the run: {errors}, h2load failed {failed}")
+    if delta.get("OK", 0) < succeeded:
+        raise BenchError(
+            f"{target.name}: h2load counted {succeeded} successes, the server only {delta.get('OK', 0):.0f} OK"
+        )
+    verify_sample(target)
+    return LoadRun(
         requests=int(done.group(1)),
-        failed=int(done.group(3)),
+        grpc_ok=int(delta.get("OK", 0)),
         rps=float(rps.group(1)),
         p50_ms=percentile(latencies, 50),
         p99_ms=percentile(latencies, 99),
         max_ms=latencies[-1] if latencies else 0.0,
+        wall_seconds=wall,
+        server_cpu_seconds=server_cpu,
+        loadgen_cpu_seconds=gen_cpu,
+        loadgen=f"h2load -t {threads} -c {connections} -m {streams}",
+        extra={"loadgen_threads": threads, "cut_off_at_end": cut_off},
     )
 
 
@@ -158,6 +387,53 @@ def percentile(sorted_values: Sequence[float], pct: float) -> float:
         return 0.0
     index = min(len(sorted_values) - 1, max(0, round(pct / 100 * len(sorted_values)) - 1))
     return float(sorted_values[index])
+
+
+def namesrv_route_check(topic: str, broker_names: int) -> Callable[[bytes], None]:
+    """A check that a PickupTopicRoute answer is ``topic``'s route over ``broker_names`` broker names."""
+
+    def check(raw: bytes) -> None:
+        try:
+            route = ns_pb2.PickupTopicRouteResponse.FromString(raw).route
+        except DecodeError as exc:
+            raise BenchError(f"answer for {topic} is no PickupTopicRouteResponse: {exc}") from None
+        if len(route.queue_datas) != broker_names or len(route.broker_datas) != broker_names:
+            raise BenchError(f"route of {topic} has {len(route.queue_datas)} QueueData, expected {broker_names}")
+
+    return check
+
+
+def namesrv_lookup_target(server: Server, topic: str, broker_names: int) -> GrpcTarget:
+    return GrpcTarget(
+        "namesrv PickupTopicRoute", server.address, PICKUP_TOPIC_ROUTE,
+        ns_pb2.PickupTopicRouteRequest(topic=topic).SerializeToString(), server.pid, server.metrics_url,
+        namesrv_route_check(topic, broker_names),
+    )  # fmt: skip
+
+
+def namesrv_health_target(server: Server) -> GrpcTarget:
+    def check(raw: bytes) -> None:
+        if health_pb2.HealthCheckResponse.FromString(raw).status != health_pb2.HealthCheckResponse.SERVING:
+            raise BenchError("health check: not SERVING")
+
+    return GrpcTarget(
+        "namesrv health check", server.address, HEALTH_CHECK, health_pb2.HealthCheckRequest().SerializeToString(),
+        server.pid, server.metrics_url, check,
+    )  # fmt: skip
+
+
+def bottleneck(server_cores: float, server_ceiling: float, loadgen_cores: float, loadgen_ceiling: float) -> str:
+    """Which side ran closer to its own ceiling of cores (the Python server: 1, its GIL; etcd: the
+    machine's cores; h2load: its threads; N client processes: N, at most the cores)."""
+    server_share, loadgen_share = server_cores / server_ceiling, loadgen_cores / loadgen_ceiling
+    side = "server" if server_share >= loadgen_share else "load generator"
+    return (
+        f"{side} (server {server_share:.0%} of {server_ceiling:g} core(s), "
+        f"load generator {loadgen_share:.0%} of {loadgen_ceiling:g})"
+    )
+
+
+# ---------------------------------------------------------------------------- requests
 
 
 def topic_configs(names: Sequence[str], queues: int = 8) -> dict[str, TopicConfig]:
@@ -197,7 +473,7 @@ def median(values: Sequence[float]) -> float:
 
 
 def machine() -> dict[str, str]:
-    """Cores, CPU model, Python and grpcio versions, OS: what the numbers were measured on."""
+    """Cores, CPU model, Python and grpcio versions, OS, tools: what the numbers were measured on."""
     cpu = "unknown"
     with suppress(OSError, StopIteration):
         cpu = next(
@@ -205,16 +481,19 @@ def machine() -> dict[str, str]:
             for line in Path("/proc/cpuinfo").read_text().splitlines()
             if line.startswith("model name")
         )
-    h2 = (
-        subprocess.run(["h2load", "--version"], capture_output=True, text=True).stdout.strip()
-        if shutil.which("h2load")
-        else "missing"
-    )
+
+    def version(*command: str) -> str:
+        if shutil.which(command[0]) is None:
+            return "missing"
+        result = subprocess.run(command, capture_output=True, text=True, check=False)
+        return (result.stdout or result.stderr).strip().splitlines()[0]
+
     return {
         "cores": str(os.cpu_count()),
         "cpu": cpu,
         "python": platform.python_version(),
         "grpcio": grpc.__version__,
         "os": platform.platform(),
-        "h2load": h2,
+        "h2load": version("h2load", "--version"),
+        "etcd": version("etcd", "--version"),
     }

@@ -1,11 +1,15 @@
 """``make bench`` / ``make bench-quick``: run the benchmark scenarios, write the results as JSON
-(``bench/results/``) and as a table in ``docs/benchmarks.md``.
+(``bench/results/``) and as tables in ``docs/benchmarks.md``.
 
-    python -m bench.run [--quick] [--only 1,3] [--out docs/benchmarks.md]
+    python -m bench.run [--quick | --tiny] [--only 1,3] [--out docs/benchmarks.md]
 
-``--quick`` (under 2 minutes) uses smaller tables and shorter runs; its numbers are for development,
-the full run's go into the docs. Exit code 0 whatever the numbers (a missed target is reported, not
-an error); 1 when a scenario could not run.
+``--quick`` (under 3 minutes) uses smaller tables and shorter runs; ``--tiny`` (the test suite) runs
+every code path in seconds. Only the full run's numbers go into the docs. Exit code 0 whatever the
+numbers (a missed target is reported, not an error); 1 when a scenario could not run.
+
+Adding a scenario: write a function ``Profile -> {"title", "rows", "raw"}`` (rows built with
+:func:`bench.harness.row`) and add it to ``SCENARIOS`` below; the key is its number in the tables.
+A function in the older form ``f(quick: bool) -> dict`` goes in as ``legacy(f)``.
 """
 
 from __future__ import annotations
@@ -16,142 +20,217 @@ import json
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.harness import ROOT, machine
-from bench.scenarios import SCENARIOS as BASE_SCENARIOS
+from bench import peers, scenarios
+from bench.harness import ROOT, Profile, Result, load_average, machine, spread
 from bench.watch_scenarios import WATCH_SCENARIOS, watch_summary
 
-SCENARIOS = {**BASE_SCENARIOS, **WATCH_SCENARIOS}
+Scenario = Callable[[Profile], Result]
+
+
+def legacy(scenario: Callable[[bool], Result]) -> Scenario:
+    """A scenario in the older form ``scenario(quick) -> {..., "target", "met"}`` (no rows): run
+    with ``quick`` for the quick and tiny profiles; its result is shown as JSON under its title."""
+    return lambda profile: scenario(profile.quick)
+
+
+# The scenario registry: key -> (short name for progress lines and --only, function). The tables
+# take each scenario's title from its result, so they say what actually ran at the profile's size.
+SCENARIOS: dict[str, tuple[str, Scenario]] = {
+    "1": ("lookup of one topic vs an empty call", scenarios.s1_small_route),
+    "2": ("random-topic lookups, cold and warm cache, big table", scenarios.s2_large_cluster),
+    "3": ("lookups while a big broker registers every second", scenarios.s3_lookups_during_registrations),
+    "4": ("first RegisterBroker by size", scenarios.s4_register_sizes),
+    "5": ("QueryDataVersion, heartbeat, accepted and rejected re-registration", scenarios.s5_unchanged_broker),
+    "6": ("expiry scan", scenarios.s6_expiry_scan),
+    "7": ("memory", scenarios.s7_memory),
+    "8": ("agent round with a black-holing NameServer", scenarios.s8_agent_black_hole),
+    "9": ("liveness latencies (agent killed / stopped, NameServer restarted)", scenarios.s9_liveness),
+    "10": ("lookups: remoting vs gRPC vs etcd Range, requests/s and CPU per request", peers.s10_lookup_peers),
+    "11": ("remoting lookups during a big REGISTER_BROKER every second", peers.s11_remoting_during_registrations),
+    # Route watching (bench/watch_scenarios.py), in the older one-line form.
+    **{key: (title, legacy(scenario)) for key, (title, scenario) in WATCH_SCENARIOS.items()},
+}
+
+LEGACY_SUMMARIES: dict[str, Callable[[str, Result], str]] = {key: watch_summary for key in WATCH_SCENARIOS}
+"""The one-line summary of each scenario in the older form (no rows), for its table."""
+
+
+def _number(value: float) -> str:
+    if value == 0:
+        return "0"
+    if abs(value) >= 1000:
+        return f"{value:,.0f}"
+    if abs(value) >= 100:
+        return f"{value:.0f}"
+    if abs(value) >= 10:
+        return f"{value:.1f}"
+    if abs(value) >= 1:
+        return f"{value:.2f}"
+    return f"{value:.3g}"
+
+
+def spread_text(runs: dict[str, list[float]]) -> str:
+    """``metric: min / median / max`` per metric, one per line (``<br>``), with the number of runs."""
+    parts = []
+    for name, values in runs.items():
+        if not values:
+            continue
+        s = spread(values)
+        parts.append(f"{name}: {_number(s['min'])} / **{_number(s['median'])}** / {_number(s['max'])}")
+    count = max((len(v) for v in runs.values()), default=0)
+    return "<br>".join(parts) + (f"<br>({count} runs)" if parts else "")
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
 
 
 def render_markdown(report: dict[str, Any]) -> str:
     """The results as docs/benchmarks.md."""
     m = report["machine"]
+    profile = report["profile"]
     lines = [
         "# Benchmarks",
         "",
-        f"Measured {report['date']} with `{report['command']}` ({'quick' if report['quick'] else 'full'} run, "
-        f"{report['seconds']:.0f} s).",
+        f"Measured {report['date']} with `{report['command']}` ({profile} run, {report['seconds']:.0f} s). "
+        f"Regenerate with `make bench`; `make bench-quick` runs the same scenarios smaller (its figures are "
+        "for development and are not written here).",
         "",
-        f"Machine: {m['cores']} cores, {m['cpu']}; Python {m['python']}, grpcio {m['grpcio']}; {m['os']}; "
-        f"load generator {m['h2load']} and grpcio clients in separate processes, NameServer as "
-        "`python -m namesrv_grpc` on loopback.",
+        f"Machine: {m['cores']} cores ({m['cpu']}); Python {m['python']}, grpcio {m['grpcio']}; {m['os']}; "
+        f"{m['h2load']}; {m['etcd']}. Load average (1/5/15 min) {report['load_before']} at the start, "
+        f"{report['load_after']} at the end.",
         "",
-        "Lookup throughput and latency are ratios to the gRPC health check (an RPC that does nothing) measured",
-        "in the same run against the same server process with the same client. The machine is small and noisy:",
-        "compare ratios, not absolute numbers.",
+        "**Read ratios, not absolute numbers.** The machine is small and was shared with other jobs while this "
+        "ran (see the load average), so absolute throughput and latency move from run to run. Every row names "
+        "its baseline, measured in the same run against the same server process with the same client; the ratio "
+        "to it is what carries over to another machine.",
         "",
-        "| # | scenario | target | measured | met |",
-        "|---|---|---|---|---|",
+        "How to read a row: *what ran* is exactly what was timed; *sample* is the size of one run; every metric "
+        "is given as min / **median** / max over the repeated runs (each run a separate measurement, never one "
+        "number); *met* compares the median (or every run, where the target says so) with the target. "
+        "The NameServer is `python -m namesrv_grpc` on loopback; load generators run in separate processes. "
+        "Server CPU per request is the server process's user+system CPU (from /proc/PID/stat) over the run "
+        "divided by the requests it answered OK.",
+        "",
     ]
     for key, result in report["scenarios"].items():
-        title = SCENARIOS[key][0]
         if "error" in result:
-            lines.append(f"| {key} | {title} | | error: {result['error']} | no |")
+            lines += [f"## {key}. {SCENARIOS[key][0]}", "", f"Could not run: `{result['error']}`", ""]
             continue
-        lines.append(
-            f"| {key} | {title} | {result['target']} | {summary(key, result)} | {'yes' if result['met'] else 'NO'} |"
-        )
-    lines += ["", "## Raw results", "", "```json", json.dumps(report["scenarios"], indent=2), "```", ""]
+        if "rows" not in result:  # a scenario in the older one-line form: one run, its own summary
+            summary = LEGACY_SUMMARIES[key](key, result) if key in LEGACY_SUMMARIES else json.dumps(result)
+            met = "yes" if result.get("met") else "**NO**"
+            lines += [
+                f"## {key}. {SCENARIOS[key][0]}",
+                "",
+                "One run, in the scenario's own format (raw figures in the results JSON).",
+                "",
+                "| scenario | target | measured | met |",
+                "|---|---|---|---|",
+                f"| {key} | {_cell(str(result.get('target', '-')))} | {_cell(summary)} | {met} |",
+                "",
+            ]
+            continue
+        lines += [
+            f"## {key}. {result['title']}",
+            "",
+            "| row | what ran | sample per run | measured: min / **median** / max "
+            "| baseline (in words; measured) | target | met |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for r in result["rows"]:
+            baseline = r["baseline"] + (f"<br>{spread_text(r['baseline_runs'])}" if r["baseline_runs"] else "")
+            met = "reported" if r["met"] is None else ("yes" if r["met"] else "**NO**")
+            lines.append(
+                f"| {r['id']} | {_cell(r['what'])} | {_cell(r['sample'])} | {spread_text(r['runs'])} | "
+                f"{_cell(baseline)} | {_cell(r['target'] or '-')} | {met} |"
+            )
+        notes = [r["note"] for r in result["rows"] if r.get("note")]
+        if notes:
+            lines += [""] + [f"- {_cell(note)}" for note in notes]
+        lines.append("")
+    lines += [
+        "## Raw results",
+        "",
+        f"Every run's figures are in `bench/results/{'full' if profile == 'full' else profile}.json`.",
+        "",
+    ]
     return "\n".join(lines)
 
 
-def summary(key: str, r: dict[str, Any]) -> str:
-    """The one-line measured value of a scenario for the table."""
-    if key in WATCH_SCENARIOS:
-        return watch_summary(key, r)
-    if key in ("1", "2"):
-        lookup, empty = r["lookup"], r["empty_call"]
-        rates = f"throughput {r['throughput_ratio']:.2f} x ({lookup['rps']:.0f} vs {empty['rps']:.0f} req/s)"
-    if key == "1":
-        return f"{rates}; p99 {r['p99_ratio']:.2f} x ({lookup['p99_ms']:.2f} vs {empty['p99_ms']:.2f} ms)"
-    if key == "2":
-        return (
-            f"{rates}; RSS {r['rss_mib']} MiB with {r['brokers']} brokers, {r['topics']:,} topics, "
-            f"{r['queue_datas']:,} QueueData (loaded in {r['load_seconds']} s)"
-        )
-    if key == "3":
-        return (
-            f"lookup p99 {r['lookup_p99_ms']} ms over {r['registrations']} registrations of a "
-            f"{r['big_broker_topics']:,}-topic broker ({r['registration_ms_median']} ms each)"
-        )
-    if key == "4":
-        sizes = [k for k in r if k.startswith("topics_")]
-        return "; ".join(
-            f"{int(k[7:]):,} topics ({r[k]['body_bytes'] / 2**20:.2f} MiB): {r[k]['latency_ms_median']} ms"
-            for k in sizes
-        )
-    if key == "5":
-        return (
-            f"QueryDataVersion {r['query_data_version_ratio']:.2f} x, heartbeat {r['heartbeat_ratio']:.2f} x; "
-            f"unchanged re-registration of {r['body_bytes'] / 2**20:.1f} MiB: "
-            f"median {r['unchanged_reregistration_ms']} ms"
-            f" vs transfer+checksum {r['transfer_plus_checksum_ms']} ms (fastest {r['unchanged_reregistration_ms_min']}"
-            f" vs {r['transfer_plus_checksum_ms_min']} ms); server processing {r['server_processing_ms_mean']} ms"
-            f" of which CRC32C {r['crc32c_of_body_ms']} ms: no decode, no table work"
-        )
-    if key == "6":
-        return (
-            f"{r['scan_ms_none_expired']} ms per scan with none expired; {r['expired']} removed in "
-            f"{r['scan_ms_1000_expired']} ms, correct: {r['removals_correct']}"
-        )
-    if key == "7":
-        return f"idle {r['idle_rss_mib']} MiB, loaded {r['loaded_rss_mib']} MiB"
-    if key == "8":
-        return (
-            f"healthy NameServers {r['healthy_latency_ms_with_black_hole']} ms (without the black hole "
-            f"{r['healthy_latency_ms_without_black_hole']} ms); rounds {r['round_ms']} ms with a "
-            f"{r['register_timeout_ms']} ms timeout"
-        )
-    return json.dumps(r)
+def scenario_met(result: Result) -> bool:
+    if "rows" in result:
+        return all(r["met"] is not False for r in result["rows"])
+    return bool(result.get("met"))
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="bench", description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="smaller and shorter (under 2 minutes)")
+    size = parser.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true", help="smaller and shorter (under 3 minutes)")
+    size.add_argument("--tiny", action="store_true", help="every code path in seconds (the test suite)")
     parser.add_argument("--only", default="", help="comma-separated scenario numbers")
     parser.add_argument(
-        "--out", type=Path, default=None, help="markdown file (default docs/benchmarks.md; quick: none)"
+        "--out", type=Path, default=None, help="markdown file (default docs/benchmarks.md for a full run; else none)"
     )
+    parser.add_argument("--results", type=Path, default=None, help="JSON file (default bench/results/PROFILE.json)")
     args = parser.parse_args(argv)
-    keys = [k for k in SCENARIOS if not args.only or k in args.only.split(",")]
+    profile = Profile("tiny" if args.tiny else "quick" if args.quick else "full")
+    wanted = [k.strip() for k in args.only.split(",") if k.strip()]
+    unknown = [k for k in wanted if k not in SCENARIOS]
+    if unknown:
+        parser.error(f"unknown scenario {', '.join(unknown)}; known: {', '.join(SCENARIOS)}")
+    keys = [k for k in SCENARIOS if not wanted or k in wanted]
     started = time.perf_counter()
+    load_before = load_average()
     results: dict[str, Any] = {}
     failed = False
     for key in keys:
-        title, scenario = SCENARIOS[key]
-        print(f"[{key}] {title} ...", flush=True)
+        name, scenario = SCENARIOS[key]
+        print(f"[{key}] {name} ...", flush=True)
         t0 = time.perf_counter()
         try:
-            results[key] = scenario(args.quick)
+            results[key] = scenario(profile)
         except Exception as exc:
             traceback.print_exc()
-            results[key] = {"error": f"{type(exc).__name__}: {exc}", "met": False}
+            results[key] = {"error": f"{type(exc).__name__}: {exc}"}
             failed = True
-        print(f"[{key}] {time.perf_counter() - t0:.1f} s: {json.dumps(results[key])}", flush=True)
+        label = results[key].get("title") or results[key].get("error") or name
+        print(f"[{key}] {time.perf_counter() - t0:.1f} s: {label}", flush=True)
     report = {
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "command": "make bench-quick" if args.quick else "make bench",
-        "quick": args.quick,
+        "command": {"full": "make bench", "quick": "make bench-quick", "tiny": "python -m bench.run --tiny"}[
+            profile.name
+        ],
+        "profile": profile.name,
         "seconds": time.perf_counter() - started,
+        "load_before": load_before,
+        "load_after": load_average(),
         "machine": machine(),
         "scenarios": results,
     }
-    results_dir = ROOT / "bench" / "results"
-    results_dir.mkdir(exist_ok=True)
-    name = "quick.json" if args.quick else "full.json"
-    (results_dir / name).write_text(json.dumps(report, indent=2) + "\n")
-    out = args.out or (None if args.quick else ROOT / "docs" / "benchmarks.md")
+    results_path = args.results or ROOT / "bench" / "results" / f"{profile.name}.json"
+    results_path.parent.mkdir(parents=True, exist_ok=True)
+    results_path.write_text(json.dumps(report, indent=2) + "\n")
+    out = args.out or (ROOT / "docs" / "benchmarks.md" if profile.name == "full" else None)
     if out is not None:
-        out.parent.mkdir(exist_ok=True)
+        out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(render_markdown(report))
         print(f"wrote {out}")
-    print(f"wrote {results_dir / name}")
+    print(f"wrote {results_path}")
     for key in keys:
-        r = results[key]
-        print(f"  {key}: {'met' if r.get('met') else 'NOT met'}  {summary(key, r) if 'error' not in r else r['error']}")
+        result = results[key]
+        if "error" in result:
+            print(f"  {key}: ERROR {result['error']}")
+            continue
+        print(f"  {key}: {'met' if scenario_met(result) else 'NOT met'}  {result.get('title', '')}")
+        for r in result.get("rows", []):
+            medians = ", ".join(f"{k} {spread(v)['median']:.4g}" for k, v in r["runs"].items() if v)
+            print(f"      {r['id']}: {medians}{'' if r['met'] is not False else '  (target missed)'}")
     return 1 if failed else 0
 
 

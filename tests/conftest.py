@@ -1,17 +1,63 @@
-"""Fixtures: a NameServer process per test that needs one, with blocking stubs; one Spark session."""
+"""Fixtures: a NameServer process per test that needs one, with blocking stubs; one Spark session.
+
+Hypothesis profiles: with ``CI`` set (any non-empty value) every property test runs the same examples
+on every run (``derandomize``, no example database), so a CI failure is reproduced by rerunning; a
+local run draws a fresh seed, prints it in the report header, and a failing test's report names it
+(``pytest --hypothesis-seed=N`` replays the run). ``HYPOTHESIS_PROFILE`` picks a profile by name.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import os
+import random
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from hypothesis import settings
 
 from tests.support import NamesrvProcess, Stubs, running_namesrv
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+
+CI_PROFILE = "namesrv-ci"
+DEV_PROFILE = "namesrv-dev"
+settings.register_profile(CI_PROFILE, derandomize=True, database=None, print_blob=True, deadline=None)
+settings.register_profile(DEV_PROFILE, print_blob=True)
+PROFILE = os.environ.get("HYPOTHESIS_PROFILE") or (CI_PROFILE if os.environ.get("CI") else DEV_PROFILE)
+settings.load_profile(PROFILE)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """Outside CI, pick the run's Hypothesis seed here (before Hypothesis' own plugin reads the
+    option), so that it can be printed and replayed."""
+    if not settings().derandomize and config.getoption("hypothesis_seed", None) is None:
+        config.option.hypothesis_seed = str(random.SystemRandom().randrange(2**32))
+
+
+def _seed_line(config: pytest.Config) -> str:
+    if settings().derandomize:
+        return f"hypothesis profile {PROFILE}: derandomized, the same examples on every run"
+    return f"hypothesis profile {PROFILE}: seed {config.getoption('hypothesis_seed')} (replay: --hypothesis-seed=N)"
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return _seed_line(config)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """A failing property test's report ends with the Hypothesis seed that replays the run."""
+    report = yield
+    if report.failed and call.when == "call" and "Falsifying" in report.longreprtext:
+        report.sections.append(("hypothesis seed", _seed_line(item.config)))
+    return report
 
 
 @pytest.fixture

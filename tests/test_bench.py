@@ -1,30 +1,193 @@
-"""The benchmark harness itself runs (its numbers live in docs/benchmarks.md, never in tests)."""
+"""The benchmark harness itself: every scenario runs at a tiny size (its numbers are meaningless
+here, they live in docs/benchmarks.md), so its load generation, scraping, checks and table code
+run; and a load generator never counts an error answer as a success."""
 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
+import pytest
+
+from bench.harness import BenchError, GrpcTarget, Profile, h2load, namesrv, namesrv_lookup_target, row
+from bench.run import SCENARIOS, render_markdown, spread_text
 from tests.support import ROOT, _env
 
+needs_h2load = pytest.mark.skipif(shutil.which("h2load") is None, reason="h2load missing: make bench-tools")
+needs_etcd = pytest.mark.skipif(shutil.which("etcd") is None, reason="etcd missing: make bench-tools")
 
-def test_bench_quick_runs_scenarios_and_writes_results(tmp_path: Path) -> None:
-    out = tmp_path / "benchmarks.md"
-    result = subprocess.run(
-        [sys.executable, "-m", "bench.run", "--quick", "--only", "6,7", "--out", str(out)],
-        capture_output=True, text=True, env=_env(), cwd=ROOT, timeout=300,
+
+def run_tiny(tmp_path: Path, key: str) -> tuple[dict[str, Any], str]:
+    out, results = tmp_path / "benchmarks.md", tmp_path / "results.json"
+    completed = subprocess.run(
+        [sys.executable, "-m", "bench.run", "--tiny", "--only", key, "--out", str(out), "--results", str(results)],
+        capture_output=True, text=True, env=_env(), cwd=ROOT, timeout=600,
     )  # fmt: skip
-    assert result.returncode == 0, result.stderr
-    report = json.loads((ROOT / "bench" / "results" / "quick.json").read_text())
-    scan = report["scenarios"]["6"]
-    assert scan["removals_correct"] is True
-    assert scan["expired"] == 1000
-    assert scan["brokers"] == 10_000
-    memory = report["scenarios"]["7"]
-    assert 10 < memory["idle_rss_mib"] < 1000
-    assert memory["loaded_rss_mib"] >= memory["idle_rss_mib"] * 0.9
-    text = out.read_text()
-    assert "| 6 | expiry scan, 10,000 brokers, 1,000 expired |" in text
+    assert completed.returncode == 0, completed.stdout[-3000:] + completed.stderr[-3000:]
+    return json.loads(results.read_text()), out.read_text()
+
+
+EXPECTED_ROWS = {
+    "1": ["1"],
+    "2": ["2a", "2b", "2c"],
+    "3": ["3a", "3b"],
+    "4": ["4a", "4b", "4c"],
+    "5": ["5a", "5b", "5c", "5d"],
+    "6": ["6a", "6b"],
+    "7": ["7"],
+    "8": ["8a", "8b"],
+    "9": ["9a", "9b", "9c"],
+    "10": ["10a", "10b", "10c", "10d"],
+    "11": ["11a", "11b"],
+}
+
+
+def test_every_scenario_is_covered_here() -> None:
+    assert set(EXPECTED_ROWS) <= set(SCENARIOS)
+
+
+@needs_h2load
+@needs_etcd
+@pytest.mark.parametrize("key", list(EXPECTED_ROWS))
+def test_scenario_runs_tiny_and_every_row_is_complete(tmp_path: Path, key: str) -> None:
+    report, markdown = run_tiny(tmp_path, key)
+    assert report["profile"] == "tiny"
     assert report["machine"]["cores"]
+    result = report["scenarios"][key]
+    assert "error" not in result, result
+    assert [r["id"] for r in result["rows"]] == EXPECTED_ROWS[key]
+    assert f"## {key}. {result['title']}" in markdown
+    for r in result["rows"]:
+        assert r["what"], r
+        assert r["sample"], r
+        assert r["baseline"], r
+        assert r["runs"], r
+        for name, values in [*r["runs"].items(), *r["baseline_runs"].items()]:
+            assert len(values) >= 3, f"{r['id']} {name}: {values}"
+            assert all(v >= 0 for v in values), f"{r['id']} {name}: {values}"
+        assert f"| {r['id']} | " in markdown
+    check = SCENARIO_CHECKS.get(key)
+    if check is not None:
+        check(result)
+
+
+def _row(result: dict[str, Any], row_id: str) -> dict[str, Any]:
+    return next(r for r in result["rows"] if r["id"] == row_id)
+
+
+def _check_2(result: dict[str, Any]) -> None:
+    assert result["raw"]["topics"] == 300
+    assert "60 distinct topics drawn at random" in _row(result, "2a")["what"]
+    assert all(run["requests"] == 60 for run in result["raw"]["cold"] + result["raw"]["warm"])
+    assert all(run["extra"]["checked_answers"] >= 1 for run in result["raw"]["cold"])
+
+
+def _check_4(result: dict[str, Any]) -> None:
+    assert _row(result, "4c")["met"] is True, "the registered topics must all be visible"
+    assert "1,000 topics" in result["title"]
+
+
+def _check_6(result: dict[str, Any]) -> None:
+    assert _row(result, "6b")["met"] is True, "the expiry scan removed the wrong brokers"
+
+
+def _check_9(result: dict[str, Any]) -> None:
+    assert all(v < 30_000 for v in _row(result, "9a")["runs"]["ms"])
+    assert all(v >= 750 for v in _row(result, "9b")["runs"]["ms"]), "removed before its heartbeat timeout (1 s)"
+
+
+def _check_10(result: dict[str, Any]) -> None:
+    raw = result["raw"]
+    assert set(raw) == {"etcd_linearizable", "etcd_serializable", "grpc", "remoting"}
+    for runs in raw.values():
+        assert all(run["grpc_ok"] > 0 and run["server_cpu_seconds"] >= 0 for run in runs)
+    assert "bottleneck per run" in _row(result, "10d")["note"]
+
+
+SCENARIO_CHECKS = {"2": _check_2, "4": _check_4, "6": _check_6, "9": _check_9, "10": _check_10}
+
+
+def test_quick_titles_say_what_ran(tmp_path: Path) -> None:
+    """Headings come from what ran, not from the full run's sizes (issue 12 item 17)."""
+    report, markdown = run_tiny(tmp_path, "6")
+    assert report["scenarios"]["6"]["title"] == "expiry scan, 1,000 brokers, 100 expired"
+    assert "10,000" not in markdown
+
+
+def test_markdown_gives_every_metric_as_min_median_max_with_its_runs() -> None:
+    assert spread_text({"req/s": [3.0, 1.0, 2.0]}) == "req/s: 1.00 / **2.00** / 3.00<br>(3 runs)"
+    report = {
+        "date": "2026-11-22 20:00 UTC", "command": "make bench", "profile": "full", "seconds": 1.0,
+        "load_before": "1 1 1", "load_after": "2 2 2",
+        "machine": {"cores": "2", "cpu": "X", "python": "3", "grpcio": "1", "os": "L", "h2load": "h", "etcd": "e"},
+        "scenarios": {
+            "6": {
+                "title": "a title", "raw": {},
+                "rows": [row("6a", "what | ran", "n", {"ms": [1, 2, 3]}, baseline="base", target="t", met=False)],
+            },
+            "7": {"error": "BenchError: broken"},
+        },
+    }  # fmt: skip
+    text = render_markdown(report)
+    assert "## 6. a title" in text
+    assert "| 6a | what \\| ran | n | ms: 1.00 / **2.00** / 3.00<br>(3 runs) | base | t | **NO** |" in text
+    assert "Could not run: `BenchError: broken`" in text
+    assert "Load average (1/5/15 min) 1 1 1 at the start, 2 2 2 at the end" in text
+
+
+def test_profile_sizes() -> None:
+    assert Profile("full").pick(1, 2, 3) == 1
+    assert Profile("tiny").pick(1, 2, 3) == 3
+    assert Profile("quick").quick
+    assert not Profile("full").quick
+    assert Profile("tiny").repeats >= 3
+
+
+@needs_h2load
+def test_h2load_error_answers_are_never_counted_as_successes() -> None:
+    """h2load counts HTTP 200 whatever the grpc-status trailer says: a lookup of a topic that does
+    not exist (NOT_FOUND every time) must fail the run, not report a fast success."""
+    with namesrv() as server:
+        target = namesrv_lookup_target(server, "NoSuchTopic", 1)
+        with pytest.raises(BenchError, match=r"NotFound|NOT_FOUND"):
+            h2load(target, seconds=1, connections=1, streams=4)
+
+
+@needs_h2load
+def test_h2load_wrong_answers_are_caught_by_the_sample_check() -> None:
+    """A run whose answers are OK but not the expected route fails on the gRPC client's check."""
+    with namesrv() as server:
+        ok = namesrv_lookup_target(server, "NoSuchTopic", 1)
+        health = GrpcTarget(
+            "health as a route", server.address, "/grpc.health.v1.Health/Check", b"", server.pid, server.metrics_url,
+            ok.check,
+        )  # fmt: skip
+        with pytest.raises(BenchError):
+            h2load(health, seconds=1, connections=1, streams=4)
+
+
+def test_grpc_load_counts_error_answers_as_errors() -> None:
+    from bench.grpc_load import grpc_load
+    from namesrv.v1 import name_server_service_pb2 as ns_pb2
+
+    with namesrv() as server:
+        requests = [ns_pb2.PickupTopicRouteRequest(topic=f"Missing{i}").SerializeToString() for i in range(20)]
+        with pytest.raises(BenchError, match="NOT_FOUND"):
+            grpc_load(
+                server.address, "/namesrv.v1.NameServerService/PickupTopicRoute", requests, server_pid=server.pid,
+                processes=1, concurrency=4,
+            )  # fmt: skip
+
+
+def test_remoting_blast_counts_error_answers_as_errors() -> None:
+    from bench.remoting_load import remoting_load
+
+    with namesrv() as server, pytest.raises(BenchError, match=r"TOPIC_NOT_EXIST|error"):
+        remoting_load(
+                "blast", server.remoting_address, ["NoSuchTopic"], server_pid=server.pid,
+                metrics_url=server.metrics_url, seconds=1, processes=1, connections=1, depth=8,
+            )  # fmt: skip

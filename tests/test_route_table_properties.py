@@ -1,5 +1,13 @@
 """Stateful property test of the route table: random sequences of registrations, unregistrations,
-heartbeats, expiry scans and admin operations keep the five tables consistent with each other."""
+heartbeats, expiry scans and admin operations keep the five tables consistent with each other.
+
+Liveness sessions (S15, S17) are checked against the machine's own model, not against the table's
+fields: the model remembers which broker instance registered each address and which session it bound,
+and says on its own whether a session survives a re-registration (same non-empty instance, cluster,
+name and id) and whether a hello binds (exactly the registered instance, "" included).
+
+Runs are reproducible in CI (``CI`` set: the derandomized profile of tests/conftest.py); locally a
+failure prints the ``--hypothesis-seed`` that replays the run."""
 
 from __future__ import annotations
 
@@ -59,6 +67,11 @@ class RouteTableMachine(RuleBasedStateMachine):
         self.clock = FakeClock()
         self.rt = RouteInfoManager(self.clock)
         self.sessions: list[tuple[str, int]] = []
+        # The oracle of sessions: address -> (instance, cluster, name, id) of its last registration,
+        # and address -> the session bound to it. Entries of addresses that left the live table are
+        # dropped after each step (liveness itself is checked by the rules and invariants).
+        self.registered_as: dict[str, tuple[str, str, str, int]] = {}
+        self.bound_session: dict[str, int] = {}
 
     @initialize(delete_topics=st.booleans())
     def configure(self, delete_topics: bool) -> None:
@@ -90,6 +103,8 @@ class RouteTableMachine(RuleBasedStateMachine):
         instance: str,
     ) -> None:
         before = snapshot(self.rt)
+        identity = (instance, cluster, name, broker_id)
+        keeps_session = instance != "" and self.registered_as.get(addr) == identity
         try:
             self.rt.register_broker(
                 cluster_name=cluster,
@@ -105,12 +120,47 @@ class RouteTableMachine(RuleBasedStateMachine):
         except StaleBrokerStateError:
             assert snapshot(self.rt) == before
             return
+        self.registered_as[addr] = identity
+        if not keeps_session:
+            self.bound_session.pop(addr, None)
         live = self.rt.broker_live_table[addr]
         assert (live.cluster, live.broker_name, live.broker_id) == (cluster, name, broker_id)
         assert (live.data_version, live.last_update_timestamp) == (version, self.clock.now)
         assert self.rt.broker_addr_table[name].broker_addrs[broker_id] == addr
         assert name in self.rt.cluster_addr_table[cluster]
         assert self.rt.filter_server_table.get(addr, []) == filters
+
+    @precondition(lambda self: bool(self.registered_as))
+    @rule(
+        data=st.data(),
+        instance=st.sampled_from([None, "", "run-1", "run-2"]),
+        topics=topic_sets,
+        version=data_versions,
+    )
+    def reregister(
+        self, data: st.DataObject, instance: str | None, topics: list[TopicConfig], version: DataVersion
+    ) -> None:
+        """The broker at a registered address registers again (its periodic round or a restart):
+        same identity, the same instance (None) or another one, "" included."""
+        addr = data.draw(st.sampled_from(sorted(self.registered_as)))
+        registered, cluster, name, broker_id = self.registered_as[addr]
+        self.register(
+            cluster, name, broker_id, addr, topics, version, [], 0, registered if instance is None else instance
+        )
+
+    @precondition(lambda self: bool(self.registered_as))
+    @rule(data=st.data(), instance=st.sampled_from([None, "", "run-1", "run-2"]), version=data_versions)
+    def session_then_reregister(self, data: st.DataObject, instance: str | None, version: DataVersion) -> None:
+        """A broker with a session registers again (its periodic round, or a restart under another
+        instance): the model says whether the session is still the bound one afterwards."""
+        addr = data.draw(st.sampled_from(sorted(self.registered_as)))
+        self.hello(addr, None)
+        if self.bound_session.get(addr) is None:
+            return
+        session_id = self.bound_session[addr]
+        registered, cluster, name, broker_id = self.registered_as[addr]
+        self.register(cluster, name, broker_id, addr, [], version, [], 0, registered if instance is None else instance)
+        assert self.rt.session_heartbeat(addr, session_id) == (self.bound_session.get(addr) == session_id)
 
     @rule(cluster=clusters, name=broker_names, broker_id=broker_ids, addr=addrs)
     def unregister_random(self, cluster: str, name: str, broker_id: int, addr: str) -> None:
@@ -148,35 +198,41 @@ class RouteTableMachine(RuleBasedStateMachine):
         for live in self.rt.broker_live_table.values():
             assert live.last_update_timestamp + live.heartbeat_timeout_millis >= now
 
-    @precondition(lambda self: bool(self.rt.broker_live_table))
-    @rule(data=st.data())
-    def bind_session(self, data: st.DataObject) -> None:
-        addr = data.draw(st.sampled_from(sorted(self.rt.broker_live_table)))
-        live = self.rt.broker_live_table[addr]
+    @precondition(lambda self: bool(self.registered_as))
+    @rule(data=st.data(), hello_instance=st.sampled_from([None, "", "run-1", "run-2"]))
+    def bind_session(self, data: st.DataObject, hello_instance: str | None) -> None:
+        """A hello naming the registered identity, with the registered instance (None) or another
+        one; the model says whether it binds."""
+        self.hello(data.draw(st.sampled_from(sorted(self.registered_as))), hello_instance)
+
+    def hello(self, addr: str, hello_instance: str | None) -> None:
+        instance, cluster, name, broker_id = self.registered_as[addr]
+        hello = instance if hello_instance is None else hello_instance
         bound = self.rt.bind_session(
-            cluster_name=live.cluster,
-            broker_name=live.broker_name,
-            broker_id=live.broker_id,
-            broker_addr=addr,
-            instance_id=live.instance_id,
+            cluster_name=cluster, broker_name=name, broker_id=broker_id, broker_addr=addr, instance_id=hello
         )
+        if hello != instance:
+            assert bound is None, f"a hello from instance {hello!r} bound to {instance!r}'s registration"
+            return
         assert bound is not None
         assert bound[0] not in {sid for _, sid in self.sessions}
-        assert live.last_update_timestamp == self.clock.now
+        assert self.rt.broker_live_table[addr].last_update_timestamp == self.clock.now
         self.sessions.append((addr, bound[0]))
+        self.bound_session[addr] = bound[0]
 
     @precondition(lambda self: bool(self.sessions))
     @rule(data=st.data(), end=st.booleans())
     def session_event(self, data: st.DataObject, end: bool) -> None:
         addr, session_id = data.draw(st.sampled_from(self.sessions))
-        live = self.rt.broker_live_table.get(addr)
-        bound = live is not None and live.session_id == session_id
+        bound = self.bound_session.get(addr) == session_id
         before = snapshot(self.rt)
         if end:
             removed = self.rt.remove_if_session(addr, session_id, "session ended")
-            assert (removed is not None) == bound
+            assert (removed is not None) == bound, f"session {session_id} of {addr}: model says bound={bound}"
             if removed is None:
                 assert snapshot(self.rt) == before
+            else:
+                self.bound_session.pop(addr, None)
         else:
             assert self.rt.session_heartbeat(addr, session_id) == bound
 
@@ -228,6 +284,14 @@ class RouteTableMachine(RuleBasedStateMachine):
             assert changed == (stored != version)
 
     # ------------------------------------------------------------------ invariants
+
+    @invariant()
+    def sessions_agree_with_the_model(self) -> None:
+        for addr in set(self.registered_as) - set(self.rt.broker_live_table):
+            del self.registered_as[addr]
+            self.bound_session.pop(addr, None)
+        for addr, live in self.rt.broker_live_table.items():
+            assert live.session_id == self.bound_session.get(addr, 0), f"session of {addr}"
 
     @invariant()
     def cluster_sets_name_registered_broker_names(self) -> None:
@@ -303,7 +367,6 @@ RouteTableMachine.TestCase.settings = settings(
     max_examples=200,
     stateful_step_count=30,
     deadline=None,
-    database=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
 TestRouteTableStateMachine = RouteTableMachine.TestCase

@@ -4,6 +4,7 @@ commits, crash recovery and retention. No Spark here (tests/test_analytics_*.py 
 from __future__ import annotations
 
 import os
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -255,5 +256,8 @@ def test_retention_deletes_old_snapshots_but_never_the_newest(tmp_path: Path) ->
 def test_export_measures_its_lock_hold(tmp_path: Path) -> None:
     clock = FakeClock(NOW)
     exporter = SnapshotExporter(build_table(clock), tmp_path, NS, clock=clock)
+    started = time.perf_counter()
     exporter.export()
-    assert 0 < exporter.last_lock_hold_seconds < 1
+    elapsed = time.perf_counter() - started
+    # Measured, and part of the export (how short it is, is measured by scripts/bench_snapshot_export.py).
+    assert 0 < exporter.last_lock_hold_seconds <= elapsed

@@ -1,0 +1,282 @@
+"""Load generators for the remoting port (RocketMQ's TCP protocol), run as worker processes.
+
+``blast`` (throughput): each worker opens ``--connections`` connections and keeps ``--depth``
+GET_ROUTEINFO_BY_TOPIC requests in flight on each, pipelined: frames are encoded once before the
+run and sent in batches of ``depth / 2`` whenever half of a batch has been answered; answers are
+counted by walking the frame lengths, and every answer's header must start with
+``{"code":0,`` (SUCCESS, as the NameServer writes JSON headers) or it counts as an error. No
+per-request Python object is built, so one worker answers for far more requests per CPU second
+than the server spends on them.
+
+``latency``: each worker runs ``--concurrency`` sequential callers over one
+:class:`~namesrv_grpc.remoting.client.RemotingClient` connection each and records every
+request's latency (ms).
+
+    python -m bench.remoting_load {blast|latency} HOST:PORT TOPICS_FILE --seconds S --latencies OUT ...
+
+Workers connect, print ``ready``, wait for a line on stdin, run, and print a JSON summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import array
+import asyncio
+import json
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from bench.harness import ROOT, BenchError, LoadRun, cpu_seconds, percentile, scrape
+from namesrv_grpc.remoting.client import RemotingClient
+from namesrv_grpc.remoting.codec import RemotingCommand, encode_command
+from namesrv_grpc.remoting.codes import RequestCode, ResponseCode
+
+SUCCESS_PREFIX = b'{"code":0,'
+_LENGTH = struct.Struct(">I")
+
+
+def lookup_frame(topic: str, opaque: int) -> bytes:
+    """A GET_ROUTEINFO_BY_TOPIC request frame (JSON header, as the Java client sends it)."""
+    return encode_command(
+        RemotingCommand(RequestCode.GET_ROUTEINFO_BY_TOPIC, opaque, ext_fields={"topic": topic}, language="JAVA")
+    )
+
+
+class _Blaster(asyncio.Protocol):
+    def __init__(self, batches: list[bytes], batch_size: int, depth: int, deadline: float, done: asyncio.Event) -> None:
+        self.batches, self.batch_size, self.depth, self.deadline, self.done = batches, batch_size, depth, deadline, done
+        self.buffer = bytearray()
+        self.in_flight = 0
+        self.answered = 0
+        self.errors = 0
+        self.next_batch = 0
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        while self.in_flight < self.depth:
+            self._send()
+
+    def _send(self) -> None:
+        assert self.transport is not None
+        self.transport.write(self.batches[self.next_batch % len(self.batches)])
+        self.next_batch += 1
+        self.in_flight += self.batch_size
+
+    def data_received(self, data: bytes) -> None:
+        buffer = self.buffer
+        buffer += data
+        offset, end, answered = 0, len(buffer), 0
+        while end - offset >= 4:
+            (length,) = _LENGTH.unpack_from(buffer, offset)
+            if end - offset < 4 + length:
+                break
+            if buffer[offset + 8 : offset + 8 + len(SUCCESS_PREFIX)] != SUCCESS_PREFIX:
+                self.errors += 1
+            answered += 1
+            offset += 4 + length
+        del buffer[:offset]
+        self.answered += answered
+        self.in_flight -= answered
+        if time.perf_counter() >= self.deadline:
+            if self.in_flight == 0 and self.transport is not None:
+                self.transport.close()
+                self.done.set()
+            return
+        while self.in_flight <= self.depth - self.batch_size:
+            self._send()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.done.set()
+
+
+async def _blast(args: argparse.Namespace, topics: list[str]) -> dict[str, Any]:
+    host, port = args.address.rsplit(":", 1)
+    batch_size = max(1, args.depth // 2)
+    frames = [lookup_frame(topics[i % len(topics)], i) for i in range(max(len(topics), 4 * args.depth))]
+    batches = [b"".join(frames[i : i + batch_size]) for i in range(0, len(frames) - batch_size + 1, batch_size)]
+    loop = asyncio.get_running_loop()
+    # One untimed request: the server is up and the connection path warm.
+    async with await RemotingClient.connect(host, int(port)) as client:
+        await client.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topics[0]}, timeout=30)
+    print("ready", flush=True)
+    await loop.run_in_executor(None, sys.stdin.readline)
+    started, cpu_started = time.perf_counter(), time.process_time()
+    deadline = started + args.seconds
+    protocols = []
+    for _ in range(args.connections):
+        blaster = _Blaster(batches, batch_size, args.depth, deadline, asyncio.Event())
+        await loop.create_connection(lambda blaster=blaster: blaster, host, int(port))  # type: ignore[misc]
+        protocols.append(blaster)
+    await asyncio.gather(*(p.done.wait() for p in protocols))
+    wall, cpu = time.perf_counter() - started, time.process_time() - cpu_started
+    return {
+        "ok": sum(p.answered - p.errors for p in protocols),
+        "errors": sum(p.errors for p in protocols),
+        "seconds": wall,
+        "cpu_seconds": cpu,
+    }
+
+
+async def _latency(args: argparse.Namespace, topics: list[str]) -> dict[str, Any]:
+    host, port = args.address.rsplit(":", 1)
+    clients = [await RemotingClient.connect(host, int(port)) for _ in range(args.concurrency)]
+    latencies = array.array("d")
+    errors = 0
+    try:
+        for client in clients:
+            await client.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topics[0]}, timeout=30)
+        print("ready", flush=True)
+        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+        started, cpu_started = time.perf_counter(), time.process_time()
+        deadline = started + args.seconds
+
+        async def caller(client: RemotingClient, offset: int) -> None:
+            nonlocal errors
+            position = offset
+            while time.perf_counter() < deadline:
+                topic = topics[position % len(topics)]
+                position += len(clients)
+                sent = time.perf_counter()
+                answer = await client.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}, timeout=60)
+                if answer.code != ResponseCode.SUCCESS:
+                    errors += 1
+                    continue
+                latencies.append((time.perf_counter() - sent) * 1000)
+
+        await asyncio.gather(*(caller(c, i) for i, c in enumerate(clients)))
+        wall, cpu = time.perf_counter() - started, time.process_time() - cpu_started
+    finally:
+        for client in clients:
+            await client.close()
+    await asyncio.to_thread(Path(args.latencies).write_bytes, latencies.tobytes())
+    return {"ok": len(latencies), "errors": errors, "seconds": wall, "cpu_seconds": cpu}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="bench.remoting_load", description=__doc__.splitlines()[0])
+    parser.add_argument("mode", choices=["blast", "latency"])
+    parser.add_argument("address")
+    parser.add_argument("topics", type=Path)
+    parser.add_argument("--worker", type=int, default=0)
+    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--seconds", type=float, required=True)
+    parser.add_argument("--connections", type=int, default=2)
+    parser.add_argument("--depth", type=int, default=64)
+    parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--latencies", default="")
+    args = parser.parse_args(argv)
+    every = args.topics.read_text().split()
+    topics = every[args.worker :: args.workers] or every
+    run = _blast if args.mode == "blast" else _latency
+    print(json.dumps(asyncio.run(run(args, topics))), flush=True)
+    return 0
+
+
+def remoting_handled(metrics_url: str) -> dict[str, float]:
+    """``namesrv_remoting_requests_total`` of GET_ROUTEINFO_BY_TOPIC by response code."""
+    counts: dict[str, float] = {}
+    for labels, value in scrape(metrics_url).get("namesrv_remoting_requests_total", []):
+        if labels.get("request_code") == "GET_ROUTEINFO_BY_TOPIC":
+            counts[labels["response_code"]] = counts.get(labels["response_code"], 0.0) + value
+    return counts
+
+
+def remoting_load(
+    mode: str,
+    address: str,
+    topics: Sequence[str],
+    *,
+    server_pid: int,
+    metrics_url: str,
+    seconds: float,
+    processes: int = 2,
+    connections: int = 2,
+    depth: int = 64,
+    concurrency: int = 8,
+) -> LoadRun:
+    """Run ``processes`` workers in ``mode`` against the remoting port at ``address``; server CPU from
+    /proc over the timed span, the workers' CPU as they report it. Raises BenchError when an answer
+    was not SUCCESS (by the workers' count or by the server's ``namesrv_remoting_requests_total``)."""
+    with tempfile.TemporaryDirectory(prefix="remoting-load-") as tmp:
+        topics_path = Path(tmp, "topics")
+        topics_path.write_text("\n".join(topics))
+        workers = []
+        for index in range(processes):
+            command = [
+                sys.executable, "-m", "bench.remoting_load", mode, address, str(topics_path), "--worker", str(index),
+                "--workers", str(processes), "--seconds", str(seconds), "--connections", str(connections),
+                "--depth", str(depth), "--concurrency", str(concurrency), "--latencies", f"{tmp}/latencies-{index}",
+            ]  # fmt: skip
+            workers.append(
+                subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT)
+            )
+        try:
+            for worker in workers:
+                assert worker.stdout is not None
+                if worker.stdout.readline().strip() != "ready":
+                    for other in workers:
+                        other.kill()
+                    raise BenchError("a remoting load worker did not start")
+            handled_before = remoting_handled(metrics_url)
+            cpu_before, started = cpu_seconds(server_pid), time.perf_counter()
+            for worker in workers:
+                assert worker.stdin is not None
+                worker.stdin.write("go\n")
+                worker.stdin.flush()
+            summaries = []
+            for worker in workers:
+                assert worker.stdout is not None
+                line = worker.stdout.readline()
+                if not line:
+                    raise BenchError("a remoting load worker died")
+                summaries.append(json.loads(line))
+            wall, server_cpu = time.perf_counter() - started, cpu_seconds(server_pid) - cpu_before
+            handled_after = remoting_handled(metrics_url)
+        finally:
+            for worker in workers:
+                try:
+                    worker.wait(60)
+                except subprocess.TimeoutExpired:
+                    worker.kill()
+                    worker.wait(10)
+        latencies: list[float] = []
+        if mode == "latency":
+            for index in range(processes):
+                values = array.array("d")
+                values.frombytes(Path(tmp, f"latencies-{index}").read_bytes())
+                latencies.extend(values)
+    errors = sum(s["errors"] for s in summaries)
+    delta = {code: handled_after.get(code, 0.0) - handled_before.get(code, 0.0) for code in handled_after}
+    server_errors = {code: n for code, n in delta.items() if code != "SUCCESS" and n}
+    ok = sum(s["ok"] for s in summaries)
+    if errors or server_errors or delta.get("SUCCESS", 0) < ok:
+        raise BenchError(f"remoting {mode}: {errors} error answers, server counted {delta}")
+    latencies.sort()
+    return LoadRun(
+        requests=ok,
+        grpc_ok=ok,
+        rps=ok / wall,
+        p50_ms=percentile(latencies, 50),
+        p99_ms=percentile(latencies, 99),
+        max_ms=latencies[-1] if latencies else 0.0,
+        wall_seconds=wall,
+        server_cpu_seconds=server_cpu,
+        loadgen_cpu_seconds=sum(s["cpu_seconds"] for s in summaries),
+        loadgen=(
+            f"{processes} processes x {connections} connections x {depth} pipelined requests"
+            if mode == "blast"
+            else f"{processes} processes x {concurrency} RemotingClient connections, 1 request in flight each"
+        ),
+        extra={"loadgen_processes": processes},
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())
