@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+import zlib
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from functools import partial
@@ -228,6 +229,29 @@ def test_every_change_source_reaches_watchers(namesrv: NamesrvProcess, stubs: St
     revisions = [m.revision for m in watch.received]
     assert revisions == sorted(revisions)
     assert len(set(revisions)) == len(revisions)  # every message a new revision
+    watch.cancel()
+
+
+def test_remoting_registrations_and_connection_close_reach_grpc_watchers(namesrv: NamesrvProcess, stubs: Stubs) -> None:
+    """A Java broker registering over remoting (9876) and its connection closing (S15) are changes
+    like any other."""
+    from namesrv_grpc.remoting import bodies
+    from namesrv_grpc.remoting.codes import RequestCode
+    from tests.remoting_support import RemotingTestClient
+
+    watch = Watch(stubs, ["RemotingTopic"])
+    watch.until(lambda r: "RemotingTopic" in r and r["RemotingTopic"] is None)
+    topics = {"RemotingTopic": topic("RemotingTopic")}
+    body = bodies.encode_register_broker_body(topics, DataVersion(0, 1, 1), compressed=False)
+    fields = {
+        "clusterName": "DefaultCluster", "brokerName": "broker-r", "brokerId": "0", "brokerAddr": "127.0.0.1:10777",
+        "haServerAddr": "", "compressed": "false", "bodyCrc32": str(zlib.crc32(body) & 0x7FFFFFFF),
+    }  # fmt: skip
+    with RemotingTestClient(namesrv.remoting_address) as broker:
+        assert broker.call(RequestCode.REGISTER_BROKER, fields, body).code == 0
+        watch.until(lambda r: addrs(r.get("RemotingTopic")) == {"broker-r": {0: "127.0.0.1:10777"}})
+    elapsed = watch.until(lambda r: r["RemotingTopic"] is None)
+    print(f"\nremoting connection closed -> route gone on the gRPC watch in {elapsed * 1000:.0f} ms")
     watch.cancel()
 
 
