@@ -438,6 +438,16 @@ def test_route_cache_reconnects_and_resyncs_against_another_namesrv(tmp_path: Pa
         assert not updates[-1].resync
 
 
+def test_route_cache_skips_a_namesrv_that_does_not_answer(namesrv: NamesrvProcess, stubs: Stubs) -> None:
+    stubs.ns.RegisterBroker(register_request(topics=[topic("T1")]))
+    dead = f"127.0.0.1:{free_port()}"  # nothing listens there
+    with RouteCache([dead, namesrv.address], ["T1"], retry_max_seconds=0.5) as cache:
+        assert cache.wait_synced(timeout=15)
+        assert cache.namesrv == namesrv.address
+        assert addrs(cache.route("T1")) == {"broker-a": {0: "127.0.0.1:10911"}}
+        assert set(cache.routes()) == {"T1"}
+
+
 def test_admin_watch_prints_one_json_line_per_change(namesrv: NamesrvProcess, stubs: Stubs) -> None:
     stubs.ns.RegisterBroker(register_request(topics=[topic("T1")]))
     process = subprocess.Popen(
