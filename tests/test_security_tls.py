@@ -413,3 +413,45 @@ def test_permissive_remoting_from_a_rocketmq_config_file(
     assert served_certificate(pki, server.remoting_port).serial_number == pki.server.cert.serial_number
     assert refused(ClientSecurity(), server.address) == grpc.StatusCode.UNAVAILABLE
     assert health(client(pki), server.address) == health_pb2.HealthCheckResponse.SERVING
+
+
+def test_remoting_reload_applies_to_clients_that_send_no_server_name(pki: Pki, tmp_path: Path) -> None:
+    """Java brokers dial IP addresses and send no SNI: the switch to a reloaded certificate must not
+    depend on it (OpenSSL calls the server-name callback for every ClientHello)."""
+    import asyncio
+
+    from namesrv_grpc.security.tls import ServerTls, ServerTlsSettings
+
+    cert_file, key_file = tmp_path / "s.crt", tmp_path / "s.key"
+    cert_file.write_bytes(pki.server.cert_file.read_bytes())
+    key_file.write_bytes(pki.server.key_file.read_bytes())
+    tls = ServerTls(ServerTlsSettings(cert_file, key_file))
+
+    def serial(port: int, server_name: str | None) -> int:
+        context = ssl.create_default_context(cafile=str(pki.ca.cert_file))
+        context.check_hostname = False
+        with (
+            socket.create_connection(("127.0.0.1", port), timeout=5) as raw,
+            context.wrap_socket(raw, server_hostname=server_name) as conn,
+        ):
+            der = conn.getpeercert(binary_form=True)
+        assert der is not None
+        return int(x509.load_der_x509_certificate(der).serial_number)
+
+    async def scenario() -> None:
+        loop = asyncio.get_running_loop()
+        server = await loop.create_server(asyncio.Protocol, "127.0.0.1", 0, ssl=tls.remoting_context())
+        port = server.sockets[0].getsockname()[1]
+        try:
+            assert await asyncio.to_thread(serial, port, None) == pki.server.cert.serial_number
+            renewed = pki.ca.issue("server-sni", pki.server.cert.subject, server=True)
+            cert_file.write_bytes(renewed.cert_file.read_bytes())
+            key_file.write_bytes(renewed.key_file.read_bytes())
+            assert tls.changed_on_disk()
+            assert tls.reload("test")
+            assert await asyncio.to_thread(serial, port, None) == renewed.cert.serial_number
+            assert await asyncio.to_thread(serial, port, "localhost") == renewed.cert.serial_number
+        finally:
+            server.close()
+
+    asyncio.run(scenario())
