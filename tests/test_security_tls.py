@@ -455,3 +455,36 @@ def test_remoting_reload_applies_to_clients_that_send_no_server_name(pki: Pki, t
             server.close()
 
     asyncio.run(scenario())
+
+
+def test_agent_checks_the_certificate_against_the_host_name_it_resolved(
+    pki: Pki, start_secure: Callable[..., SecureNamesrv], tmp_path: Path
+) -> None:
+    """``--namesrv-addr localhost:PORT``: the agent dials 127.0.0.1 (what the name resolves to), and
+    the server's certificate names only ``localhost``, no IP: verification uses the configured name."""
+    dns_only = pki.ca.issue("server-dns-only", pki.server.cert.subject, server=True, ip_san=False)
+    server = start_secure("--tls-cert-file", str(dns_only.cert_file), "--tls-key-file", str(dns_only.key_file))
+    # A client dialling the IP without a server name is refused: the certificate does not name it.
+    assert refused(client(pki), server.address) == grpc.StatusCode.UNAVAILABLE
+    agent = spawn_agent(
+        "--broker-config", str(fixture_path("broker-a.properties")),
+        "--topics-json", str(fixture_path("topics-quickstart.json")),
+        "--namesrv-addr", f"localhost:{server.port}", "--set", "brokerIP1=127.0.0.1",
+        "--tls-ca-file", str(pki.ca.cert_file),
+    )  # fmt: skip
+    try:
+        named = ClientSecurity(tls=True, ca_pem=pki.ca.cert_file.read_bytes(), server_name="localhost")
+
+        def registered() -> bool:
+            with named.channel(server.address) as channel:
+                try:
+                    Stubs(channel).ns.PickupTopicRoute(ns_pb2.PickupTopicRouteRequest(topic="TopicTest"), timeout=T)
+                except grpc.RpcError:
+                    return False
+            return True
+
+        poll_until(registered, timeout=30, interval=0.5)
+    finally:
+        agent.send_signal(signal.SIGTERM)
+        agent.communicate(timeout=20)
+    assert agent.returncode == 0
