@@ -488,3 +488,33 @@ def test_agent_checks_the_certificate_against_the_host_name_it_resolved(
         agent.send_signal(signal.SIGTERM)
         agent.communicate(timeout=20)
     assert agent.returncode == 0
+
+
+def test_certificate_expiry_and_reloads_are_metrics(pki: Pki, tmp_path: Path) -> None:
+    from prometheus_client import CollectorRegistry
+
+    from namesrv_grpc.security.tls import ServerTls, ServerTlsSettings, TlsCollector
+
+    cert_file, key_file = tmp_path / "s.crt", tmp_path / "s.key"
+    cert_file.write_bytes(pki.server.cert_file.read_bytes())
+    key_file.write_bytes(pki.server.key_file.read_bytes())
+    tls = ServerTls(ServerTlsSettings(cert_file, key_file))
+    registry = CollectorRegistry()
+    registry.register(TlsCollector(tls))
+
+    def value(name: str, **labels: str) -> float | None:
+        return registry.get_sample_value(name, labels)
+
+    expiry = "namesrv_tls_certificate_expiry_timestamp_seconds"
+    assert value(expiry) == pki.server.cert.not_valid_after_utc.timestamp()
+    assert value("namesrv_tls_reloads_total", result="ok") == 0
+    assert value("namesrv_tls_reloads_total", result="failed") == 0
+    renewed = pki.ca.issue("server-metrics", pki.server.cert.subject, server=True)
+    cert_file.write_bytes(renewed.cert_file.read_bytes())
+    key_file.write_bytes(renewed.key_file.read_bytes())
+    assert tls.reload("test")
+    cert_file.write_text("broken\n")
+    assert not tls.reload("test")
+    assert value(expiry) == renewed.cert.not_valid_after_utc.timestamp()
+    assert value("namesrv_tls_reloads_total", result="ok") == 1
+    assert value("namesrv_tls_reloads_total", result="failed") == 1
