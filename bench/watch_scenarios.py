@@ -328,11 +328,13 @@ def w3_many_streams(quick: bool) -> dict[str, Any]:
         open_seconds = time.monotonic() - opened
         loaded_rss = rss_mib(server.process.pid)
         with server.channel() as channel:
+            cpu_before = lookup_limit.cpu_seconds(server.process.pid)
             changed = time.time()
             admin_grpc.AdminServiceStub(channel).WipeWritePermOfBroker(
                 admin_pb2.WipeWritePermOfBrokerRequest(broker_name="broker-a"), timeout=30
             )
         times, failures = collect_times(started)
+        fan_out_cpu = lookup_limit.cpu_seconds(server.process.pid) - cpu_before
     result = latency_summary([t - changed for t in times], streams)
     result.update(
         streams=streams,
@@ -341,6 +343,8 @@ def w3_many_streams(quick: bool) -> dict[str, Any]:
         server_rss_mib_idle=idle_rss,
         server_rss_mib_with_streams=loaded_rss,
         server_kib_per_stream=round((loaded_rss - idle_rss) * 1024 / streams, 1),
+        server_cpu_seconds_for_fan_out=round(fan_out_cpu, 2),
+        server_cpu_us_per_stream=round(fan_out_cpu / streams * 1e6, 1),
         seconds_to_open_all=round(open_seconds, 1),
         target="every stream gets the change (time to the last one reported; clients share the 2 cores)",
         met=result["received"] == streams,
@@ -457,7 +461,8 @@ def watch_summary(key: str, r: dict[str, Any]) -> str:
         if key == "W3":
             extra = (
                 f"; RSS {r['server_rss_mib_idle']} -> {r['server_rss_mib_with_streams']} MiB "
-                f"({r['server_kib_per_stream']} KiB per stream)"
+                f"({r['server_kib_per_stream']} KiB per stream); server CPU for the fan-out "
+                f"{r['server_cpu_seconds_for_fan_out']} s ({r['server_cpu_us_per_stream']} us per stream)"
             )
         return (
             f"{r['received']}/{r['watchers']} got it: p50 {r['p50_ms']} ms, p99 {r['p99_ms']} ms, "

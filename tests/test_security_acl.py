@@ -16,6 +16,8 @@ from typing import Any
 
 import grpc
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from namesrv.v1 import admin_service_pb2 as admin_pb2
 from namesrv.v1 import kv_config_service_pb2 as kv_pb2
@@ -709,3 +711,121 @@ def test_agent_signs_registrations_and_sessions_with_broker_conf_keys(tmp_path: 
         assert agent.returncode == 0
         unregistered = [(e["identity"], e["result"], e["removed"]) for e in audited("UnregisterBroker")]
         assert unregistered == [("ak:broker-a-ak", "ok", True)]
+
+
+def test_sighup_reloads_the_acl_and_a_bad_file_keeps_the_old_one(tmp_path: Path) -> None:
+    acl = write_acl(tmp_path / "acl.yml")
+    newcomer = signed("newcomer", "newcomer-secret")
+    with (
+        running_namesrv(tmp_path / "ns", "--acl-file", str(acl)) as server,
+        newcomer.channel(server.address) as channel,
+    ):
+        put = Stubs(channel).kv.PutKVConfig
+        request = kv_pb2.PutKVConfigRequest(namespace="n", key="k", value="v")
+        with pytest.raises(grpc.RpcError) as caught:
+            put(request, timeout=T)
+        assert error_info(caught.value).metadata["problem"] == "unknown_access_key"
+        acl.write_text(acl.read_text() + '  - accessKey: newcomer\n    secretKey: "newcomer-secret"\n    admin: true\n')
+        server.process.send_signal(signal.SIGHUP)
+        poll_until(lambda: outcome(lambda: put(request, timeout=T)) == "allowed", timeout=20, interval=0.2)
+        acl.write_text("accounts: [oops\n")
+        server.process.send_signal(signal.SIGHUP)
+        poll_until(lambda: "ACL reload failed" in server.stderr_path.read_text(), timeout=20, interval=0.2)
+        put(request, timeout=T)  # the last good ACL is still in force
+
+
+def test_identity_precedence_white_list_then_signature_then_anonymous() -> None:
+    from namesrv_grpc.security.audit import AuditLog
+    from namesrv_grpc.security.authz import Guard
+
+    acl = parse_acl(
+        {
+            "globalWhiteRemoteAddresses": ["10.9.9.9"],
+            "accounts": [{"accessKey": "ops", "secretKey": OPS_SECRET, "admin": True}],
+        },
+        "inline",
+    )
+    guard = Guard(acl, AuditLog())
+
+    class Context:
+        def __init__(self, peer: str, metadata: tuple[tuple[str, str], ...]) -> None:
+            self._peer, self._metadata = peer, metadata
+
+        def peer(self) -> str:
+            return self._peer
+
+        def invocation_metadata(self) -> tuple[tuple[str, str], ...]:
+            return self._metadata
+
+        def auth_context(self) -> dict[str, list[bytes]]:
+            return {}
+
+    now = datetime.now(timezone.utc)
+    signed_md = grpc_signature_metadata("ops", OPS_SECRET, now)
+    assert guard.identify_grpc(Context("ipv4:10.1.1.1:5000", signed_md)).name == "ak:ops"
+    assert guard.identify_grpc(Context("ipv4:10.9.9.9:5000", signed_md)).name == "white:10.9.9.9"
+    assert guard.identify_grpc(Context("ipv6:[::ffff:10.9.9.9]:5000", ())).white
+    assert guard.identify_grpc(Context("ipv4:10.1.1.1:5000", ())).name == "anonymous"
+
+
+@given(
+    st.integers(0, 3),
+    st.integers(0, 255),
+    st.integers(0, 255),
+    st.integers(0, 255),
+    st.one_of(st.none(), st.tuples(st.integers(0, 3), st.integers(0, 255))),
+)
+def test_range_patterns_match_exactly_their_range(
+    position: int, a: int, b: int, value: int, other: tuple[int, int] | None
+) -> None:
+    """``7.8.9.10`` with one part replaced by ``low-high``, against addresses equal to it but for that
+    part (and sometimes one more part changed)."""
+    low, high = min(a, b), max(a, b)
+    fixed = [7, 8, 9, 10]
+    parts = [str(p) for p in fixed]
+    parts[position] = f"{low}-{high}"
+    pattern = parse_address_pattern(".".join(parts))
+    address = list(fixed)
+    address[position] = value
+    if other is not None:
+        address[other[0]] = other[1]
+    ip = parse_ip(".".join(map(str, address)))
+    assert ip is not None
+    inside = all(address[i] == fixed[i] for i in range(4) if i != position) and low <= address[position] <= high
+    assert pattern.matches(ip) == inside
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["aclFile", "auditLogFile", "healthPort", "tls.server.mode", "tls.server.certPath", "tls.server.trustCertPath"],
+)
+def test_security_settings_cannot_be_changed_by_a_request(plain_acl_server: AclServer, key: str) -> None:
+    with CALLERS["ops"].channel(plain_acl_server.server.address) as channel:
+        admin = Stubs(channel).admin
+        with pytest.raises(grpc.RpcError) as caught:
+            admin.UpdateNamesrvConfig(admin_pb2.UpdateNamesrvConfigRequest(config={key: "/tmp/x"}), timeout=T)
+        assert error_info(caught.value).reason == "CONFIG_KEY_BLACKLISTED"
+        config = admin.GetNamesrvConfig(admin_pb2.GetNamesrvConfigRequest(), timeout=T).config
+        assert config["aclFile"].endswith("acl.yml")
+
+
+def test_refusal_audit_lines_are_rate_limited(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from namesrv_grpc.security import audit as audit_module
+
+    clock = [1000.0]
+    monkeypatch.setattr("namesrv_grpc.security.audit.time.monotonic", lambda: clock[0])
+    log = audit_module.AuditLog()
+    with caplog.at_level("INFO", logger=audit_module.AUDIT_LOGGER):
+        for _ in range(500):
+            log.refused("anonymous", "ipv4:6.6.6.6:1", "RegisterBroker", "ACCESS_DENIED", broker_name="broker-a")
+        log.refused("ak:other", "ipv4:6.6.6.7:1", "RegisterBroker", "ACCESS_DENIED", broker_name="broker-a")
+        log.ok("ak:ops", "ipv4:10.0.0.1:1", "PutKVConfig", namespace="n", key="k")  # never limited
+        clock[0] += 61
+        log.refused("anonymous", "ipv4:6.6.6.6:1", "RegisterBroker", "ACCESS_DENIED", broker_name="broker-a")
+    lines = [json.loads(record.getMessage()) for record in caplog.records if record.name == audit_module.AUDIT_LOGGER]
+    anonymous = [line for line in lines if line["identity"] == "anonymous"]
+    assert len(anonymous) == audit_module.REFUSALS_PER_MINUTE + 1
+    assert anonymous[-1]["suppressed"] == 500 - audit_module.REFUSALS_PER_MINUTE
+    assert [line["identity"] for line in lines if line["identity"] != "anonymous"] == ["ak:other", "ak:ops"]

@@ -413,3 +413,108 @@ def test_permissive_remoting_from_a_rocketmq_config_file(
     assert served_certificate(pki, server.remoting_port).serial_number == pki.server.cert.serial_number
     assert refused(ClientSecurity(), server.address) == grpc.StatusCode.UNAVAILABLE
     assert health(client(pki), server.address) == health_pb2.HealthCheckResponse.SERVING
+
+
+def test_remoting_reload_applies_to_clients_that_send_no_server_name(pki: Pki, tmp_path: Path) -> None:
+    """Java brokers dial IP addresses and send no SNI: the switch to a reloaded certificate must not
+    depend on it (OpenSSL calls the server-name callback for every ClientHello)."""
+    import asyncio
+
+    from namesrv_grpc.security.tls import ServerTls, ServerTlsSettings
+
+    cert_file, key_file = tmp_path / "s.crt", tmp_path / "s.key"
+    cert_file.write_bytes(pki.server.cert_file.read_bytes())
+    key_file.write_bytes(pki.server.key_file.read_bytes())
+    tls = ServerTls(ServerTlsSettings(cert_file, key_file))
+
+    def serial(port: int, server_name: str | None) -> int:
+        context = ssl.create_default_context(cafile=str(pki.ca.cert_file))
+        context.check_hostname = False
+        with (
+            socket.create_connection(("127.0.0.1", port), timeout=5) as raw,
+            context.wrap_socket(raw, server_hostname=server_name) as conn,
+        ):
+            der = conn.getpeercert(binary_form=True)
+        assert der is not None
+        return int(x509.load_der_x509_certificate(der).serial_number)
+
+    async def scenario() -> None:
+        loop = asyncio.get_running_loop()
+        server = await loop.create_server(asyncio.Protocol, "127.0.0.1", 0, ssl=tls.remoting_context())
+        port = server.sockets[0].getsockname()[1]
+        try:
+            assert await asyncio.to_thread(serial, port, None) == pki.server.cert.serial_number
+            renewed = pki.ca.issue("server-sni", pki.server.cert.subject, server=True)
+            cert_file.write_bytes(renewed.cert_file.read_bytes())
+            key_file.write_bytes(renewed.key_file.read_bytes())
+            assert tls.changed_on_disk()
+            assert tls.reload("test")
+            assert await asyncio.to_thread(serial, port, None) == renewed.cert.serial_number
+            assert await asyncio.to_thread(serial, port, "localhost") == renewed.cert.serial_number
+        finally:
+            server.close()
+
+    asyncio.run(scenario())
+
+
+def test_agent_checks_the_certificate_against_the_host_name_it_resolved(
+    pki: Pki, start_secure: Callable[..., SecureNamesrv], tmp_path: Path
+) -> None:
+    """``--namesrv-addr localhost:PORT``: the agent dials 127.0.0.1 (what the name resolves to), and
+    the server's certificate names only ``localhost``, no IP: verification uses the configured name."""
+    dns_only = pki.ca.issue("server-dns-only", pki.server.cert.subject, server=True, ip_san=False)
+    server = start_secure("--tls-cert-file", str(dns_only.cert_file), "--tls-key-file", str(dns_only.key_file))
+    # A client dialling the IP without a server name is refused: the certificate does not name it.
+    assert refused(client(pki), server.address) == grpc.StatusCode.UNAVAILABLE
+    agent = spawn_agent(
+        "--broker-config", str(fixture_path("broker-a.properties")),
+        "--topics-json", str(fixture_path("topics-quickstart.json")),
+        "--namesrv-addr", f"localhost:{server.port}", "--set", "brokerIP1=127.0.0.1",
+        "--tls-ca-file", str(pki.ca.cert_file),
+    )  # fmt: skip
+    try:
+        named = ClientSecurity(tls=True, ca_pem=pki.ca.cert_file.read_bytes(), server_name="localhost")
+
+        def registered() -> bool:
+            with named.channel(server.address) as channel:
+                try:
+                    Stubs(channel).ns.PickupTopicRoute(ns_pb2.PickupTopicRouteRequest(topic="TopicTest"), timeout=T)
+                except grpc.RpcError:
+                    return False
+            return True
+
+        poll_until(registered, timeout=30, interval=0.5)
+    finally:
+        agent.send_signal(signal.SIGTERM)
+        agent.communicate(timeout=20)
+    assert agent.returncode == 0
+
+
+def test_certificate_expiry_and_reloads_are_metrics(pki: Pki, tmp_path: Path) -> None:
+    from prometheus_client import CollectorRegistry
+
+    from namesrv_grpc.security.tls import ServerTls, ServerTlsSettings, TlsCollector
+
+    cert_file, key_file = tmp_path / "s.crt", tmp_path / "s.key"
+    cert_file.write_bytes(pki.server.cert_file.read_bytes())
+    key_file.write_bytes(pki.server.key_file.read_bytes())
+    tls = ServerTls(ServerTlsSettings(cert_file, key_file))
+    registry = CollectorRegistry()
+    registry.register(TlsCollector(tls))
+
+    def value(name: str, **labels: str) -> float | None:
+        return registry.get_sample_value(name, labels)
+
+    expiry = "namesrv_tls_certificate_expiry_timestamp_seconds"
+    assert value(expiry) == pki.server.cert.not_valid_after_utc.timestamp()
+    assert value("namesrv_tls_reloads_total", result="ok") == 0
+    assert value("namesrv_tls_reloads_total", result="failed") == 0
+    renewed = pki.ca.issue("server-metrics", pki.server.cert.subject, server=True)
+    cert_file.write_bytes(renewed.cert_file.read_bytes())
+    key_file.write_bytes(renewed.key_file.read_bytes())
+    assert tls.reload("test")
+    cert_file.write_text("broken\n")
+    assert not tls.reload("test")
+    assert value(expiry) == renewed.cert.not_valid_after_utc.timestamp()
+    assert value("namesrv_tls_reloads_total", result="ok") == 1
+    assert value("namesrv_tls_reloads_total", result="failed") == 1

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+import zlib
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from functools import partial
@@ -231,6 +232,29 @@ def test_every_change_source_reaches_watchers(namesrv: NamesrvProcess, stubs: St
     watch.cancel()
 
 
+def test_remoting_registrations_and_connection_close_reach_grpc_watchers(namesrv: NamesrvProcess, stubs: Stubs) -> None:
+    """A Java broker registering over remoting (9876) and its connection closing (S15) are changes
+    like any other."""
+    from namesrv_grpc.remoting import bodies
+    from namesrv_grpc.remoting.codes import RequestCode
+    from tests.remoting_support import RemotingTestClient
+
+    watch = Watch(stubs, ["RemotingTopic"])
+    watch.until(lambda r: "RemotingTopic" in r and r["RemotingTopic"] is None)
+    topics = {"RemotingTopic": topic("RemotingTopic")}
+    body = bodies.encode_register_broker_body(topics, DataVersion(0, 1, 1), compressed=False)
+    fields = {
+        "clusterName": "DefaultCluster", "brokerName": "broker-r", "brokerId": "0", "brokerAddr": "127.0.0.1:10777",
+        "haServerAddr": "", "compressed": "false", "bodyCrc32": str(zlib.crc32(body) & 0x7FFFFFFF),
+    }  # fmt: skip
+    with RemotingTestClient(namesrv.remoting_address) as broker:
+        assert broker.call(RequestCode.REGISTER_BROKER, fields, body).code == 0
+        watch.until(lambda r: addrs(r.get("RemotingTopic")) == {"broker-r": {0: "127.0.0.1:10777"}})
+    elapsed = watch.until(lambda r: r["RemotingTopic"] is None)
+    print(f"\nremoting connection closed -> route gone on the gRPC watch in {elapsed * 1000:.0f} ms")
+    watch.cancel()
+
+
 @contextmanager
 def agent_process(*args: str) -> Iterator[tuple[subprocess.Popen[str], LineWatcher]]:
     process = spawn_agent(*args)
@@ -412,6 +436,16 @@ def test_route_cache_reconnects_and_resyncs_against_another_namesrv(tmp_path: Pa
         assert any(u.resync and u.namesrv == second.address for u in updates)
         assert updates[-1].topic == "T1"
         assert not updates[-1].resync
+
+
+def test_route_cache_skips_a_namesrv_that_does_not_answer(namesrv: NamesrvProcess, stubs: Stubs) -> None:
+    stubs.ns.RegisterBroker(register_request(topics=[topic("T1")]))
+    dead = f"127.0.0.1:{free_port()}"  # nothing listens there
+    with RouteCache([dead, namesrv.address], ["T1"], retry_max_seconds=0.5) as cache:
+        assert cache.wait_synced(timeout=15)
+        assert cache.namesrv == namesrv.address
+        assert addrs(cache.route("T1")) == {"broker-a": {0: "127.0.0.1:10911"}}
+        assert set(cache.routes()) == {"T1"}
 
 
 def test_admin_watch_prints_one_json_line_per_change(namesrv: NamesrvProcess, stubs: Stubs) -> None:

@@ -57,8 +57,9 @@ class TestCA:
         self.cert_file = directory / f"{name}.pem"
         self.cert_file.write_bytes(self.cert.public_bytes(serialization.Encoding.PEM))
 
-    def issue(self, file_stem: str, subject: x509.Name, *, server: bool) -> Issued:
-        """A leaf certificate (server: SAN localhost + 127.0.0.1, serverAuth; else clientAuth)."""
+    def issue(self, file_stem: str, subject: x509.Name, *, server: bool, ip_san: bool = True) -> Issued:
+        """A leaf certificate (server: SAN localhost, and 127.0.0.1 unless not ``ip_san``, serverAuth;
+        else clientAuth)."""
         key = ec.generate_private_key(ec.SECP256R1())
         now = datetime.datetime.now(datetime.timezone.utc)
         builder = (
@@ -79,7 +80,8 @@ class TestCA:
         if server:
             builder = builder.add_extension(
                 x509.SubjectAlternativeName(
-                    [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+                    [x509.DNSName("localhost")]
+                    + ([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))] if ip_san else [])
                 ),
                 critical=False,
             )

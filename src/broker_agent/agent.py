@@ -158,6 +158,14 @@ class BrokerAgent:
         await self._close_clients(self._sync_clients(list(dict.fromkeys(addresses))))
         return [c.address for c in self.clients]
 
+    def host_name_of(self, address: str) -> str | None:
+        """The configured NameServer host name that resolved to ``address`` (``ip:port``), or None
+        (an address given as an IP). TLS clients expect this name in the server's certificate."""
+        for entry, resolved in self._resolved.items():
+            if address in resolved:
+                return parse_host_port(entry)[0]
+        return None
+
     def _sync_clients(self, addresses: list[str]) -> list[NamesrvClient]:
         """Make ``self.clients`` match ``addresses``; return the clients dropped."""
         current = {c.address: c for c in self.clients}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import logging
 import os
 import signal
@@ -199,10 +200,20 @@ async def _run(
     metrics: AgentMetrics,
     client_security: ClientSecurity | None = None,
 ) -> int:
+    agents: list[BrokerAgent] = []
+
     def client_factory(address: str) -> GrpcNamesrvClient:
-        return GrpcNamesrvClient(address, client_security)
+        # A NameServer host name is dialled at the addresses it resolves to; with TLS the certificate
+        # is checked against the name that was configured, as a client dialling the name would.
+        security = client_security
+        if security is not None and security.tls and not security.server_name and agents:
+            name = agents[0].host_name_of(address)
+            if name:
+                security = dataclasses.replace(security, server_name=name)
+        return GrpcNamesrvClient(address, security)
 
     agent = BrokerAgent(config, topic_source, client_factory, sessions=sessions, metrics=metrics)
+    agents.append(agent)
     log.info("agent instance %s (NameServers name it in registration conflicts)", agent.instance_id)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -25,6 +25,8 @@ at scrape time, so they are never stale. Rule ids (S13, S15, ...) are those of d
 - ``namesrv_snapshot_export_duration_seconds`` (histogram): time to export one route snapshot
 - ``namesrv_auth_refusals_total{reason}`` (counter): requests refused by the ACL (``--acl-file``), by
   reason: ``access_denied``, ``bad_signature``, ``unknown_access_key``, ``stale_date_time``
+- ``namesrv_tls_certificate_expiry_timestamp_seconds`` (gauge) and ``namesrv_tls_reloads_total{result}``
+  (counter, ``ok``/``failed``): only with TLS on, see :class:`namesrv_grpc.security.tls.TlsCollector`
 - ``namesrv_build_info{version}`` (gauge): always 1
 - ``process_*`` (CPU seconds, resident memory, open fds, start time) and ``python_*`` (version,
   garbage collection): prometheus-client's standard collectors

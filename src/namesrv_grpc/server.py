@@ -44,6 +44,7 @@ from namesrv_grpc.remoting.handlers import RemotingHandlers
 from namesrv_grpc.remoting.remoting_metrics import RemotingMetrics
 from namesrv_grpc.remoting.server import RemotingServer
 from namesrv_grpc.security.setup import OPEN_WARNING, reload_acl, server_guard, server_tls
+from namesrv_grpc.security.tls import TlsCollector
 
 if TYPE_CHECKING:  # pyarrow (about 40 MB resident) is loaded only when a snapshot is taken
     from namesrv_grpc.snapshot import SnapshotExporter, SnapshotInfo
@@ -83,6 +84,8 @@ class NamesrvServer:
         self.grpc_metrics.preregister(SERVICE_DESCRIPTORS)
         self.tls = server_tls(config)
         """Server TLS (None = plaintext); raises TlsFileError for unusable files."""
+        if self.tls is not None:
+            self.metrics.registry.register(TlsCollector(self.tls))
         self.guard = server_guard(config, self.metrics.auth_refusals)
         """The ACL check before every request (open without ``--acl-file``); raises ConfigError."""
         self.sessions = BrokerSessions(self.nameserver, self.metrics, self.guard)

@@ -70,10 +70,13 @@ class TlsSniffer(asyncio.Protocol):
         loop = asyncio.get_running_loop()
         connection = RemotingConnection(self._server)
         if first == TLS_HANDSHAKE_RECORD:
+            # Requests may arrive between the handshake and this coroutine resuming: a buffer takes
+            # them, and hands them over once the connection is set up (synchronously, below).
+            early = _Early()
             try:
                 tls_transport = await loop.start_tls(
                     transport,
-                    connection,
+                    early,
                     self._context,
                     server_side=True,
                     ssl_handshake_timeout=HANDSHAKE_TIMEOUT_SECONDS,
@@ -83,7 +86,15 @@ class TlsSniffer(asyncio.Protocol):
                 transport.close()
                 return
             assert tls_transport is not None
+            if early.lost:
+                tls_transport.close()
+                return
             connection.connection_made(tls_transport)
+            tls_transport.set_protocol(connection)
+            for chunk in early.chunks:
+                connection.data_received(chunk)
+            if early.eof:
+                tls_transport.close()
             return
         transport.set_protocol(connection)
         connection.connection_made(transport)
@@ -113,3 +124,22 @@ class TlsSniffer(asyncio.Protocol):
 def _set_done(future: asyncio.Future[None]) -> None:
     if not future.done():
         future.set_result(None)
+
+
+class _Early(asyncio.Protocol):
+    """Holds what arrives on a TLS connection before its RemotingConnection takes it over."""
+
+    def __init__(self) -> None:
+        self.chunks: list[bytes] = []
+        self.eof = False
+        self.lost = False
+
+    def data_received(self, data: bytes) -> None:
+        self.chunks.append(data)
+
+    def eof_received(self) -> bool | None:
+        self.eof = True
+        return True  # keep the transport open until the connection has answered
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.lost = True

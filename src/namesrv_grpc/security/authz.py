@@ -233,7 +233,7 @@ class Guard:
         if REQUIRED_ROLE[action] is not Role.READ:
             self.audit_log.refused(principal.name, peer, action.value, "ACCESS_DENIED", broker_name=broker_name)
         raise AccessDeniedError(
-            f"{principal.name} may not {action.value}{target} (ACL {acl.source})", {"action": action.value}
+            f"{principal.name} may not {action.value}{target} (--acl-file)", {"action": action.value}
         )
 
     def _signed(self, acl: AclConfig, verify: Any) -> Principal:

@@ -24,10 +24,14 @@ import asyncio
 import logging
 import ssl
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
+from cryptography import x509
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.registry import Collector
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +119,32 @@ def build_ssl_context(settings: ServerTlsSettings, material: TlsMaterial) -> ssl
     return context
 
 
+def certificate_not_after(cert_chain: bytes) -> float:
+    """The expiry (seconds since the epoch) of the first certificate of a PEM chain (the server's own)."""
+    return x509.load_pem_x509_certificate(cert_chain).not_valid_after_utc.timestamp()
+
+
+class TlsCollector(Collector):
+    """``namesrv_tls_certificate_expiry_timestamp_seconds`` (gauge: when the served certificate
+    expires; alert well before) and ``namesrv_tls_reloads_total{result}`` (``ok``, ``failed``)."""
+
+    def __init__(self, tls: ServerTls) -> None:
+        self._tls = tls
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        yield GaugeMetricFamily(
+            "namesrv_tls_certificate_expiry_timestamp_seconds",
+            "When the server's TLS certificate expires, seconds since the epoch.",
+            value=self._tls.not_after,
+        )
+        reloads = CounterMetricFamily(
+            "namesrv_tls_reloads", "Certificate reloads (SIGHUP, file change), by result.", labels=["result"]
+        )
+        reloads.add_metric(["ok"], self._tls.reloads)
+        reloads.add_metric(["failed"], self._tls.failed_reloads)
+        yield reloads
+
+
 def _file_stamp(paths: tuple[Path, ...]) -> tuple[tuple[int, int, int], ...]:
     stamps = []
     for path in paths:
@@ -139,6 +169,10 @@ class ServerTls:
         self._context = build_ssl_context(settings, self._material)
         self.reloads = 0
         """Successful reloads so far."""
+        self.failed_reloads = 0
+        """Reloads that failed (the old certificate stayed)."""
+        self.not_after = certificate_not_after(self._material.cert_chain)
+        """When the served certificate expires, seconds since the epoch."""
 
     @property
     def require_client_cert(self) -> bool:
@@ -184,6 +218,7 @@ class ServerTls:
             context = build_ssl_context(self.settings, material)
         except TlsFileError as exc:
             log.error("TLS reload (%s) failed, keeping the old certificate: %s", why, exc)
+            self.failed_reloads += 1
             self._stamp = _file_stamp(self.settings.files)  # report each change once
             return False
         with self._lock:
@@ -191,6 +226,7 @@ class ServerTls:
             self._context = context
             self._pending = self._grpc_config(material)
             self._stamp = _file_stamp(self.settings.files)
+            self.not_after = certificate_not_after(material.cert_chain)
         self.reloads += 1
         log.info("TLS certificate reloaded (%s) from %s", why, self.settings.cert_file)
         return True
