@@ -336,8 +336,8 @@ def h2load(
         log = Path(tmp, "log")
         args = [
             binary, f"http://{target.address}{target.path}", "-c", str(connections), "-m", str(streams),
-            "-t", str(threads), "-D", str(max(1, round(seconds))), "--warm-up-time", f"{warm_up:g}", "-d", str(body),
-            "--log-file", str(log), "-H", "content-type: application/grpc", "-H", "te: trailers",
+            "-t", str(threads), "-D", str(max(1, round(seconds))), "--warm-up-time", f"{round(warm_up * 1000)}ms",
+            "-d", str(body), "--log-file", str(log), "-H", "content-type: application/grpc", "-H", "te: trailers",
         ]  # fmt: skip
         handled_before = grpc_handled(target.metrics_url, target.path)
         cpu_before, gen_before, wall_before = cpu_seconds(target.pid), children_cpu_seconds(), time.perf_counter()

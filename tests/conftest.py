@@ -55,7 +55,7 @@ def pytest_runtest_makereport(
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     """A failing property test's report ends with the Hypothesis seed that replays the run."""
     report = yield
-    if report.failed and call.when == "call" and "Falsifying" in report.longreprtext:
+    if report.failed and call.when == "call" and "reproduce_failure" in report.longreprtext:
         report.sections.append(("hypothesis seed", _seed_line(item.config)))
     return report
 

@@ -167,7 +167,7 @@ def test_h2load_wrong_answers_are_caught_by_the_sample_check() -> None:
             ok.check,
         )  # fmt: skip
         with pytest.raises(BenchError):
-            h2load(health, seconds=1, connections=1, streams=4)
+            h2load(health, seconds=1, connections=1, streams=4, warm_up=0.5)
 
 
 def test_grpc_load_counts_error_answers_as_errors() -> None:
