@@ -22,6 +22,7 @@ and the counters (``bench/lookup_limit.py`` measures the result against a bare g
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import time
 from collections.abc import AsyncIterator, Callable
@@ -85,6 +86,17 @@ def wrap_unary_response(behavior: Behavior, metrics: MethodMetrics) -> Behavior:
     return handle
 
 
+@contextlib.asynccontextmanager
+async def _closing(responses: Any) -> AsyncIterator[None]:
+    """``aclose()`` ``responses`` on the way out, when it has one (async generators do)."""
+    try:
+        yield
+    finally:
+        aclose = getattr(responses, "aclose", None)
+        if aclose is not None:
+            await aclose()
+
+
 def wrap_stream_response(behavior: Behavior, metrics: MethodMetrics) -> Behavior:
     """Wrap a method that streams responses (server or bidi streaming). An async generator
     function, or a plain function returning an (async) iterable, is served as an async generator;
@@ -119,8 +131,13 @@ def wrap_stream_response(behavior: Behavior, metrics: MethodMetrics) -> Behavior
             if inspect.isawaitable(responses):
                 responses = await responses
             if hasattr(responses, "__aiter__"):
-                async for response in responses:
-                    yield response
+                # Close the inner generator with this one: when gRPC closes the stream while both are
+                # paused at a yield (a client gone right after a response), the inner one's cleanup
+                # (a broker session's S15 removal, a watcher's release) must run now, not whenever
+                # the garbage collector finalizes it.
+                async with _closing(responses):
+                    async for response in responses:
+                        yield response
             else:
                 for response in responses:
                     yield response
