@@ -35,13 +35,15 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
-from cryptography import x509
 
 from namesrv_grpc.properties import ConfigError
 from namesrv_grpc.security.signature import DEFAULT_SKEW_SECONDS
+
+if TYPE_CHECKING:  # cryptography (about 10 MB resident) is loaded only where certificates are used
+    from cryptography import x509
 
 MAX_ACL_FILE_BYTES = 1024 * 1024
 """Larger ACL files are refused unread."""
@@ -136,6 +138,8 @@ def parse_subject(text: str) -> SubjectKey:
     if text.startswith("/"):
         parts = [p for p in re.split(r"(?<!\\)/", text[1:]) if p]
         text = ",".join(reversed([p.replace(",", "\\,") for p in parts]))
+    from cryptography import x509  # about 10 MB resident: loaded only when an ACL names a certificate
+
     try:
         name = x509.Name.from_rfc4514_string(text)
     except ValueError as exc:

@@ -35,8 +35,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from cryptography import x509
-
 from namesrv_grpc.core.errors import AccessDeniedError, BadSignatureError
 from namesrv_grpc.security.acl import Account, AclConfig, subject_key
 from namesrv_grpc.security.audit import AuditLog
@@ -250,6 +248,8 @@ class Guard:
         if data in self._subjects:
             self._subjects.move_to_end(data)
             return self._subjects[data]
+        from cryptography import x509  # loaded only when a client certificate is checked against the ACL
+
         try:
             cert = x509.load_der_x509_certificate(data) if der else x509.load_pem_x509_certificate(data)
             account = acl.by_subject.get(subject_key(cert.subject))

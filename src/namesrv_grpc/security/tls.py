@@ -29,7 +29,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
-from cryptography import x509
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -121,6 +120,8 @@ def build_ssl_context(settings: ServerTlsSettings, material: TlsMaterial) -> ssl
 
 def certificate_not_after(cert_chain: bytes) -> float:
     """The expiry (seconds since the epoch) of the first certificate of a PEM chain (the server's own)."""
+    from cryptography import x509  # about 10 MB resident: loaded only when TLS is configured
+
     return x509.load_pem_x509_certificate(cert_chain).not_valid_after_utc.timestamp()
 
 
