@@ -159,6 +159,9 @@ class RouteInfoManager:
         self._changed_topics: set[str] = set()
         self._all_routes_changed = False
         self._change_depth = 0
+        self._changes_done = 0
+        """Changing calls completed (bumped under the lock as each ends): a read made without the
+        lock is still true when this has not moved since before the read (see register_broker)."""
 
     # ------------------------------------------------------------------ route changes
 
@@ -173,6 +176,8 @@ class RouteInfoManager:
                 yield
             finally:
                 self._change_depth -= 1
+                if self._change_depth == 0:
+                    self._changes_done += 1
                 if self._change_depth == 0 and (self._changed_topics or self._all_routes_changed):
                     self.route_revision += 1
                     topics = None if self._all_routes_changed else frozenset(self._changed_topics)
@@ -231,7 +236,14 @@ class RouteInfoManager:
 
         Raises StaleBrokerStateError (S12) before changing anything when the broker id is held by
         another live address with a higher ``state_version``.
+
+        The S07 comparison of a master's topics is made before the lock is taken (:meth:`_differing`):
+        under the lock only the QueueData that differ are written, unless another change ended in
+        between (then every topic is compared again under the lock). So a 100,000-topic
+        registration holds the lock for the topics it changes, not for all it names, and lookups
+        of other routes are not kept waiting; readers still never see half of it.
         """
+        differing = self._differing(broker_name, topic_configs) if broker_id == MASTER_ID and topic_configs else None
         with self._changing():
             now = self._clock()
             broker_data = self.broker_addr_table.get(broker_name)
@@ -299,7 +311,10 @@ class RouteInfoManager:
                     if self.delete_topic_with_broker_registration:
                         for topic in self.topics_by_broker_name.get(broker_name, set()) - set(topic_configs):
                             self._remove_queue_data(topic, broker_name)
-                    for topic_config in topic_configs.values():
+                    configs: Iterable[TopicConfig] = topic_configs.values()
+                    if differing is not None and differing[0] == self._changes_done:
+                        configs = differing[1]  # nothing changed since: the others are equal, S07 skips them
+                    for topic_config in configs:
                         self._create_and_update_queue_data(broker_name, topic_config)
 
             # S08: the live entry (the session stays only with the same broker instance).
@@ -365,6 +380,26 @@ class RouteInfoManager:
         while len(displaced) > MAX_DISPLACED_PER_BROKER:
             displaced.pop(next(iter(displaced)))
         return holder.instance_id if fighting else ""
+
+    def _differing(self, broker_name: str, topic_configs: Mapping[str, TopicConfig]) -> tuple[int, list[TopicConfig]]:
+        """``(changes done before the read, the topic configs whose QueueData differ from the
+        table's)``, read without the lock (single dict reads; the values are immutable tuples). The
+        list is what S07 would write as long as no change ended since."""
+        seen = self._changes_done
+        table = self.topic_queue_table
+        differing = []
+        for topic_config in topic_configs.values():
+            queue_data_map = table.get(topic_config.topic_name)
+            old = queue_data_map.get(broker_name) if queue_data_map is not None else None
+            if old is None or old != (
+                broker_name,
+                topic_config.read_queue_nums,
+                topic_config.write_queue_nums,
+                topic_config.perm,
+                topic_config.topic_sys_flag,
+            ):
+                differing.append(topic_config)
+        return seen, differing
 
     def _create_and_update_queue_data(self, broker_name: str, topic_config: TopicConfig) -> None:
         """S07: create the topic, add or replace this broker name's QueueData when it differs."""

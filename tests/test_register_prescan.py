@@ -1,0 +1,105 @@
+"""A master's topics are compared with the table before the lock is taken (``RouteInfoManager.
+_differing``): only the QueueData that differ are written under the lock, and a change that ends
+in between makes the registration compare everything again under the lock (S07 unchanged)."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+
+from namesrv_grpc.core.model import PERM_READ, DataVersion, QueueData, TopicConfig
+from namesrv_grpc.core.route_table import RouteInfoManager
+from tests.support import FakeClock
+
+A = "10.0.0.1:10911"
+
+
+def register(table: RouteInfoManager, topics: list[TopicConfig], version: DataVersion) -> None:
+    table.register_broker(
+        cluster_name="c1",
+        broker_name="broker-a",
+        broker_id=0,
+        broker_addr=A,
+        data_version=version,
+        topic_configs={t.topic_name: t for t in topics},
+    )
+
+
+def topics(count: int, *, changed: int = 0) -> list[TopicConfig]:
+    """``count`` topics with 8 queues; the first ``changed`` of them with 4."""
+    return [TopicConfig(f"T{i}", 4 if i < changed else 8, 4 if i < changed else 8, 6) for i in range(count)]
+
+
+def queue_datas(table: RouteInfoManager) -> dict[str, QueueData]:
+    return {topic: by_name["broker-a"] for topic, by_name in table.topic_queue_table.items()}
+
+
+def test_s07_only_the_differing_topics_are_written_under_the_lock(monkeypatch: pytest.MonkeyPatch) -> None:
+    table = RouteInfoManager(FakeClock())
+    register(table, topics(1_000), DataVersion(0, 1, 1))
+    written: list[str] = []
+    original = table._create_and_update_queue_data
+
+    def counting(broker_name: str, config: TopicConfig) -> None:
+        written.append(config.topic_name)
+        original(broker_name, config)
+
+    monkeypatch.setattr(table, "_create_and_update_queue_data", counting)
+    register(table, topics(1_000, changed=10), DataVersion(0, 2, 2))
+    assert sorted(written) == sorted(f"T{i}" for i in range(10))
+    assert queue_datas(table)["T3"] == QueueData("broker-a", 4, 4, 6)
+    assert queue_datas(table)["T10"] == QueueData("broker-a", 8, 8, 6)
+
+
+def test_s07_the_comparison_runs_without_the_lock(monkeypatch: pytest.MonkeyPatch) -> None:
+    table = RouteInfoManager(FakeClock())
+    register(table, topics(100), DataVersion(0, 1, 1))
+    acquired: list[bool] = []
+    original = table._differing
+
+    def probing(*args: Any) -> Any:
+        other = threading.Thread(target=lambda: acquired.append(_try_lock(table)))
+        other.start()
+        other.join()
+        return original(*args)
+
+    monkeypatch.setattr(table, "_differing", probing)
+    register(table, topics(100, changed=1), DataVersion(0, 2, 2))
+    assert acquired == [True], "another thread (a route lookup) can take the lock during the comparison"
+
+
+def _try_lock(table: RouteInfoManager) -> bool:
+    if table._lock.acquire(timeout=5):
+        table._lock.release()
+        return True
+    return False
+
+
+def test_s07_a_change_between_comparison_and_lock_makes_every_topic_compared_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """WipeWritePermOfBroker ends after the comparison found nothing to write but before the
+    registration takes the lock: the registration still restores every topic's perm (it comes
+    last), as it would have without the early comparison."""
+    table = RouteInfoManager(FakeClock())
+    register(table, topics(50), DataVersion(0, 1, 1))
+    original = table._differing
+
+    def racing(*args: Any) -> Any:
+        found = original(*args)
+        assert found[1] == [], "same topics: nothing differs at comparison time"
+        assert table.wipe_write_perm_of_broker("broker-a") == 50
+        return found
+
+    monkeypatch.setattr(table, "_differing", racing)
+    register(table, topics(50), DataVersion(0, 2, 2))
+    assert {qd.perm for qd in queue_datas(table).values()} == {6}, "the wiped perm is written back by S07"
+
+    monkeypatch.setattr(table, "_differing", original)
+    assert table.wipe_write_perm_of_broker("broker-a") == 50
+    register(table, topics(50), DataVersion(0, 3, 3))
+    assert {qd.perm for qd in queue_datas(table).values()} == {6}
+    assert table.wipe_write_perm_of_broker("broker-a") == 50
+    assert {qd.perm for qd in queue_datas(table).values()} == {PERM_READ}
