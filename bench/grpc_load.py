@@ -30,7 +30,7 @@ from typing import Any
 
 import grpc
 
-from bench.harness import ROOT, BenchError, LoadRun, cpu_seconds, percentile
+from bench.harness import BenchError, LoadRun, cpu_seconds, percentile, start_workers
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
 
 CHECK_EVERY = 50
@@ -130,23 +130,16 @@ def grpc_load(
     with tempfile.TemporaryDirectory(prefix="grpc-load-") as tmp:
         requests_path = Path(tmp, "requests")
         write_requests(requests_path, requests)
-        workers = []
-        for index in range(processes):
-            command = [
+        commands = [
+            [
                 sys.executable, "-m", "bench.grpc_load", address, path, str(requests_path), "--worker", str(index),
                 "--workers", str(processes), "--seconds", str(seconds), "--concurrency", str(concurrency),
                 "--expect-brokers", str(expect_brokers), "--latencies", f"{tmp}/latencies-{index}",
-            ]  # fmt: skip
-            workers.append(
-                subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT)
-            )
+            ]
+            for index in range(processes)
+        ]  # fmt: skip
+        workers = start_workers(commands, "gRPC")
         try:
-            for worker in workers:
-                assert worker.stdout is not None
-                if worker.stdout.readline().strip() != "ready":
-                    for other in workers:
-                        other.kill()
-                    raise BenchError("a gRPC load worker did not start")
             cpu_before, started = cpu_seconds(server_pid), time.perf_counter()
             for worker in workers:
                 assert worker.stdin is not None

@@ -381,6 +381,23 @@ def h2load(
     )
 
 
+def start_workers(commands: Sequence[Sequence[str]], what: str) -> list[subprocess.Popen[str]]:
+    """Start one load-generator process per command (``python -m bench.…``) and wait until each has
+    printed ``ready`` (its connections are open); raises BenchError naming ``what`` and kills them all
+    when one does not start. The workers read their start signal from stdin."""
+    workers = [
+        subprocess.Popen(list(command), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT)
+        for command in commands
+    ]
+    for worker in workers:
+        assert worker.stdout is not None
+        if worker.stdout.readline().strip() != "ready":
+            for other in workers:
+                other.kill()
+            raise BenchError(f"a {what} load worker did not start")
+    return workers
+
+
 def percentile(sorted_values: Sequence[float], pct: float) -> float:
     """The ``pct`` percentile of sorted values (nearest rank)."""
     if not sorted_values:

@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.harness import ROOT, BenchError, LoadRun, cpu_seconds, percentile, scrape
+from bench.harness import BenchError, LoadRun, cpu_seconds, percentile, scrape, start_workers
 from namesrv_grpc.remoting.client import RemotingClient
 from namesrv_grpc.remoting.codec import RemotingCommand, encode_command
 from namesrv_grpc.remoting.codes import RequestCode, ResponseCode
@@ -207,23 +207,16 @@ def remoting_load(
     with tempfile.TemporaryDirectory(prefix="remoting-load-") as tmp:
         topics_path = Path(tmp, "topics")
         topics_path.write_text("\n".join(topics))
-        workers = []
-        for index in range(processes):
-            command = [
+        commands = [
+            [
                 sys.executable, "-m", "bench.remoting_load", mode, address, str(topics_path), "--worker", str(index),
                 "--workers", str(processes), "--seconds", str(seconds), "--connections", str(connections),
                 "--depth", str(depth), "--concurrency", str(concurrency), "--latencies", f"{tmp}/latencies-{index}",
-            ]  # fmt: skip
-            workers.append(
-                subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT)
-            )
+            ]
+            for index in range(processes)
+        ]  # fmt: skip
+        workers = start_workers(commands, "remoting")
         try:
-            for worker in workers:
-                assert worker.stdout is not None
-                if worker.stdout.readline().strip() != "ready":
-                    for other in workers:
-                        other.kill()
-                    raise BenchError("a remoting load worker did not start")
             handled_before = remoting_handled(metrics_url)
             cpu_before, started = cpu_seconds(server_pid), time.perf_counter()
             for worker in workers:

@@ -8,7 +8,7 @@ Writing (:func:`dumps`), fastjson's default features (``QuoteFieldNames``, ``Ski
 - **integer keys are written unquoted**: ``{"brokerAddrs":{0:"10.0.0.1:10911"}}`` -- not standard
   JSON, but what every RocketMQ client parses;
 - strings: ``"``, ``\\``, control characters, U+007F..U+009F, U+2028 and U+2029 are escaped
-  (``\\uXXXX`` with upper-case hex), everything else is written as UTF-8 (a lone surrogate, which
+  (``\\u`` and four upper-case hex digits), everything else is written as UTF-8 (a lone surrogate, which
   only a ``\\uD800`` escape in received JSON can produce, becomes ``?`` as in Java's UTF-8 encoder).
 
 ``standard=True`` is what ``ClientRequestProcessor`` writes for GET_ROUTEINFO_BY_TOPIC since 4.9.4
