@@ -87,6 +87,11 @@ REMOTING_FINGERPRINT_TAG = 1 << 32
 
 CONNECTION_CLOSED = "remoting connection closed"
 
+MEMBER_GROUP_REMARK = "not set any response code"
+"""The remark of a successful GET_BROKER_MEMBER_GROUP, as RocketMQ 5.x sends it: its
+``DefaultRequestProcessor.getBrokerMemberGroup`` sets the code but keeps the remark of
+``RemotingCommand.createResponseCommand(null)`` (found by the differential suite, ``docs/compatibility.md``)."""
+
 _REQUEST_NAMES = {int(code): code.name for code in RequestCode}
 """The cause logged when a broker is removed because its connection closed (S15)."""
 
@@ -488,7 +493,8 @@ class RemotingHandlers:
     def get_broker_member_group(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
         cluster_name, broker_name = _field(request, "clusterName"), _field(request, "brokerName")
         addrs = self._ns.get_broker_member_group(cluster_name, broker_name)
-        return self._ok(request, bodies.encode_broker_member_group(cluster_name, broker_name, addrs))
+        body = bodies.encode_broker_member_group(cluster_name, broker_name, addrs)
+        return request.make_response(ResponseCode.SUCCESS, MEMBER_GROUP_REMARK, body)
 
     # ------------------------------------------------------------------ routes
 
