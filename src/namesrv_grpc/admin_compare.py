@@ -36,7 +36,7 @@ import asyncio
 import json
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -302,8 +302,11 @@ async def compare(
     concurrency: int = DEFAULT_CONCURRENCY,
     recheck_after: float = DEFAULT_RECHECK_SECONDS,
     progress: bool = False,
+    before_recheck: Callable[[list[Difference]], Awaitable[None]] | None = None,
 ) -> CompareResult:
-    """Read every NameServer, find the differences, re-check them once (module docstring)."""
+    """Read every NameServer, find the differences, re-check them once (module docstring).
+    ``before_recheck`` is awaited with the first differences before the wait (tests use it to
+    finish a registration "in flight")."""
     started = time.monotonic()
     snapshots = [Snapshot(str(e)) for e in endpoints]
     unreadable: dict[str, str] = {}
@@ -339,6 +342,8 @@ async def compare(
         if not found:
             return result([], 0, topics)
         # Re-check once what differed: a broker may have registered with one NameServer a moment ago.
+        if before_recheck is not None:
+            await before_recheck(found)
         await asyncio.sleep(recheck_after)
         again = [
             Snapshot(s.address, s.protocol, s.cluster_info, s.topics, dict(s.routes), dict(s.kv)) for s in snapshots
