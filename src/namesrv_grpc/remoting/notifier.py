@@ -184,6 +184,11 @@ class BrokerNotifier:
         self._unlogged = 0
         log.warning("%s%s", message, suffix)
 
+    async def drain(self) -> None:
+        """Wait until every send started so far has ended (sends take at most twice the timeout)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
     async def close(self) -> None:
         """Stop: messages from now on are dropped; sends in flight are cancelled."""
         self._closed = True
