@@ -26,6 +26,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -418,6 +419,49 @@ def start_java_proxy(
     )
     proxy.ports = {"grpcServerPort": grpc_port, "remotingListenPort": remoting_port}
     return proxy
+
+
+def cluster_info(namesrv_addr: str, timeout: float = 10) -> dict[str, Any]:
+    """``GET_BROKER_CLUSTER_INFO`` (106) of any NameServer (Java or ours), the body parsed as
+    RocketMQ's JSON: ``{"brokerAddrTable": {name: {"brokerAddrs": {"0": addr}, ...}},
+    "clusterAddrTable": {cluster: [names]}}`` (integer keys as strings)."""
+    from namesrv_grpc.remoting.fastjson import loads
+    from tests.remoting_support import RemotingTestClient
+
+    with RemotingTestClient(namesrv_addr, timeout) as client:
+        answer = client.call(106)
+    if answer.code != 0:
+        raise RuntimeError(f"GET_BROKER_CLUSTER_INFO of {namesrv_addr}: code {answer.code} {answer.remark}")
+    info: dict[str, Any] = loads(answer.body)
+    for data in info.get("brokerAddrTable", {}).values():
+        data["brokerAddrs"] = {str(k): v for k, v in data.get("brokerAddrs", {}).items()}
+    return info
+
+
+def wait_registered(namesrv_addr: str, broker_name: str, broker_id: int = 0, timeout: float = 60) -> str:
+    """Wait until ``namesrv_addr`` lists ``broker_name``/``broker_id`` (a Java broker prints its boot
+    line before its first registration arrives) and return its address; TimeoutError otherwise."""
+    deadline = time.monotonic() + timeout
+    while True:
+        data = cluster_info(namesrv_addr).get("brokerAddrTable", {}).get(broker_name, {})
+        addr = data.get("brokerAddrs", {}).get(str(broker_id))
+        if addr:
+            return str(addr)
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{broker_name}/{broker_id} not registered with {namesrv_addr} in {timeout} s")
+        time.sleep(0.2)
+
+
+def wait_unregistered(namesrv_addr: str, broker_name: str, broker_id: int = 0, timeout: float = 60) -> None:
+    """Wait until ``namesrv_addr`` no longer lists ``broker_name``/``broker_id``; TimeoutError otherwise."""
+    deadline = time.monotonic() + timeout
+    while True:
+        data = cluster_info(namesrv_addr).get("brokerAddrTable", {}).get(broker_name, {})
+        if str(broker_id) not in data.get("brokerAddrs", {}):
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{broker_name}/{broker_id} still registered with {namesrv_addr} after {timeout} s")
+        time.sleep(0.1)
 
 
 @dataclass

@@ -26,6 +26,7 @@ from tests.rocketmq_support import (
     require_rocketmq,
     start_java,
     start_java_broker,
+    wait_registered,
 )
 from tests.support import NamesrvProcess, Stubs, running_namesrv
 
@@ -129,3 +130,9 @@ def test_a_java_5_broker_registers_and_its_route_is_seen_over_our_grpc(
         info = stubs.ns.GetBrokerClusterInfo(ns_pb2.GetBrokerClusterInfoRequest(), timeout=10)
         assert list(info.cluster_addr_table["DefaultCluster"].broker_names) == ["smoke-a"]
         assert "TBW102" in stubs.ns.GetAllTopicList(ns_pb2.GetAllTopicListRequest(), timeout=10).topics
+
+
+def test_wait_registered_reads_any_namesrv(ours: NamesrvProcess, broker5: JavaProcess) -> None:
+    assert wait_registered(ours.remoting_address, "smoke-a") == broker5.addr
+    with pytest.raises(TimeoutError):
+        wait_registered(ours.remoting_address, "smoke-a", broker_id=3, timeout=0.5)
