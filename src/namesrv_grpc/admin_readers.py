@@ -167,11 +167,13 @@ class RemotingReader(NamesrvReader):
                 server_hostname=security.server_name,
             )
         except ssl.SSLError as exc:
-            error = ReadError(address, f"TLS handshake failed: {exc}", answered=False)
+            error = ReadError(address, f"UNAVAILABLE: TLS handshake failed: {exc}", answered=False)
             error.tls_failed = True
             raise error from None
         except (OSError, TimeoutError) as exc:
-            raise ReadError(address, f"cannot connect: {exc or type(exc).__name__}", answered=False) from None
+            raise ReadError(
+                address, f"UNAVAILABLE: cannot connect: {exc or type(exc).__name__}", answered=False
+            ) from None
         return cls(address, client, security, timeout)
 
     async def request(self, code: RequestCode, fields: Mapping[str, str] | None = None) -> RemotingCommand:
@@ -181,9 +183,11 @@ class RemotingReader(NamesrvReader):
         try:
             return await self._client.request(code, ext, timeout=self._timeout)
         except RemotingConnectionError as exc:
-            raise ReadError(self.address, str(exc), answered=False) from None
+            raise ReadError(self.address, f"UNAVAILABLE: {exc}", answered=False) from None
         except TimeoutError:
-            raise ReadError(self.address, f"no answer within {self._timeout:g} s", answered=False) from None
+            raise ReadError(
+                self.address, f"DEADLINE_EXCEEDED: no answer within {self._timeout:g} s", answered=False
+            ) from None
 
     async def _ok(self, code: RequestCode, fields: Mapping[str, str] | None = None) -> RemotingCommand | None:
         """The answer when SUCCESS, None when TOPIC_NOT_EXIST / QUERY_NOT_FOUND; raises ReadError else."""
@@ -362,10 +366,10 @@ async def open_reader(endpoint: Endpoint, security: ClientSecurity, timeout: flo
         await reader.request(RequestCode.GET_NAMESRV_CONFIG)
     except ReadError as exc:
         await reader.close()
-        if "no answer within" in exc.message:
+        if exc.message.startswith("DEADLINE_EXCEEDED"):
             raise ReadError(
                 endpoint.address,
-                f"no answer within {timeout:g} s (neither a remoting nor a gRPC answer; "
+                f"DEADLINE_EXCEEDED: no answer within {timeout:g} s (neither a remoting nor a gRPC answer; "
                 "name the protocol with remoting:// or grpc://)",
                 answered=False,
             ) from None
