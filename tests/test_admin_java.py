@@ -137,8 +137,9 @@ def test_route_in_mqadmin_shape_is_what_mqadmin_prints(side: Side) -> None:
             assert code == 0, err
             assert out == expected.stdout, namesrv
     # Over gRPC from ours: the same text as over remoting.
-    assert admin("-n", side.ours.address, "route", "TopicTest", "--format", "mqadmin")[1] == (
-        admin("-n", side.ours.remoting_address, "route", "TopicTest", "--format", "mqadmin")[1]
+    assert (
+        admin("-n", side.ours.address, "route", "TopicTest", "--format", "mqadmin")[1]
+        == (admin("-n", side.ours.remoting_address, "route", "TopicTest", "--format", "mqadmin")[1])
     )
 
 
