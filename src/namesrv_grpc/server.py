@@ -40,7 +40,9 @@ from namesrv_grpc.grpc_api.route_watches import RouteWatchCollector, new_route_w
 from namesrv_grpc.grpc_api.servicers import AdminServicer, KVConfigServicer, NameServerServicer
 from namesrv_grpc.grpc_api.sessions import BrokerSessions
 from namesrv_grpc.metrics import NamesrvMetrics
+from namesrv_grpc.pauses import GcPauses, LoopLagProbe
 from namesrv_grpc.remoting.handlers import RemotingHandlers
+from namesrv_grpc.remoting.notifier import BrokerNotifier
 from namesrv_grpc.remoting.remoting_metrics import RemotingMetrics
 from namesrv_grpc.remoting.server import RemotingServer
 from namesrv_grpc.security.setup import OPEN_WARNING, reload_acl, server_guard, server_tls
@@ -81,6 +83,8 @@ class NamesrvServer:
         self.nameserver = NameServer(config, self.route_table, KVConfigManager(kv_path))
         self.metrics = NamesrvMetrics(self.route_table)
         self.grpc_metrics = GrpcServerMetrics(self.metrics.registry)
+        self.gc_pauses = GcPauses(self.metrics.gc_pause_seconds)
+        self.loop_lag = LoopLagProbe(self.metrics.event_loop_lag_seconds)
         self.grpc_metrics.preregister(SERVICE_DESCRIPTORS)
         self.tls = server_tls(config)
         """Server TLS (None = plaintext); raises TlsFileError for unusable files."""
@@ -92,6 +96,9 @@ class NamesrvServer:
         self.route_watches = new_route_watches(self.nameserver)
         self.metrics.registry.register(RouteWatchCollector(self.route_watches, self.nameserver))
         self.health = health.aio.HealthServicer()
+        self.broker_notifier = BrokerNotifier(self.metrics.registry)
+        """NOTIFY_MIN_BROKER_ID_CHANGE to brokers (S53; sends only with notifyMinBrokerIdChanged)."""
+        self.nameserver.min_broker_id_senders.append(self.broker_notifier)
         self.remoting = RemotingServer(
             RemotingHandlers(self.nameserver, self.metrics, RemotingMetrics(self.metrics.registry), self.guard),
             frame_max_length=config.remoting_frame_max_length,
@@ -130,6 +137,7 @@ class NamesrvServer:
         Raises RuntimeError when a port cannot be bound.
         """
         config = self.config
+        self.broker_notifier.attach(asyncio.get_running_loop())
         await self.remoting.start(config.bind_address, config.listen_port)
         options = [
             ("grpc.max_receive_message_length", config.grpc_max_message_size),
@@ -190,6 +198,8 @@ class NamesrvServer:
         for name in ("", *SERVICE_NAMES):
             await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
         self._scan_task = asyncio.create_task(self._scan_loop(), name="scan-not-active-broker")
+        self.gc_pauses.install()
+        self.loop_lag.start()
         self._snapshot_task = asyncio.create_task(self._snapshot_loop(), name="route-snapshots")
         if config.metrics_port:
             self._metrics_server = start_http_server(
@@ -300,6 +310,9 @@ class NamesrvServer:
             await self.remoting.stop(grace_seconds)
         if self._health_server is not None:
             await self._health_server.stop(0)
+        await self.broker_notifier.close()
+        await self.loop_lag.stop()
+        self.gc_pauses.uninstall()
         for task in (self._scan_task, self._snapshot_task, self._tls_watch_task):
             if task is not None:
                 task.cancel()
