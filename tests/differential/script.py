@@ -167,9 +167,10 @@ ROUTE_T_NEW = (
     b'"topicSysFlag":0,"writeQueueNums":2}]}'
 )
 DATA_VERSION_SAME = b'{"counter":3,"stateVersion":0,"timestamp":1700000000000}'
+DATA_VERSION_B1_V4 = b'{"counter":4,"stateVersion":0,"timestamp":1700000000000}'
 DATA_VERSION_OTHER = b'{"counter":9,"stateVersion":0,"timestamp":1700000000000}'
 
-TOPIC_LISTS = (
+TOPIC_LISTS: tuple[tuple[str, int, dict[str, str]], ...] = (
     ("all", R.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, {}),
     ("by-cluster", R.GET_TOPICS_BY_CLUSTER, {"cluster": "c1"}),
     ("system", R.GET_SYSTEM_TOPIC_LIST_FROM_NS, {}),
@@ -262,7 +263,7 @@ SCRIPT: list[Step] = [
     Step("read/topics-by-unknown-cluster", R.GET_TOPICS_BY_CLUSTER, {"cluster": "c-nope"}),
     Step("read/member-group", R.GET_BROKER_MEMBER_GROUP, {"clusterName": "c1", "brokerName": "b1"}),
     Step("read/member-group-wrong-cluster", R.GET_BROKER_MEMBER_GROUP, {"clusterName": "c2", "brokerName": "b1"}),
-    Step("read/query-data-version-same", R.QUERY_DATA_VERSION, B1, b'{"counter":4,"stateVersion":0,"timestamp":1700000000000}'),
+    Step("read/query-data-version-same", R.QUERY_DATA_VERSION, B1, DATA_VERSION_B1_V4),
     Step("read/query-data-version-changed", R.QUERY_DATA_VERSION, B1, DATA_VERSION_OTHER),
     Step("read/query-data-version-no-body", R.QUERY_DATA_VERSION, B1),
     Step("read/heartbeat", R.BROKER_HEARTBEAT, B1),
