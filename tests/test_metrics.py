@@ -87,6 +87,12 @@ def test_fixed_names_types_and_labels(ns: MetricsNamesrv) -> None:
         "namesrv_remoting_connections": "gauge",
         "namesrv_remoting_connections_opened": "counter",
         "namesrv_remoting_frame_errors": "counter",
+        "namesrv_remoting_max_connections": "gauge",
+        "namesrv_remoting_connections_refused": "counter",
+        "namesrv_remoting_frames_refused": "counter",
+        "namesrv_remoting_partial_frame_bytes": "gauge",
+        "namesrv_remoting_reads_paused": "counter",
+        "namesrv_log_lines_suppressed": "counter",
     }
     assert {name: metrics.types.get(name) for name in expected_types} == expected_types
     for name in (
@@ -116,7 +122,7 @@ def test_fixed_names_types_and_labels(ns: MetricsNamesrv) -> None:
         elif sample.name.startswith("namesrv_remoting_requests"):
             assert set(sample.labels) == {"request_code", "response_code"}, sample
         elif sample.name.startswith("namesrv_"):
-            assert set(sample.labels) <= {"result", "version", "le", "reason"}, sample
+            assert set(sample.labels) <= {"result", "version", "le", "reason", "logger"}, sample
 
 
 def list_services(channel: grpc.Channel) -> list[str]:

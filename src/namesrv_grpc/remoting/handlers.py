@@ -37,10 +37,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import zlib
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
 
 from namesrv_grpc.core.errors import (
     BodyChecksumMismatchError,
@@ -52,23 +52,21 @@ from namesrv_grpc.core.errors import (
 )
 from namesrv_grpc.core.model import DataVersion, TopicRouteData
 from namesrv_grpc.core.processor import BrokerIdentity, DecodedBody, NameServer
+from namesrv_grpc.log_limits import printable
 from namesrv_grpc.metrics import NamesrvMetrics
 from namesrv_grpc.remoting import access, bodies, fastjson
 from namesrv_grpc.remoting.codec import RemotingCommand
 from namesrv_grpc.remoting.codes import VERSION_V4_9_4, RequestCode, ResponseCode
+from namesrv_grpc.remoting.connection import RemotingConnection
 from namesrv_grpc.remoting.errors import kv_not_found_remark, not_supported_remark, to_response
 from namesrv_grpc.remoting.remoting_metrics import RemotingMetrics
-from namesrv_grpc.remoting.server import printable
 from namesrv_grpc.security.audit import AuditLog
 from namesrv_grpc.security.authz import Guard, Principal
-
-if TYPE_CHECKING:
-    from namesrv_grpc.remoting.server import RemotingConnection
 
 log = logging.getLogger(__name__)
 
 Result = RemotingCommand | Awaitable[RemotingCommand]
-Handler = Callable[[RemotingCommand, "RemotingConnection"], Result]
+Handler = Callable[[RemotingCommand, RemotingConnection], Result]
 
 OFF_LOOP_BODY_BYTES = 256 * 1024
 """A plain (JSON) REGISTER_BROKER body larger than this is checked and decoded in a worker thread."""
@@ -86,6 +84,15 @@ REMOTING_FINGERPRINT_TAG = 1 << 32
 """Added to the CRC32 in a remoting body fingerprint, so it never equals a gRPC one (CRC32C < 2**32)."""
 
 CONNECTION_CLOSED = "remoting connection closed"
+
+# Keys of the answers built once per change (NameServer.answer_per_change), remoting encodings.
+_CLUSTER_INFO = "remoting cluster info"
+_ALL_TOPICS = "remoting all topics"
+_SYSTEM_TOPICS = "remoting system topics"
+_UNIT = "remoting unit topics"
+_UNIT_SUB = "remoting unit sub topics"
+_UNIT_SUB_UNUNIT = "remoting unit sub ununit topics"
+_CONFIG = "remoting config"
 
 _REQUEST_NAMES = {int(code): code.name for code in RequestCode}
 """The cause logged when a broker is removed because its connection closed (S15)."""
@@ -501,28 +508,51 @@ class RemotingHandlers:
         return self._ok(request, self._ns.pickup_topic_route_encoded(topic, encode))
 
     def get_broker_cluster_info(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
-        return self._ok(request, bodies.encode_cluster_info(self._ns.get_cluster_info()))
+        body = self._ns.answer_per_change(
+            _CLUSTER_INFO, lambda: bodies.encode_cluster_info(self._ns.get_cluster_info())
+        )
+        return self._ok(request, body)
 
     def get_all_topic_list(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
-        return self._ok(request, _topic_list_body(self._ns.route_table.get_all_topic_list()))
+        table = self._ns.route_table
+        return self._ok(
+            request, self._ns.answer_per_change(_ALL_TOPICS, lambda: _topic_list_body(table.get_all_topic_list()))
+        )
 
     def get_topics_by_cluster(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
-        return self._ok(request, _topic_list_body(self._ns.get_topics_by_cluster(_field(request, "cluster"))))
+        cluster = _field(request, "cluster")
+        if cluster not in self._ns.route_table.cluster_addr_table:  # no cache entry per made-up name
+            return self._ok(request, _topic_list_body(self._ns.get_topics_by_cluster(cluster)))
+        build = functools.partial(self._topics_by_cluster_body, cluster)
+        return self._ok(request, self._ns.answer_per_change(("remoting topics by cluster", cluster), build))
+
+    def _topics_by_cluster_body(self, cluster: str) -> bytes:
+        return _topic_list_body(self._ns.get_topics_by_cluster(cluster))
 
     def get_system_topic_list(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
-        topics, broker_addr = self._ns.route_table.get_system_topic_list()
-        return self._ok(request, _topic_list_body(topics, broker_addr or None))
+        def build() -> bytes:
+            topics, broker_addr = self._ns.route_table.get_system_topic_list()
+            return _topic_list_body(topics, broker_addr or None)
+
+        return self._ok(request, self._ns.answer_per_change(_SYSTEM_TOPICS, build))
 
     def get_unit_topic_list(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
-        return self._ok(request, _topic_list_body(self._ns.route_table.get_unit_topic_list()))
+        table = self._ns.route_table
+        return self._ok(
+            request, self._ns.answer_per_change(_UNIT, lambda: _topic_list_body(table.get_unit_topic_list()))
+        )
 
     def get_has_unit_sub_topic_list(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
-        return self._ok(request, _topic_list_body(self._ns.route_table.get_has_unit_sub_topic_list()))
+        table = self._ns.route_table
+        build = lambda: _topic_list_body(table.get_has_unit_sub_topic_list())  # noqa: E731
+        return self._ok(request, self._ns.answer_per_change(_UNIT_SUB, build))
 
     def get_has_unit_sub_ununit_topic_list(
         self, request: RemotingCommand, connection: RemotingConnection
     ) -> RemotingCommand:
-        return self._ok(request, _topic_list_body(self._ns.route_table.get_has_unit_sub_ununit_topic_list()))
+        table = self._ns.route_table
+        build = lambda: _topic_list_body(table.get_has_unit_sub_ununit_topic_list())  # noqa: E731
+        return self._ok(request, self._ns.answer_per_change(_UNIT_SUB_UNUNIT, build))
 
     # ------------------------------------------------------------------ admin (S23, S25, S26)
 
@@ -553,7 +583,8 @@ class RemotingHandlers:
 
     def get_namesrv_config(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
         """S26: the configuration as Java properties text (``Configuration.getAllConfigsFormatString``)."""
-        return self._ok(request, bodies.encode_namesrv_config(self._ns.get_namesrv_config()))
+        build = lambda: bodies.encode_namesrv_config(self._ns.get_namesrv_config())  # noqa: E731
+        return self._ok(request, self._ns.answer_per_change(_CONFIG, build))
 
     async def update_namesrv_config(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
         """S26: the body is Java properties text; no body changes nothing (as in RocketMQ)."""
