@@ -486,6 +486,8 @@ def test_fastjson_loads_leaves_strings_alone() -> None:
         (b"{a:1}", "not JSON"),
         (b"\xff", "not UTF-8"),
         (b"[" * 100_000, "nested too deeply"),
+        (b'{"counter":1' + b"0" * 5_000 + b"}", "4300 digits"),
+        (b'{0:"a","counter":1' + b"0" * 5_000 + b"}", "not JSON"),
     ],
 )
 def test_fastjson_loads_errors(data: bytes, message: str) -> None:

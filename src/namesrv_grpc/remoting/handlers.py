@@ -75,10 +75,26 @@ OFF_LOOP_COMPRESSED_BODY_BYTES = 0
 """A compressed body larger than this goes to a worker thread: every non-empty one, since its work
 depends on what it inflates to (up to ``registerBodyMaxInflatedSize``), not on the bytes sent."""
 
+OFF_LOOP_REGISTRATIONS = 2
+"""Registrations decoded in worker threads at once, all connections together: each may inflate up to
+``registerBodyMaxInflatedSize`` (64 MiB), so pipelined deflate bombs hold at most twice that, not one
+per worker thread (issue 20). The others wait, and their connections stop being read at
+``remotingMaxRequestsInFlight``."""
+
 MAX_INFLATED_BODY_BYTES = 64 * 1024 * 1024
 """Default largest compressed REGISTER_BROKER body after inflation (64 MiB, about 1.5 million topics in
 the Deflater format; ``registerBodyMaxInflatedSize`` sets it): a deflate bomb is refused
 (SYSTEM_ERROR) after inflating at most this much."""
+
+DATA_VERSION_BODY_MAX_BYTES = 4 * 1024
+"""Largest QUERY_DATA_VERSION body (a DataVersion is about 80 bytes of JSON)."""
+
+REGISTER_TOPIC_BODY_MAX_BYTES = 64 * 1024
+"""Largest REGISTER_TOPIC_IN_NAMESRV body (one QueueData of about 150 bytes per broker name). JSON is
+parsed on the event loop in one C call: bounded, so one request cannot hold the loop for long."""
+
+CONFIG_BODY_MAX_BYTES = 1024 * 1024
+"""Largest UPDATE_NAMESRV_CONFIG body (about 70 keys of at most 4,096 characters each)."""
 
 REMOTING_FINGERPRINT_TAG = 1 << 32
 """Added to the CRC32 in a remoting body fingerprint, so it never equals a gRPC one (CRC32C < 2**32)."""
@@ -123,6 +139,14 @@ def _int(request: RemotingCommand, name: str, default: int | None = None) -> int
         return int(text)
     except ValueError:
         raise InvalidFieldError(name, f"must be a whole number, got {text[:40]!r}") from None
+
+
+def _small_body(request: RemotingCommand, limit: int) -> bytes:
+    """The body of a request whose body is small by nature; a larger one is refused before parsing."""
+    if len(request.body) > limit:
+        name = _REQUEST_NAMES.get(request.code, str(request.code))
+        raise LimitExceededError("body", f"{name} body of {len(request.body)} bytes is over its {limit}-byte limit")
+    return request.body
 
 
 def _bool(request: RemotingCommand, name: str, default: bool = False) -> bool:
@@ -224,6 +248,7 @@ class RemotingHandlers:
         self._namesrv_metrics = metrics
         self.metrics = remoting_metrics
         self._write_lock = asyncio.Lock()
+        self._decode_slots = asyncio.Semaphore(OFF_LOOP_REGISTRATIONS)
         self.table: dict[int, Handler] = {
             RequestCode.PUT_KV_CONFIG: self.put_kv_config,
             RequestCode.GET_KV_CONFIG: self.get_kv_config,
@@ -373,7 +398,8 @@ class RemotingHandlers:
         compressed: bool,
         body_crc32: int,
     ) -> RemotingCommand:
-        outcome = await asyncio.to_thread(self._register, request, connection, identity, compressed, body_crc32)
+        async with self._decode_slots:
+            outcome = await asyncio.to_thread(self._register, request, connection, identity, compressed, body_crc32)
         return self._registered(request, connection, identity, outcome)
 
     def _register(
@@ -487,7 +513,9 @@ class RemotingHandlers:
         """S20: header ``changed``, body the stored DataVersion (none when the broker is unknown)."""
         changed, stored = self._ns.query_data_version(
             **_identity(request)._asdict(),
-            data_version=bodies.decode_data_version(request.body) if request.body else DataVersion(),
+            data_version=bodies.decode_data_version(_small_body(request, DATA_VERSION_BODY_MAX_BYTES))
+            if request.body
+            else DataVersion(),
         )
         body = bodies.encode_data_version(stored) if stored is not None else b""
         return self._ok(request, body, {"changed": "true" if changed else "false"})
@@ -576,7 +604,8 @@ class RemotingHandlers:
         """S25: the body is a TopicRouteData whose ``queueDatas`` are added; none at all is a no-op
         (as in RocketMQ)."""
         topic = _field(request, "topic")
-        queue_datas = bodies.decode_register_topic_body(request.body) if request.body else []
+        body = _small_body(request, REGISTER_TOPIC_BODY_MAX_BYTES)
+        queue_datas = bodies.decode_register_topic_body(body) if body else []
         if queue_datas:
             self._ns.register_topic(topic, queue_datas)
         return self._ok(request)
@@ -590,7 +619,8 @@ class RemotingHandlers:
         """S26: the body is Java properties text; no body changes nothing (as in RocketMQ)."""
         if not request.body:
             return self._ok(request)
-        changes = bodies.decode_namesrv_config(request.body)
+        # Properties are parsed in pure Python: in a worker thread, which yields the GIL every few ms.
+        changes = await asyncio.to_thread(bodies.decode_namesrv_config, _small_body(request, CONFIG_BODY_MAX_BYTES))
         log.info("UPDATE_NAMESRV_CONFIG from %s: keys %s", connection.peer, sorted(changes)[:50])
         await self._persisting(lambda: self._ns.update_namesrv_config(changes))
         return self._ok(request)
