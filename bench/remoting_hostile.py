@@ -133,11 +133,15 @@ def _stats(latencies: list[float], failed: int) -> DoorStats:
 
 
 @contextlib.contextmanager
-def probing(remoting: str, grpc_address: str, interval: float = 0.05, timeout: float = 10.0) -> Iterator[ProbeResult]:
+def probing(
+    remoting: str, grpc_address: str, interval: float = 0.05, timeout: float = 10.0, min_lookups: int = 5
+) -> Iterator[ProbeResult]:
     """Look PROBE_TOPIC up every ``interval`` s on both doors (one thread each) for the ``with``
     block; a lookup that fails or takes over ``timeout`` s counts as failed (and is timed as taken)."""
     result = ProbeResult()
     stop = threading.Event()
+    made = [0, 0]
+    """Lookups made so far: remoting, gRPC."""
 
     def remoting_loop() -> None:
         latencies: list[float] = []
@@ -159,6 +163,7 @@ def probing(remoting: str, grpc_address: str, interval: float = 0.05, timeout: f
                     sock.close()
                 sock = None
             latencies.append((time.perf_counter() - started) * 1000)
+            made[0] += 1
             stop.wait(interval)
         if sock is not None:
             sock.close()
@@ -177,6 +182,7 @@ def probing(remoting: str, grpc_address: str, interval: float = 0.05, timeout: f
                 except grpc.RpcError:
                     failed += 1
                 latencies.append((time.perf_counter() - started) * 1000)
+                made[1] += 1
                 stop.wait(interval)
         result.grpc = _stats(latencies, failed)
 
@@ -186,6 +192,10 @@ def probing(remoting: str, grpc_address: str, interval: float = 0.05, timeout: f
     try:
         yield result
     finally:
+        # At least ``min_lookups`` per door (a short attack still sees a few), within ``timeout``.
+        deadline = time.monotonic() + timeout
+        while min(made) < min_lookups and time.monotonic() < deadline and all(t.is_alive() for t in threads):
+            time.sleep(interval)
         stop.set()
         for thread in threads:
             thread.join(timeout + 5)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import logging
 import signal
 import socket
@@ -159,6 +160,7 @@ class NamesrvServer:
         Raises RuntimeError when a port cannot be bound.
         """
         config = self.config
+        fix_malloc_mmap_threshold()
         self._remove_log_filter = install_log_filter(self.log_filter)
         await self.remoting.start(config.bind_address, config.listen_port)
         options = [
@@ -375,6 +377,20 @@ def namesrv_identity(config: NamesrvConfig, port: int) -> str:
     if host in ("", "0.0.0.0", "::", "[::]"):
         host = socket.gethostname()
     return f"{host}:{port}"
+
+
+def fix_malloc_mmap_threshold(threshold: int = 1024 * 1024) -> bool:
+    """glibc only: allocations of ``threshold`` bytes or more always get their own mapping, returned
+    to the system when freed. glibc's default raises the threshold (up to 32 MiB) each time such a
+    block is freed, after which large buffers (an inflated registration body) come from per-thread
+    heaps and stay resident for good (issue 20: pipelined deflate bombs left +750 MB). Returns
+    whether it was set."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:
+        return False
+    m_mmap_threshold = -3
+    return bool(libc.mallopt(m_mmap_threshold, threshold))
 
 
 def _host_for_bind(host: str) -> str:

@@ -41,6 +41,7 @@ import functools
 import logging
 import zlib
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 
 from namesrv_grpc.core.errors import (
     BodyChecksumMismatchError,
@@ -248,7 +249,8 @@ class RemotingHandlers:
         self._namesrv_metrics = metrics
         self.metrics = remoting_metrics
         self._write_lock = asyncio.Lock()
-        self._decode_slots = asyncio.Semaphore(OFF_LOOP_REGISTRATIONS)
+        self._decoders = ThreadPoolExecutor(OFF_LOOP_REGISTRATIONS, thread_name_prefix="remoting-register")
+        """Worker threads of large registrations (their own, so they take no thread from KV writes)."""
         self.table: dict[int, Handler] = {
             RequestCode.PUT_KV_CONFIG: self.put_kv_config,
             RequestCode.GET_KV_CONFIG: self.get_kv_config,
@@ -398,8 +400,9 @@ class RemotingHandlers:
         compressed: bool,
         body_crc32: int,
     ) -> RemotingCommand:
-        async with self._decode_slots:
-            outcome = await asyncio.to_thread(self._register, request, connection, identity, compressed, body_crc32)
+        outcome = await asyncio.get_running_loop().run_in_executor(
+            self._decoders, self._register, request, connection, identity, compressed, body_crc32
+        )
         return self._registered(request, connection, identity, outcome)
 
     def _register(
