@@ -23,6 +23,7 @@ PEER_LOGGERS = (
     "namesrv_grpc.remoting.connection",
     "namesrv_grpc.remoting.server",
     "namesrv_grpc.remoting.handlers",
+    "namesrv_grpc.remoting.notifier",
     "namesrv_grpc.remoting.tls_sniff",
     "namesrv_grpc.grpc_api.sessions",
     "namesrv_grpc.core.processor",
