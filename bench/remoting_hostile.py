@@ -189,6 +189,9 @@ def probing(
     threads = [threading.Thread(target=remoting_loop, daemon=True), threading.Thread(target=grpc_loop, daemon=True)]
     for thread in threads:
         thread.start()
+    deadline = time.monotonic() + timeout
+    while min(made) < 1 and time.monotonic() < deadline:  # connected and answered before the attack
+        time.sleep(0.01)
     try:
         yield result
     finally:

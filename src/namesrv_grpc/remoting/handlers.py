@@ -87,7 +87,7 @@ MAX_INFLATED_BODY_BYTES = 64 * 1024 * 1024
 the Deflater format; ``registerBodyMaxInflatedSize`` sets it): a deflate bomb is refused
 (SYSTEM_ERROR) after inflating at most this much."""
 
-DATA_VERSION_BODY_MAX_BYTES = 4 * 1024
+DATA_VERSION_BODY_MAX_BYTES = 16 * 1024
 """Largest QUERY_DATA_VERSION body (a DataVersion is about 80 bytes of JSON)."""
 
 REGISTER_TOPIC_BODY_MAX_BYTES = 64 * 1024
