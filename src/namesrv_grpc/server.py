@@ -44,6 +44,7 @@ from namesrv_grpc.grpc_api.sessions import BrokerSessions
 from namesrv_grpc.log_limits import PEER_LOGGERS, RateLimitFilter
 from namesrv_grpc.log_limits import install as install_log_filter
 from namesrv_grpc.metrics import NamesrvMetrics
+from namesrv_grpc.pauses import GcPauses, LoopLagProbe
 from namesrv_grpc.remoting.budget import RemotingLimits, default_grpc_max_connections
 from namesrv_grpc.remoting.handlers import RemotingHandlers
 from namesrv_grpc.remoting.notifier import BrokerNotifier
@@ -87,6 +88,8 @@ class NamesrvServer:
         self.nameserver = NameServer(config, self.route_table, KVConfigManager(kv_path))
         self.metrics = NamesrvMetrics(self.route_table)
         self.grpc_metrics = GrpcServerMetrics(self.metrics.registry)
+        self.gc_pauses = GcPauses(self.metrics.gc_pause_seconds)
+        self.loop_lag = LoopLagProbe(self.metrics.event_loop_lag_seconds)
         self.grpc_metrics.preregister(SERVICE_DESCRIPTORS)
         self.tls = server_tls(config)
         """Server TLS (None = plaintext); raises TlsFileError for unusable files."""
@@ -230,6 +233,8 @@ class NamesrvServer:
         for name in ("", *SERVICE_NAMES):
             await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
         self._scan_task = asyncio.create_task(self._scan_loop(), name="scan-not-active-broker")
+        self.gc_pauses.install()
+        self.loop_lag.start()
         self._snapshot_task = asyncio.create_task(self._snapshot_loop(), name="route-snapshots")
         if config.metrics_port:
             self._metrics_server = start_http_server(
@@ -341,6 +346,8 @@ class NamesrvServer:
         if self._health_server is not None:
             await self._health_server.stop(0)
         await self.broker_notifier.close()
+        await self.loop_lag.stop()
+        self.gc_pauses.uninstall()
         for task in (self._scan_task, self._snapshot_task, self._tls_watch_task):
             if task is not None:
                 task.cancel()
