@@ -8,7 +8,7 @@ IMAGE ?= namesrv-grpc:dev
 # podman's configuration for this project's targets (written by scripts/install-podman.sh)
 CONTAINERS_CONF := $(CURDIR)/build/containers.conf
 
-.PHONY: demo report analytics-zip test lint deploy-check prometheus-tools java-runtime proto proto-check clean bench bench-quick bench-tools remoting-clients podman-tools image image-test clients contract-image
+.PHONY: demo report analytics-zip test lint deploy-check prometheus-tools java-runtime rocketmq proto proto-check clean bench bench-quick bench-tools remoting-clients podman-tools image image-test clients contract-image
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -22,11 +22,12 @@ demo: $(STAMP)
 
 ## test: lint (ruff, mypy, buf lint and buf breaking), the Prometheus config and alert checks, the
 ## container image built and run (image-test), the example clients built (clients), and the whole
-## test suite (NAMESRV_REQUIRE_PROMETHEUS=1 / NAMESRV_REQUIRE_NODE=1 / NAMESRV_REQUIRE_CLIENTS=1: the
-## tests that need the prometheus binary, the ali-ons remoting client or the example clients fail
-## instead of skipping)
-test: $(STAMP) lint deploy-check java-runtime remoting-clients clients image-test
-	NAMESRV_REQUIRE_PROMETHEUS=1 NAMESRV_REQUIRE_NODE=1 NAMESRV_REQUIRE_CLIENTS=1 $(PY) -m pytest -q
+## test suite (NAMESRV_REQUIRE_PROMETHEUS=1 / NAMESRV_REQUIRE_NODE=1: the tests that need the
+## prometheus binary or the ali-ons remoting client fail instead of skipping; NAMESRV_REQUIRE_ROCKETMQ=1:
+## so do the tests against the real RocketMQ jars of `make rocketmq`; NAMESRV_REQUIRE_CLIENTS=1: and
+## the tests of the example clients of `make clients`)
+test: $(STAMP) lint deploy-check java-runtime remoting-clients rocketmq clients image-test
+	NAMESRV_REQUIRE_PROMETHEUS=1 NAMESRV_REQUIRE_NODE=1 NAMESRV_REQUIRE_ROCKETMQ=1 NAMESRV_REQUIRE_CLIENTS=1 $(PY) -m pytest -q
 
 ## report: a short demo cluster exports route snapshots; the Spark topic distribution job reports on them
 report: $(STAMP) java-runtime
@@ -63,6 +64,11 @@ contract-image:
 remoting-clients:
 	bash scripts/install-ali-ons.sh
 
+## rocketmq: the pinned Apache RocketMQ jars (5.5.0, 4.9.7, rocketmq-client-java 5.0.8; poms in
+## tests/rocketmq/) in build/rocketmq/<version>/lib, for the tests against the real thing and bench
+rocketmq:
+	bash scripts/install-rocketmq.sh
+
 ## java-runtime: a Java 17 runtime for PySpark (Debian's openjdk-17-jre-headless), when java is missing
 java-runtime:
 	bash scripts/install-java.sh
@@ -75,7 +81,7 @@ deploy-check: prometheus-tools
 	promtool test rules deploy/prometheus/alerts_test.yml
 
 ## bench: every benchmark scenario at full size, 3 runs each; writes docs/benchmarks.md and bench/results/full.json
-bench: $(STAMP) bench-tools
+bench: $(STAMP) bench-tools rocketmq
 	$(PY) -m bench.run
 
 ## bench-quick: the same scenarios, smaller and shorter (under 3 minutes), for development

@@ -55,7 +55,7 @@ def register(
     filters: Sequence[str] = (),
     timeout: int = 0,
     zone_name: str = "",
-    enable_acting_master: bool = False,
+    enable_acting_master: bool | None = None,
     instance_id: str = "",
 ) -> RegisterBrokerResult:
     return rt.register_broker(

@@ -62,6 +62,10 @@ class NamesrvConfig:
     scan_not_active_broker_interval: int = 10_000
     order_message_enable: bool = False
     delete_topic_with_broker_registration: bool = False
+    support_acting_master: bool = False
+    """Routes show a master-less broker name's acting master under id 0 (RocketMQ 5.x, S52)."""
+    notify_min_broker_id_changed: bool = False
+    """Send NOTIFY_MIN_BROKER_ID_CHANGE to brokers when a broker name's smallest id changes (5.x, S53)."""
     config_black_list: str = DEFAULT_CONFIG_BLACKLIST
     grpc_max_message_size: int = 16 * 1024 * 1024
     register_body_max_inflated_size: int = 64 * 1024 * 1024
@@ -172,6 +176,16 @@ KEYS: dict[str, _Key] = {
     "orderMessageEnable": _Key("order_message_enable", _parse_bool, "routes carry orderTopicConf (S19)"),
     "deleteTopicWithBrokerRegistration": _Key(
         "delete_topic_with_broker_registration", _parse_bool, "a master's registration drops topics it lost"
+    ),
+    "supportActingMaster": _Key(
+        "support_acting_master",
+        _parse_bool,
+        "routes show a master-less broker name's acting master (smallest slave id) under id 0 (5.x)",
+    ),
+    "notifyMinBrokerIdChanged": _Key(
+        "notify_min_broker_id_changed",
+        _parse_bool,
+        "tell a broker name's brokers over remoting when its smallest broker id changes (5.x; connects to brokers)",
     ),
     "configBlackList": _Key("config_black_list", str, "keys UpdateNamesrvConfig refuses, ';'-separated"),
     "grpcMaxMessageSize": _Key(

@@ -19,6 +19,8 @@ at scrape time, so they are never stale. Rule ids (S13, S15, ...) are those of d
 - ``namesrv_broker_registration_conflicts_total`` (counter): registrations that took a broker back
   from another run of the same broker (two agents for one broker name and id)
 - ``namesrv_kv_config_writes_total`` (counter): KV config changes persisted
+- ``namesrv_broker_notifications_total{result}`` (counter): NOTIFY_MIN_BROKER_ID_CHANGE messages to
+  brokers, ``sent``/``failed``/``dropped`` (S53; :mod:`namesrv_grpc.remoting.notifier`)
 - ``namesrv_registration_duration_seconds`` (histogram): time to process a RegisterBroker call
 - ``namesrv_route_lookup_duration_seconds`` (histogram): time to answer a PickupTopicRoute call
 - ``namesrv_snapshot_exports_total{result}`` (counter): route snapshots exported, ``ok`` or ``failed``

@@ -41,6 +41,7 @@ from namesrv_grpc.grpc_api.servicers import AdminServicer, KVConfigServicer, Nam
 from namesrv_grpc.grpc_api.sessions import BrokerSessions
 from namesrv_grpc.metrics import NamesrvMetrics
 from namesrv_grpc.remoting.handlers import RemotingHandlers
+from namesrv_grpc.remoting.notifier import BrokerNotifier
 from namesrv_grpc.remoting.remoting_metrics import RemotingMetrics
 from namesrv_grpc.remoting.server import RemotingServer
 from namesrv_grpc.security.setup import OPEN_WARNING, reload_acl, server_guard, server_tls
@@ -92,6 +93,9 @@ class NamesrvServer:
         self.route_watches = new_route_watches(self.nameserver)
         self.metrics.registry.register(RouteWatchCollector(self.route_watches, self.nameserver))
         self.health = health.aio.HealthServicer()
+        self.broker_notifier = BrokerNotifier(self.metrics.registry)
+        """NOTIFY_MIN_BROKER_ID_CHANGE to brokers (S53; sends only with notifyMinBrokerIdChanged)."""
+        self.nameserver.min_broker_id_senders.append(self.broker_notifier)
         self.remoting = RemotingServer(
             RemotingHandlers(self.nameserver, self.metrics, RemotingMetrics(self.metrics.registry), self.guard),
             frame_max_length=config.remoting_frame_max_length,
@@ -130,6 +134,7 @@ class NamesrvServer:
         Raises RuntimeError when a port cannot be bound.
         """
         config = self.config
+        self.broker_notifier.attach(asyncio.get_running_loop())
         await self.remoting.start(config.bind_address, config.listen_port)
         options = [
             ("grpc.max_receive_message_length", config.grpc_max_message_size),
@@ -300,6 +305,7 @@ class NamesrvServer:
             await self.remoting.stop(grace_seconds)
         if self._health_server is not None:
             await self._health_server.stop(0)
+        await self.broker_notifier.close()
         for task in (self._scan_task, self._snapshot_task, self._tls_watch_task):
             if task is not None:
                 task.cancel()

@@ -111,10 +111,12 @@ class QueryDataVersionResponse(_message.Message):
     def __init__(self, changed: _Optional[bool] = ..., name_server_data_version: _Optional[_Union[_types_pb2.DataVersion, _Mapping]] = ...) -> None: ...
 
 class PickupTopicRouteRequest(_message.Message):
-    __slots__ = ("topic",)
+    __slots__ = ("topic", "zone_name")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
+    ZONE_NAME_FIELD_NUMBER: _ClassVar[int]
     topic: str
-    def __init__(self, topic: _Optional[str] = ...) -> None: ...
+    zone_name: str
+    def __init__(self, topic: _Optional[str] = ..., zone_name: _Optional[str] = ...) -> None: ...
 
 class PickupTopicRouteResponse(_message.Message):
     __slots__ = ("route",)
@@ -269,10 +271,12 @@ class OpenBrokerSessionResponse(_message.Message):
     def __init__(self, accepted: _Optional[_Union[SessionAccepted, _Mapping]] = ..., register_required: _Optional[_Union[SessionRegisterRequired, _Mapping]] = ..., master_changed: _Optional[_Union[SessionMasterChanged, _Mapping]] = ...) -> None: ...
 
 class PickupTopicRoutesRequest(_message.Message):
-    __slots__ = ("topics",)
+    __slots__ = ("topics", "zone_name")
     TOPICS_FIELD_NUMBER: _ClassVar[int]
+    ZONE_NAME_FIELD_NUMBER: _ClassVar[int]
     topics: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, topics: _Optional[_Iterable[str]] = ...) -> None: ...
+    zone_name: str
+    def __init__(self, topics: _Optional[_Iterable[str]] = ..., zone_name: _Optional[str] = ...) -> None: ...
 
 class PickupTopicRoutesResponse(_message.Message):
     __slots__ = ("routes", "not_found")
@@ -290,10 +294,12 @@ class PickupTopicRoutesResponse(_message.Message):
     def __init__(self, routes: _Optional[_Mapping[str, _types_pb2.TopicRouteData]] = ..., not_found: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class WatchTopicRoutesRequest(_message.Message):
-    __slots__ = ("topics",)
+    __slots__ = ("topics", "zone_name")
     TOPICS_FIELD_NUMBER: _ClassVar[int]
+    ZONE_NAME_FIELD_NUMBER: _ClassVar[int]
     topics: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, topics: _Optional[_Iterable[str]] = ...) -> None: ...
+    zone_name: str
+    def __init__(self, topics: _Optional[_Iterable[str]] = ..., zone_name: _Optional[str] = ...) -> None: ...
 
 class TopicRouteChange(_message.Message):
     __slots__ = ("topic", "route", "removed")

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16namesrv/v1/types.proto\x12\nnamesrv.v1\"H\n\x0b\x44\x61taVersion\x12\x15\n\rstate_version\x18\x01 \x01(\x03\x12\x11\n\ttimestamp\x18\x02 \x01(\x03\x12\x0f\n\x07\x63ounter\x18\x03 \x01(\x03\"\xb1\x02\n\x0bTopicConfig\x12\x12\n\ntopic_name\x18\x01 \x01(\t\x12\x17\n\x0fread_queue_nums\x18\x02 \x01(\x05\x12\x18\n\x10write_queue_nums\x18\x03 \x01(\x05\x12\x0c\n\x04perm\x18\x04 \x01(\x05\x12\x16\n\x0etopic_sys_flag\x18\x05 \x01(\x05\x12\r\n\x05order\x18\x06 \x01(\x08\x12\x36\n\x11topic_filter_type\x18\x07 \x01(\x0e\x32\x1b.namesrv.v1.TopicFilterType\x12;\n\nattributes\x18\x08 \x03(\x0b\x32\'.namesrv.v1.TopicConfig.AttributesEntry\x1a\x31\n\x0f\x41ttributesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x83\x02\n\x12RegisterBrokerBody\x12P\n\x12topic_config_table\x18\x01 \x03(\x0b\x32\x34.namesrv.v1.RegisterBrokerBody.TopicConfigTableEntry\x12-\n\x0c\x64\x61ta_version\x18\x02 \x01(\x0b\x32\x17.namesrv.v1.DataVersion\x12\x1a\n\x12\x66ilter_server_list\x18\x03 \x03(\t\x1aP\n\x15TopicConfigTableEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12&\n\x05value\x18\x02 \x01(\x0b\x32\x17.namesrv.v1.TopicConfig:\x02\x38\x01\"y\n\tQueueData\x12\x13\n\x0b\x62roker_name\x18\x01 \x01(\t\x12\x17\n\x0fread_queue_nums\x18\x02 \x01(\x05\x12\x18\n\x10write_queue_nums\x18\x03 \x01(\x05\x12\x0c\n\x04perm\x18\x04 \x01(\x05\x12\x16\n\x0etopic_sys_flag\x18\x05 \x01(\x05\"\xd6\x01\n\nBrokerData\x12\x0f\n\x07\x63luster\x18\x01 \x01(\t\x12\x13\n\x0b\x62roker_name\x18\x02 \x01(\t\x12=\n\x0c\x62roker_addrs\x18\x03 \x03(\x0b\x32\'.namesrv.v1.BrokerData.BrokerAddrsEntry\x12\x11\n\tzone_name\x18\x04 \x01(\t\x12\x1c\n\x14\x65nable_acting_master\x18\x05 \x01(\x08\x1a\x32\n\x10\x42rokerAddrsEntry\x12\x0b\n\x03key\x18\x01 \x01(\x05\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"/\n\x10\x46ilterServerList\x12\x1b\n\x13\x66ilter_server_addrs\x18\x01 \x03(\t\"&\n\x0e\x42rokerNameList\x12\x14\n\x0c\x62roker_names\x18\x01 \x03(\t\"\xac\x02\n\x0eTopicRouteData\x12*\n\x0bqueue_datas\x18\x01 \x03(\x0b\x32\x15.namesrv.v1.QueueData\x12,\n\x0c\x62roker_datas\x18\x02 \x03(\x0b\x32\x16.namesrv.v1.BrokerData\x12N\n\x13\x66ilter_server_table\x18\x03 \x03(\x0b\x32\x31.namesrv.v1.TopicRouteData.FilterServerTableEntry\x12\x18\n\x10order_topic_conf\x18\x04 \x01(\t\x1aV\n\x16\x46ilterServerTableEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12+\n\x05value\x18\x02 \x01(\x0b\x32\x1c.namesrv.v1.FilterServerList:\x02\x38\x01*w\n\x0fTopicFilterType\x12!\n\x1dTOPIC_FILTER_TYPE_UNSPECIFIED\x10\x00\x12 \n\x1cTOPIC_FILTER_TYPE_SINGLE_TAG\x10\x01\x12\x1f\n\x1bTOPIC_FILTER_TYPE_MULTI_TAG\x10\x02\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16namesrv/v1/types.proto\x12\nnamesrv.v1\"H\n\x0b\x44\x61taVersion\x12\x15\n\rstate_version\x18\x01 \x01(\x03\x12\x11\n\ttimestamp\x18\x02 \x01(\x03\x12\x0f\n\x07\x63ounter\x18\x03 \x01(\x03\"\xb1\x02\n\x0bTopicConfig\x12\x12\n\ntopic_name\x18\x01 \x01(\t\x12\x17\n\x0fread_queue_nums\x18\x02 \x01(\x05\x12\x18\n\x10write_queue_nums\x18\x03 \x01(\x05\x12\x0c\n\x04perm\x18\x04 \x01(\x05\x12\x16\n\x0etopic_sys_flag\x18\x05 \x01(\x05\x12\r\n\x05order\x18\x06 \x01(\x08\x12\x36\n\x11topic_filter_type\x18\x07 \x01(\x0e\x32\x1b.namesrv.v1.TopicFilterType\x12;\n\nattributes\x18\x08 \x03(\x0b\x32\'.namesrv.v1.TopicConfig.AttributesEntry\x1a\x31\n\x0f\x41ttributesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\xcb\x03\n\x12RegisterBrokerBody\x12P\n\x12topic_config_table\x18\x01 \x03(\x0b\x32\x34.namesrv.v1.RegisterBrokerBody.TopicConfigTableEntry\x12-\n\x0c\x64\x61ta_version\x18\x02 \x01(\x0b\x32\x17.namesrv.v1.DataVersion\x12\x1a\n\x12\x66ilter_server_list\x18\x03 \x03(\t\x12\x62\n\x1ctopic_queue_mapping_info_map\x18\x04 \x03(\x0b\x32<.namesrv.v1.RegisterBrokerBody.TopicQueueMappingInfoMapEntry\x1aP\n\x15TopicConfigTableEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12&\n\x05value\x18\x02 \x01(\x0b\x32\x17.namesrv.v1.TopicConfig:\x02\x38\x01\x1a\x62\n\x1dTopicQueueMappingInfoMapEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x30\n\x05value\x18\x02 \x01(\x0b\x32!.namesrv.v1.TopicQueueMappingInfo:\x02\x38\x01\"\xf1\x01\n\x15TopicQueueMappingInfo\x12\r\n\x05topic\x18\x01 \x01(\t\x12\r\n\x05scope\x18\x02 \x01(\t\x12\x14\n\x0ctotal_queues\x18\x03 \x01(\x05\x12\r\n\x05\x62name\x18\x04 \x01(\t\x12\r\n\x05\x65poch\x18\x05 \x01(\x03\x12\r\n\x05\x64irty\x18\x06 \x01(\x08\x12\x45\n\x0b\x63urr_id_map\x18\x07 \x03(\x0b\x32\x30.namesrv.v1.TopicQueueMappingInfo.CurrIdMapEntry\x1a\x30\n\x0e\x43urrIdMapEntry\x12\x0b\n\x03key\x18\x01 \x01(\x05\x12\r\n\x05value\x18\x02 \x01(\x05:\x02\x38\x01\"y\n\tQueueData\x12\x13\n\x0b\x62roker_name\x18\x01 \x01(\t\x12\x17\n\x0fread_queue_nums\x18\x02 \x01(\x05\x12\x18\n\x10write_queue_nums\x18\x03 \x01(\x05\x12\x0c\n\x04perm\x18\x04 \x01(\x05\x12\x16\n\x0etopic_sys_flag\x18\x05 \x01(\x05\"\xd6\x01\n\nBrokerData\x12\x0f\n\x07\x63luster\x18\x01 \x01(\t\x12\x13\n\x0b\x62roker_name\x18\x02 \x01(\t\x12=\n\x0c\x62roker_addrs\x18\x03 \x03(\x0b\x32\'.namesrv.v1.BrokerData.BrokerAddrsEntry\x12\x11\n\tzone_name\x18\x04 \x01(\t\x12\x1c\n\x14\x65nable_acting_master\x18\x05 \x01(\x08\x1a\x32\n\x10\x42rokerAddrsEntry\x12\x0b\n\x03key\x18\x01 \x01(\x05\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"/\n\x10\x46ilterServerList\x12\x1b\n\x13\x66ilter_server_addrs\x18\x01 \x03(\t\"&\n\x0e\x42rokerNameList\x12\x14\n\x0c\x62roker_names\x18\x01 \x03(\t\"\xf3\x03\n\x0eTopicRouteData\x12*\n\x0bqueue_datas\x18\x01 \x03(\x0b\x32\x15.namesrv.v1.QueueData\x12,\n\x0c\x62roker_datas\x18\x02 \x03(\x0b\x32\x16.namesrv.v1.BrokerData\x12N\n\x13\x66ilter_server_table\x18\x03 \x03(\x0b\x32\x31.namesrv.v1.TopicRouteData.FilterServerTableEntry\x12\x18\n\x10order_topic_conf\x18\x04 \x01(\t\x12`\n\x1dtopic_queue_mapping_by_broker\x18\x05 \x03(\x0b\x32\x39.namesrv.v1.TopicRouteData.TopicQueueMappingByBrokerEntry\x1aV\n\x16\x46ilterServerTableEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12+\n\x05value\x18\x02 \x01(\x0b\x32\x1c.namesrv.v1.FilterServerList:\x02\x38\x01\x1a\x63\n\x1eTopicQueueMappingByBrokerEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x30\n\x05value\x18\x02 \x01(\x0b\x32!.namesrv.v1.TopicQueueMappingInfo:\x02\x38\x01*w\n\x0fTopicFilterType\x12!\n\x1dTOPIC_FILTER_TYPE_UNSPECIFIED\x10\x00\x12 \n\x1cTOPIC_FILTER_TYPE_SINGLE_TAG\x10\x01\x12\x1f\n\x1bTOPIC_FILTER_TYPE_MULTI_TAG\x10\x02\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,12 +35,18 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_TOPICCONFIG_ATTRIBUTESENTRY']._serialized_options = b'8\001'
   _globals['_REGISTERBROKERBODY_TOPICCONFIGTABLEENTRY']._loaded_options = None
   _globals['_REGISTERBROKERBODY_TOPICCONFIGTABLEENTRY']._serialized_options = b'8\001'
+  _globals['_REGISTERBROKERBODY_TOPICQUEUEMAPPINGINFOMAPENTRY']._loaded_options = None
+  _globals['_REGISTERBROKERBODY_TOPICQUEUEMAPPINGINFOMAPENTRY']._serialized_options = b'8\001'
+  _globals['_TOPICQUEUEMAPPINGINFO_CURRIDMAPENTRY']._loaded_options = None
+  _globals['_TOPICQUEUEMAPPINGINFO_CURRIDMAPENTRY']._serialized_options = b'8\001'
   _globals['_BROKERDATA_BROKERADDRSENTRY']._loaded_options = None
   _globals['_BROKERDATA_BROKERADDRSENTRY']._serialized_options = b'8\001'
   _globals['_TOPICROUTEDATA_FILTERSERVERTABLEENTRY']._loaded_options = None
   _globals['_TOPICROUTEDATA_FILTERSERVERTABLEENTRY']._serialized_options = b'8\001'
-  _globals['_TOPICFILTERTYPE']._serialized_start=1414
-  _globals['_TOPICFILTERTYPE']._serialized_end=1533
+  _globals['_TOPICROUTEDATA_TOPICQUEUEMAPPINGBYBROKERENTRY']._loaded_options = None
+  _globals['_TOPICROUTEDATA_TOPICQUEUEMAPPINGBYBROKERENTRY']._serialized_options = b'8\001'
+  _globals['_TOPICFILTERTYPE']._serialized_start=2057
+  _globals['_TOPICFILTERTYPE']._serialized_end=2176
   _globals['_DATAVERSION']._serialized_start=38
   _globals['_DATAVERSION']._serialized_end=110
   _globals['_TOPICCONFIG']._serialized_start=113
@@ -48,21 +54,29 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_TOPICCONFIG_ATTRIBUTESENTRY']._serialized_start=369
   _globals['_TOPICCONFIG_ATTRIBUTESENTRY']._serialized_end=418
   _globals['_REGISTERBROKERBODY']._serialized_start=421
-  _globals['_REGISTERBROKERBODY']._serialized_end=680
-  _globals['_REGISTERBROKERBODY_TOPICCONFIGTABLEENTRY']._serialized_start=600
-  _globals['_REGISTERBROKERBODY_TOPICCONFIGTABLEENTRY']._serialized_end=680
-  _globals['_QUEUEDATA']._serialized_start=682
-  _globals['_QUEUEDATA']._serialized_end=803
-  _globals['_BROKERDATA']._serialized_start=806
-  _globals['_BROKERDATA']._serialized_end=1020
-  _globals['_BROKERDATA_BROKERADDRSENTRY']._serialized_start=970
-  _globals['_BROKERDATA_BROKERADDRSENTRY']._serialized_end=1020
-  _globals['_FILTERSERVERLIST']._serialized_start=1022
-  _globals['_FILTERSERVERLIST']._serialized_end=1069
-  _globals['_BROKERNAMELIST']._serialized_start=1071
-  _globals['_BROKERNAMELIST']._serialized_end=1109
-  _globals['_TOPICROUTEDATA']._serialized_start=1112
-  _globals['_TOPICROUTEDATA']._serialized_end=1412
-  _globals['_TOPICROUTEDATA_FILTERSERVERTABLEENTRY']._serialized_start=1326
-  _globals['_TOPICROUTEDATA_FILTERSERVERTABLEENTRY']._serialized_end=1412
+  _globals['_REGISTERBROKERBODY']._serialized_end=880
+  _globals['_REGISTERBROKERBODY_TOPICCONFIGTABLEENTRY']._serialized_start=700
+  _globals['_REGISTERBROKERBODY_TOPICCONFIGTABLEENTRY']._serialized_end=780
+  _globals['_REGISTERBROKERBODY_TOPICQUEUEMAPPINGINFOMAPENTRY']._serialized_start=782
+  _globals['_REGISTERBROKERBODY_TOPICQUEUEMAPPINGINFOMAPENTRY']._serialized_end=880
+  _globals['_TOPICQUEUEMAPPINGINFO']._serialized_start=883
+  _globals['_TOPICQUEUEMAPPINGINFO']._serialized_end=1124
+  _globals['_TOPICQUEUEMAPPINGINFO_CURRIDMAPENTRY']._serialized_start=1076
+  _globals['_TOPICQUEUEMAPPINGINFO_CURRIDMAPENTRY']._serialized_end=1124
+  _globals['_QUEUEDATA']._serialized_start=1126
+  _globals['_QUEUEDATA']._serialized_end=1247
+  _globals['_BROKERDATA']._serialized_start=1250
+  _globals['_BROKERDATA']._serialized_end=1464
+  _globals['_BROKERDATA_BROKERADDRSENTRY']._serialized_start=1414
+  _globals['_BROKERDATA_BROKERADDRSENTRY']._serialized_end=1464
+  _globals['_FILTERSERVERLIST']._serialized_start=1466
+  _globals['_FILTERSERVERLIST']._serialized_end=1513
+  _globals['_BROKERNAMELIST']._serialized_start=1515
+  _globals['_BROKERNAMELIST']._serialized_end=1553
+  _globals['_TOPICROUTEDATA']._serialized_start=1556
+  _globals['_TOPICROUTEDATA']._serialized_end=2055
+  _globals['_TOPICROUTEDATA_FILTERSERVERTABLEENTRY']._serialized_start=1868
+  _globals['_TOPICROUTEDATA_FILTERSERVERTABLEENTRY']._serialized_end=1954
+  _globals['_TOPICROUTEDATA_TOPICQUEUEMAPPINGBYBROKERENTRY']._serialized_start=1956
+  _globals['_TOPICROUTEDATA_TOPICQUEUEMAPPINGBYBROKERENTRY']._serialized_end=2055
 # @@protoc_insertion_point(module_scope)

@@ -54,7 +54,7 @@ class TopicConfig(_message.Message):
     def __init__(self, topic_name: _Optional[str] = ..., read_queue_nums: _Optional[int] = ..., write_queue_nums: _Optional[int] = ..., perm: _Optional[int] = ..., topic_sys_flag: _Optional[int] = ..., order: _Optional[bool] = ..., topic_filter_type: _Optional[_Union[TopicFilterType, str]] = ..., attributes: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class RegisterBrokerBody(_message.Message):
-    __slots__ = ("topic_config_table", "data_version", "filter_server_list")
+    __slots__ = ("topic_config_table", "data_version", "filter_server_list", "topic_queue_mapping_info_map")
     class TopicConfigTableEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -62,13 +62,47 @@ class RegisterBrokerBody(_message.Message):
         key: str
         value: TopicConfig
         def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[TopicConfig, _Mapping]] = ...) -> None: ...
+    class TopicQueueMappingInfoMapEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: TopicQueueMappingInfo
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[TopicQueueMappingInfo, _Mapping]] = ...) -> None: ...
     TOPIC_CONFIG_TABLE_FIELD_NUMBER: _ClassVar[int]
     DATA_VERSION_FIELD_NUMBER: _ClassVar[int]
     FILTER_SERVER_LIST_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_QUEUE_MAPPING_INFO_MAP_FIELD_NUMBER: _ClassVar[int]
     topic_config_table: _containers.MessageMap[str, TopicConfig]
     data_version: DataVersion
     filter_server_list: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, topic_config_table: _Optional[_Mapping[str, TopicConfig]] = ..., data_version: _Optional[_Union[DataVersion, _Mapping]] = ..., filter_server_list: _Optional[_Iterable[str]] = ...) -> None: ...
+    topic_queue_mapping_info_map: _containers.MessageMap[str, TopicQueueMappingInfo]
+    def __init__(self, topic_config_table: _Optional[_Mapping[str, TopicConfig]] = ..., data_version: _Optional[_Union[DataVersion, _Mapping]] = ..., filter_server_list: _Optional[_Iterable[str]] = ..., topic_queue_mapping_info_map: _Optional[_Mapping[str, TopicQueueMappingInfo]] = ...) -> None: ...
+
+class TopicQueueMappingInfo(_message.Message):
+    __slots__ = ("topic", "scope", "total_queues", "bname", "epoch", "dirty", "curr_id_map")
+    class CurrIdMapEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: int
+        value: int
+        def __init__(self, key: _Optional[int] = ..., value: _Optional[int] = ...) -> None: ...
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    SCOPE_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_QUEUES_FIELD_NUMBER: _ClassVar[int]
+    BNAME_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    DIRTY_FIELD_NUMBER: _ClassVar[int]
+    CURR_ID_MAP_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    scope: str
+    total_queues: int
+    bname: str
+    epoch: int
+    dirty: bool
+    curr_id_map: _containers.ScalarMap[int, int]
+    def __init__(self, topic: _Optional[str] = ..., scope: _Optional[str] = ..., total_queues: _Optional[int] = ..., bname: _Optional[str] = ..., epoch: _Optional[int] = ..., dirty: _Optional[bool] = ..., curr_id_map: _Optional[_Mapping[int, int]] = ...) -> None: ...
 
 class QueueData(_message.Message):
     __slots__ = ("broker_name", "read_queue_nums", "write_queue_nums", "perm", "topic_sys_flag")
@@ -118,7 +152,7 @@ class BrokerNameList(_message.Message):
     def __init__(self, broker_names: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class TopicRouteData(_message.Message):
-    __slots__ = ("queue_datas", "broker_datas", "filter_server_table", "order_topic_conf")
+    __slots__ = ("queue_datas", "broker_datas", "filter_server_table", "order_topic_conf", "topic_queue_mapping_by_broker")
     class FilterServerTableEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -126,12 +160,21 @@ class TopicRouteData(_message.Message):
         key: str
         value: FilterServerList
         def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[FilterServerList, _Mapping]] = ...) -> None: ...
+    class TopicQueueMappingByBrokerEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: TopicQueueMappingInfo
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[TopicQueueMappingInfo, _Mapping]] = ...) -> None: ...
     QUEUE_DATAS_FIELD_NUMBER: _ClassVar[int]
     BROKER_DATAS_FIELD_NUMBER: _ClassVar[int]
     FILTER_SERVER_TABLE_FIELD_NUMBER: _ClassVar[int]
     ORDER_TOPIC_CONF_FIELD_NUMBER: _ClassVar[int]
+    TOPIC_QUEUE_MAPPING_BY_BROKER_FIELD_NUMBER: _ClassVar[int]
     queue_datas: _containers.RepeatedCompositeFieldContainer[QueueData]
     broker_datas: _containers.RepeatedCompositeFieldContainer[BrokerData]
     filter_server_table: _containers.MessageMap[str, FilterServerList]
     order_topic_conf: str
-    def __init__(self, queue_datas: _Optional[_Iterable[_Union[QueueData, _Mapping]]] = ..., broker_datas: _Optional[_Iterable[_Union[BrokerData, _Mapping]]] = ..., filter_server_table: _Optional[_Mapping[str, FilterServerList]] = ..., order_topic_conf: _Optional[str] = ...) -> None: ...
+    topic_queue_mapping_by_broker: _containers.MessageMap[str, TopicQueueMappingInfo]
+    def __init__(self, queue_datas: _Optional[_Iterable[_Union[QueueData, _Mapping]]] = ..., broker_datas: _Optional[_Iterable[_Union[BrokerData, _Mapping]]] = ..., filter_server_table: _Optional[_Mapping[str, FilterServerList]] = ..., order_topic_conf: _Optional[str] = ..., topic_queue_mapping_by_broker: _Optional[_Mapping[str, TopicQueueMappingInfo]] = ...) -> None: ...

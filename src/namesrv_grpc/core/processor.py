@@ -30,6 +30,7 @@ from namesrv_grpc.core.model import (
     ORDER_TOPIC_CONFIG_NAMESPACE,
     ClusterInfo,
     DataVersion,
+    MinBrokerIdChange,
     QueueData,
     RegisterBrokerResult,
     RemovedBroker,
@@ -91,6 +92,10 @@ class DecodedBody(NamedTuple):
     topics_fingerprint: int | None = None
 
 
+MinBrokerIdSender = Callable[[MinBrokerIdChange], None]
+"""Sends ``NOTIFY_MIN_BROKER_ID_CHANGE`` to the change's recipients without blocking (the remoting
+door's :class:`~namesrv_grpc.remoting.notifier.BrokerNotifier`); must not raise."""
+
 MasterListener = Callable[[str, str, str], None]
 """Called with (broker name, master address, master HA address) when a broker name's live master
 changes; both addresses are "" when it has none."""
@@ -115,7 +120,26 @@ class NameServer:
         self.master_listeners: list[MasterListener] = []
         self.removal_listeners: list[Callable[[RemovedBroker], None]] = []
         """Called with every broker address removed (expiry, unregistration, session end)."""
+        self.min_broker_id_senders: list[MinBrokerIdSender] = []
+        """Given every MinBrokerIdChange while ``notifyMinBrokerIdChanged`` is on (S53)."""
         route_table.delete_topic_with_broker_registration = config.delete_topic_with_broker_registration
+        route_table.set_support_acting_master(config.support_acting_master)
+        route_table.min_broker_id_listeners.append(self._on_min_broker_id_change)
+
+    def _on_min_broker_id_change(self, change: MinBrokerIdChange) -> None:
+        """S53: RocketMQ tells the brokers only with ``notifyMinBrokerIdChanged=true`` (default off)."""
+        if not self.config.notify_min_broker_id_changed or not change.recipients:
+            return
+        log.info(
+            "smallest broker id of %s is now %d (%s)%s; telling %s",
+            change.broker_name,
+            change.min_broker_id,
+            change.min_broker_addr,
+            f", {change.offline_broker_addr} left" if change.offline_broker_addr else "",
+            ", ".join(change.recipients),
+        )
+        for send in self.min_broker_id_senders:
+            send(change)
 
     def _notify_if_master_changed(self, broker_name: str, before: tuple[str, str]) -> None:
         after = self.route_table.master_of(broker_name)
@@ -145,7 +169,7 @@ class NameServer:
         body_crc32c: int,
         compressed: bool,
         heartbeat_timeout_millis: int,
-        enable_acting_master: bool = False,
+        enable_acting_master: bool | None = None,
         zone_name: str = "",
         instance_id: str = "",
         protocol: str = "grpc",
@@ -200,7 +224,7 @@ class NameServer:
         heartbeat_timeout_millis: int,
         body_fingerprint: tuple[int, int, bool],
         decode: Callable[[], DecodedBody],
-        enable_acting_master: bool = False,
+        enable_acting_master: bool | None = None,
         zone_name: str = "",
         instance_id: str = "",
         protocol: str = "remoting",
@@ -212,6 +236,10 @@ class NameServer:
         calls this directly) is recorded for the liveness view (``GetBrokerLiveTable``). A
         registration that takes the broker back from another run of it (two agents for one broker)
         is logged as a WARNING and named in the result (``conflicting_instance_id``).
+
+        ``enable_acting_master`` None = the broker did not say (a broker older than RocketMQ 5.x; over
+        gRPC, ``false``, which proto3 cannot tell from absent): the acting-master rules S50-S53 leave
+        it alone. ``True``/``False`` = a 5.x broker (``RegisterBrokerRequestHeader.enableActingMaster``).
 
         ``body_fingerprint`` identifies the body bytes as sent (checksum, length, compressed): when it
         equals this broker's last one, ``decode`` is not called. ``decode`` returns the decoded body
@@ -547,6 +575,7 @@ class NameServer:
             self.route_table.invalidate_routes()
         self.config = new_config
         self.route_table.delete_topic_with_broker_registration = new_config.delete_topic_with_broker_registration
+        self.route_table.set_support_acting_master(new_config.support_acting_master)
         later = sorted(set(changes) & RESTART_KEYS)
         log.info(
             "configuration updated: %s%s",

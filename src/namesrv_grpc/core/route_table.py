@@ -58,12 +58,14 @@ from namesrv_grpc.core.model import (
     MASTER_ID,
     PERM_READ,
     PERM_WRITE,
+    SYNC_BROKER_MEMBER_GROUP_PREFIX,
     TOPIC_SYS_FLAG_UNIT,
     TOPIC_SYS_FLAG_UNIT_SUB,
     BrokerData,
     BrokerLiveInfo,
     ClusterInfo,
     DataVersion,
+    MinBrokerIdChange,
     QueueData,
     RegisterBrokerResult,
     RemovedBroker,
@@ -84,6 +86,10 @@ Clock = Callable[[], int]
 RouteListener = Callable[[int, "frozenset[str] | None"], None]
 """Called after a change with (route revision, changed topics); topics None = every topic (what
 the route encoder adds changed, e.g. ``orderMessageEnable`` was toggled)."""
+
+MinBrokerIdListener = Callable[[MinBrokerIdChange], None]
+"""Called after a change, outside the lock, for every broker name whose smallest broker id changed
+in a way RocketMQ tells the brokers about (S53)."""
 
 
 def wall_clock_millis() -> int:
@@ -121,12 +127,21 @@ class RouteTableStats:
 class RouteInfoManager:
     """The NameServer's in-memory route table (RocketMQ ``RouteInfoManager``). Thread-safe."""
 
-    def __init__(self, clock: Clock = wall_clock_millis, *, delete_topic_with_broker_registration: bool = False):
+    def __init__(
+        self,
+        clock: Clock = wall_clock_millis,
+        *,
+        delete_topic_with_broker_registration: bool = False,
+        support_acting_master: bool = False,
+    ):
         """``clock`` returns ms since the epoch. ``delete_topic_with_broker_registration`` is RocketMQ
         5.x's ``deleteTopicWithBrokerRegistration`` (default off): a master's changed registration
-        also removes its topics that the body no longer lists."""
+        also removes its topics that the body no longer lists. ``support_acting_master`` is 5.x's
+        ``supportActingMaster`` (default off, S52): routes show a master-less broker name's acting
+        master under id 0; change it with :meth:`set_support_acting_master`."""
         self._clock = clock
         self.delete_topic_with_broker_registration = delete_topic_with_broker_registration
+        self.support_acting_master = support_acting_master
         self._lock = threading.RLock()
         self.topic_queue_table: dict[str, dict[str, QueueData]] = {}
         self.broker_addr_table: dict[str, BrokerData] = {}
@@ -156,6 +171,9 @@ class RouteInfoManager:
         """Increases by one for every public call that changed some topic's route (see RouteListener)."""
         self.route_listeners: list[RouteListener] = []
         """Called after every route change, outside the lock, in the thread that made the change."""
+        self.min_broker_id_listeners: list[MinBrokerIdListener] = []
+        """Called with every MinBrokerIdChange (S53), outside the lock, in the thread that made it."""
+        self._min_broker_id_changes: list[MinBrokerIdChange] = []
         self._changed_topics: set[str] = set()
         self._all_routes_changed = False
         self._change_depth = 0
@@ -170,6 +188,7 @@ class RouteInfoManager:
         """Hold the lock; when the outermost hold ends, bump the revision (under the lock) if routes
         changed and call the listeners (after releasing it)."""
         notice: tuple[int, frozenset[str] | None] | None = None
+        min_broker_id_changes: list[MinBrokerIdChange] = []
         with self._lock:
             self._change_depth += 1
             try:
@@ -184,9 +203,14 @@ class RouteInfoManager:
                     notice = (self.route_revision, topics)
                     self._changed_topics = set()
                     self._all_routes_changed = False
+                if self._change_depth == 0 and self._min_broker_id_changes:
+                    min_broker_id_changes, self._min_broker_id_changes = self._min_broker_id_changes, []
         if notice is not None:
             for listener in list(self.route_listeners):
                 listener(*notice)
+        for change in min_broker_id_changes:
+            for min_listener in list(self.min_broker_id_listeners):
+                min_listener(change)
 
     def _route_changed(self, topic: str) -> None:
         """The topic's route changed: drop its cached encodings and report it when the call ends."""
@@ -208,7 +232,7 @@ class RouteInfoManager:
         filter_server_list: Iterable[str] = (),
         heartbeat_timeout_millis: int = 0,
         zone_name: str = "",
-        enable_acting_master: bool = False,
+        enable_acting_master: bool | None = None,
         instance_id: str = "",
         body_fingerprint: tuple[int, int, bool] | None = None,
         topics_fingerprint: int | None = None,
@@ -227,6 +251,14 @@ class RouteInfoManager:
 
         ``protocol`` ("grpc" or "remoting") is recorded in the live entry for the liveness view.
 
+        ``enable_acting_master`` None is a broker older than RocketMQ 5.x (the field was absent): none
+        of the acting-master rules apply to it. Otherwise (RocketMQ 5.x ``registerBroker``): the
+        broker name's ``enable_acting_master`` becomes this value; a slave whose id is the smallest
+        of its broker name (the *prime slave*, no master registered) carries its topics like a
+        master, with the WRITE bit cleared when the broker name has ``enable_acting_master`` (S50).
+        A registration that lowers the broker name's smallest id is reported to the
+        :attr:`min_broker_id_listeners` (S53).
+
         Two runs of one broker (same cluster, name and id, different non-empty ``instance_id``, e.g.
         two agents started with the same broker.conf) take the registration from each other. Each
         time one run replaces another's live entry, the replaced run is remembered for
@@ -244,6 +276,7 @@ class RouteInfoManager:
         of other routes are not kept waiting; readers still never see half of it.
         """
         differing = self._differing(broker_name, topic_configs) if broker_id == MASTER_ID and topic_configs else None
+        new_version = enable_acting_master is not None
         with self._changing():
             now = self._clock()
             broker_data = self.broker_addr_table.get(broker_name)
@@ -279,7 +312,9 @@ class RouteInfoManager:
                 self.broker_addr_table[broker_name] = broker_data
             before = (dict(broker_data.broker_addrs), broker_data.zone_name, broker_data.enable_acting_master)
             broker_data.zone_name = zone_name
-            broker_data.enable_acting_master = enable_acting_master
+            broker_data.enable_acting_master = bool(enable_acting_master)
+            # S53: RocketMQ compares with the smallest id before this registration (0 when none).
+            prev_min_broker_id = min(broker_data.broker_addrs) if broker_data.broker_addrs else MASTER_ID
 
             # S05: one entry per address; then brokerAddrs[id] = addr.
             for other_id, addr in list(broker_data.broker_addrs.items()):
@@ -300,9 +335,12 @@ class RouteInfoManager:
             elif digest_before is None:
                 self._digest.add(broker_data_hash(broker_data))
 
-            # S06/S07: a master with a changed DataVersion (or a first registration) carries topics.
-            topics_applied = broker_id != MASTER_ID or topic_configs is None
-            if broker_id == MASTER_ID and topic_configs is not None:
+            # S06/S07: a master with a changed DataVersion (or a first registration) carries topics;
+            # S50 (5.x): so does the prime slave, read-only when its broker name has acting master.
+            prime_slave = new_version and broker_id != MASTER_ID and broker_id == min(broker_data.broker_addrs)
+            carries_topics = broker_id == MASTER_ID or prime_slave
+            topics_applied = not carries_topics or topic_configs is None
+            if carries_topics and topic_configs is not None:
                 changed = (
                     previous is None or previous.broker_name != broker_name or previous.data_version != data_version
                 )
@@ -314,6 +352,8 @@ class RouteInfoManager:
                     configs: Iterable[TopicConfig] = topic_configs.values()
                     if differing is not None and differing[0] == self._changes_done:
                         configs = differing[1]  # nothing changed since: the others are equal, S07 skips them
+                    if prime_slave and broker_data.enable_acting_master:
+                        configs = [c._replace(perm=c.perm & ~PERM_WRITE) for c in configs]
                     for topic_config in configs:
                         self._create_and_update_queue_data(broker_name, topic_config)
 
@@ -348,6 +388,10 @@ class RouteInfoManager:
                 self.filter_server_table[broker_addr] = filter_servers
             else:
                 self.filter_server_table.pop(broker_addr, None)
+
+            # S53: a registration that lowers the smallest id tells the others (RocketMQ registerBroker).
+            if broker_id < prev_min_broker_id:
+                self._min_broker_id_changed(broker_data, offline_broker_addr="", ha_broker_addr=ha_server_addr)
 
             # S10: a slave learns its live master.
             if broker_id != MASTER_ID:
@@ -592,12 +636,70 @@ class RouteInfoManager:
             return (master_addr, live.ha_server_addr) if live is not None else ("", "")
 
     def _remove_addr(self, broker_addr: str, reason: str) -> RemovedBroker:
-        """S16: drop an address from the live and filter tables and from its BrokerData, cascading."""
+        """S16: drop an address from the live and filter tables and from its BrokerData, cascading.
+        Every departure (expiry, unregistration, connection or session end) comes here, so S51 and
+        S53 apply to all of them alike."""
         self.version += 1
         live = self.broker_live_table.pop(broker_addr)
         self.filter_server_table.pop(broker_addr, None)
+        broker_data = self.broker_addr_table.get(live.broker_name)
+        was_min = (
+            broker_data is not None
+            and bool(broker_data.broker_addrs)
+            and live.broker_id == min(broker_data.broker_addrs)
+        )
         self._remove_addr_from_broker_data(live.broker_name, broker_addr)
+        if broker_data is not None and broker_data.broker_addrs:
+            self._after_departure(broker_data, broker_addr, was_min)
         return RemovedBroker(broker_addr, live.cluster, live.broker_name, live.broker_id, reason, live.instance_id)
+
+    def _after_departure(self, broker_data: BrokerData, offline_addr: str, was_min: bool) -> None:
+        """A broker name lost ``offline_addr`` and keeps other addresses (RocketMQ 5.x
+        ``unRegisterBroker`` / ``cleanTopicByUnRegisterRequests``).
+
+        S51: with ``enable_acting_master`` and no master left, every QueueData of the broker name
+        loses its WRITE bit (RocketMQ: ``isNoMasterExists`` -> ``perm & ~PERM_WRITE``).
+        S53: when the address had the smallest id and the broker name has ``enable_acting_master``,
+        the remaining brokers are to be told the new smallest id.
+        When the smallest id changed, the next registration of the new smallest (now the prime
+        slave, S50) decodes its topics again."""
+        broker_name = broker_data.broker_name
+        if was_min:
+            self._forget_topics_fingerprints(broker_name)
+        if broker_data.enable_acting_master and MASTER_ID not in broker_data.broker_addrs:
+            for topic in self.topics_by_broker_name.get(broker_name, ()):
+                queue_data_map = self.topic_queue_table[topic]
+                queue_data = queue_data_map[broker_name]
+                if queue_data.perm & PERM_WRITE:
+                    self._forget_topics_fingerprints(broker_name)
+                    self._set_queue_data(
+                        topic, queue_data_map, queue_data, queue_data.with_perm(queue_data.perm & ~PERM_WRITE)
+                    )
+                    self._route_changed(topic)
+        if was_min and broker_data.enable_acting_master:
+            self._min_broker_id_changed(broker_data, offline_broker_addr=offline_addr, ha_broker_addr="")
+
+    def _min_broker_id_changed(self, broker_data: BrokerData, *, offline_broker_addr: str, ha_broker_addr: str) -> None:
+        """Queue a MinBrokerIdChange for the listeners (S53). Recipients as RocketMQ's
+        ``chooseBrokerAddrsToNotify``: after a departure, or when the broker name has one address,
+        every address; after an arrival, every address but the new smallest id's."""
+        addrs = broker_data.broker_addrs
+        min_id = min(addrs)
+        if offline_broker_addr or len(addrs) == 1:
+            recipients = tuple(addrs[i] for i in sorted(addrs))
+        else:
+            recipients = tuple(addrs[i] for i in sorted(addrs) if i != min_id)
+        self._min_broker_id_changes.append(
+            MinBrokerIdChange(
+                cluster=broker_data.cluster,
+                broker_name=broker_data.broker_name,
+                min_broker_id=min_id,
+                min_broker_addr=addrs[min_id],
+                offline_broker_addr=offline_broker_addr,
+                ha_broker_addr=ha_broker_addr,
+                recipients=recipients,
+            )
+        )
 
     def _remove_addr_from_broker_data(self, broker_name: str, broker_addr: str) -> None:
         broker_data = self.broker_addr_table.get(broker_name)
@@ -726,8 +828,28 @@ class RouteInfoManager:
                     filter_servers[addr] = tuple(servers)
         if not broker_datas:
             return None
+        if self.support_acting_master and not topic.startswith(SYNC_BROKER_MEMBER_GROUP_PREFIX):
+            for broker_data in broker_datas:
+                addrs = broker_data.broker_addrs
+                if (
+                    addrs
+                    and MASTER_ID not in addrs
+                    and broker_data.enable_acting_master
+                    and not queue_data_map[broker_data.broker_name].perm & PERM_WRITE
+                ):
+                    # S52: the acting master (smallest id) is shown as the master (RocketMQ 5.x
+                    # pickupTopicRouteData, supportActingMaster).
+                    addrs[MASTER_ID] = addrs.pop(min(addrs))
         queue_datas = tuple(queue_data_map[name] for name in sorted(queue_data_map))
         return TopicRouteData(queue_datas, tuple(broker_datas), filter_servers)
+
+    def set_support_acting_master(self, enabled: bool) -> None:
+        """Switch S52 (``supportActingMaster``) at run time; every route counts as changed when it flips."""
+        with self._changing():
+            if enabled != self.support_acting_master:
+                self.support_acting_master = enabled
+                self._route_cache.clear()
+                self._all_routes_changed = True
 
     def topics_unchanged(
         self, *, cluster_name: str, broker_name: str, broker_id: int, broker_addr: str, topics_fingerprint: int

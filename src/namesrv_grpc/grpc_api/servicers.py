@@ -85,7 +85,8 @@ class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[mis
             body_crc32c=request.body_crc32c,
             compressed=request.compressed,
             heartbeat_timeout_millis=request.heartbeat_timeout_millis,
-            enable_acting_master=request.enable_acting_master,
+            # proto3 cannot tell false from absent: false is "did not say" (no acting-master rules).
+            enable_acting_master=True if request.enable_acting_master else None,
             zone_name=request.zone_name,
             instance_id=request.instance_id,
         )

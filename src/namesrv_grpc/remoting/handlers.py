@@ -125,6 +125,13 @@ def _bool(request: RemotingCommand, name: str, default: bool = False) -> bool:
     return text.strip().lower() == "true"  # Java Boolean.parseBoolean
 
 
+def _optional_bool(request: RemotingCommand, name: str) -> bool | None:
+    """None when the field is absent (a Java ``Boolean`` header field left null), else
+    ``Boolean.parseBoolean`` of its text."""
+    text = request.ext_fields.get(name)
+    return None if text is None else text.strip().lower() == "true"
+
+
 def _identity(request: RemotingCommand) -> BrokerIdentity:
     return BrokerIdentity(
         _field(request, "clusterName"),
@@ -392,7 +399,7 @@ class RemotingHandlers:
                 identity,
                 ha_server_addr=_optional(request, "haServerAddr"),
                 heartbeat_timeout_millis=_int(request, "heartbeatTimeoutMillis", 0),
-                enable_acting_master=_bool(request, "enableActingMaster"),
+                enable_acting_master=_optional_bool(request, "enableActingMaster"),  # absent: a pre-5.x broker
                 zone_name=_optional(request, "zoneName"),
                 instance_id=instance_id,
                 body_fingerprint=(actual + REMOTING_FINGERPRINT_TAG, len(body), compressed),
