@@ -100,14 +100,17 @@ def writable_queues(route: types_pb2.TopicRouteData) -> set[tuple[str, int, str]
 def test_route_and_picked_queue_match_the_python_client(
     program: list[str], namesrv: NamesrvProcess, stubs: Stubs
 ) -> None:
-    stubs.ns.RegisterBroker(register_request(topics=[topic("TopicTest", 4, 4)]), timeout=10)
-    stubs.ns.RegisterBroker(
-        register_request(broker_id=1, broker_addr="127.0.0.1:10921", topics=[topic("TopicTest", 4, 4)]), timeout=10
+    def zoned(request: ns_pb2.RegisterBrokerRequest, zone: str) -> ns_pb2.RegisterBrokerRequest:
+        request.zone_name = zone
+        return request
+
+    stubs.ns.RegisterBroker(zoned(register_request(topics=[topic("TopicTest", 4, 4)]), "zone-a"), timeout=10)
+    slave = register_request(broker_id=1, broker_addr="127.0.0.1:10921", topics=[topic("TopicTest", 4, 4)])
+    stubs.ns.RegisterBroker(zoned(slave, "zone-a"), timeout=10)
+    broker_b = register_request(
+        broker_name="broker-b", broker_addr="127.0.0.1:10931", topics=[topic("TopicTest", 2, 3)]
     )
-    stubs.ns.RegisterBroker(
-        register_request(broker_name="broker-b", broker_addr="127.0.0.1:10931", topics=[topic("TopicTest", 2, 3)]),
-        timeout=10,
-    )
+    stubs.ns.RegisterBroker(zoned(broker_b, "zone-b"), timeout=10)
     # broker-c holds the topic read-only: no queue of it may be picked
     stubs.ns.RegisterBroker(
         register_request(broker_name="broker-c", broker_addr="127.0.0.1:10941", topics=[topic("TopicTest", perm=4)]),
@@ -125,6 +128,15 @@ def test_route_and_picked_queue_match_the_python_client(
         assert picked, lines
         assert (picked[1], int(picked[2]), picked[3]) in writable
         assert int(picked[4]) == len(writable)
+    # Zone mode: the route as the server filters it for zone-a (RocketMQ 5.x ZoneRouteRPCHook: broker-a;
+    # broker-b is in zone-b, broker-c has no zone), the same for the example as for Python.
+    zone_route = stubs.ns.PickupTopicRoute(
+        ns_pb2.PickupTopicRouteRequest(topic="TopicTest", zone_name="zone-a"), timeout=10
+    ).route
+    zoned_run = run(program, "route", "--addr", namesrv.address, "--topic", "TopicTest", "--zone", "zone-a")
+    assert zoned_run.returncode == 0, zoned_run.stderr
+    assert zoned_run.stdout.splitlines()[0] == f"route topic=TopicTest {summary(zone_route)}"
+    assert zoned_run.stdout.splitlines()[1].endswith(f" writable={len(writable_queues(zone_route))}")
 
 
 def test_errors_are_read_by_reason(program: list[str], namesrv: NamesrvProcess) -> None:
@@ -245,7 +257,7 @@ def test_registered_broker_lives_as_long_as_its_session(
         return answer.route
 
     args = ["register", "--addr", namesrv.address, "--broker-name", "broker-x", "--broker-addr", "127.0.0.1:10961",
-            "--topic", "Agent:3:2", "--topic", "AgentRead:2:2:4", "--compress",
+            "--topic", "Agent:3:2", "--topic", "AgentRead:2:2:4", "--compress", "--zone", "zone-x",
             "--heartbeat-interval-ms", "200"]  # fmt: skip
     process, out = start(spawn, program, *args)
     out.wait_for("session accepted", timeout=60)
@@ -259,6 +271,7 @@ def test_registered_broker_lives_as_long_as_its_session(
     route = route_or_none("Agent")
     assert route is not None
     assert summary(route) == "queues=broker-x:r3:w2:p6:f0 brokers=broker-x@DefaultCluster/0=127.0.0.1:10961"
+    assert route.broker_datas[0].zone_name == "zone-x"
     read_only = route_or_none("AgentRead")
     assert read_only is not None
     assert read_only.queue_datas[0].perm == 4

@@ -27,12 +27,12 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // broker is what the register command registers, from its flags.
 type broker struct {
-	cluster, name, addr, haAddr, instanceID string
-	id                                      int32
-	topics                                  map[string]*namesrvv1.TopicConfig
-	compress                                bool
-	heartbeatTimeout                        time.Duration
-	dataVersion                             *namesrvv1.DataVersion
+	cluster, name, addr, haAddr, zone, instanceID string
+	id                                            int32
+	topics                                        map[string]*namesrvv1.TopicConfig
+	compress                                      bool
+	heartbeatTimeout                              time.Duration
+	dataVersion                                   *namesrvv1.DataVersion
 }
 
 func runRegister(args []string) int {
@@ -45,6 +45,7 @@ func runRegister(args []string) int {
 	id := fs.Int("broker-id", 0, "broker id: 0 master, > 0 slave")
 	fs.StringVar(&b.addr, "broker-addr", "", "address clients send to, host:port (required)")
 	fs.StringVar(&b.haAddr, "ha-addr", "", "HA (replication) address host:port, if any")
+	fs.StringVar(&b.zone, "zone", "", "zone the broker runs in (RocketMQ 5.x ROCKETMQ_ZONE), if any")
 	var topics stringList
 	fs.Var(&topics, "topic", "topic NAME[:READ[:WRITE[:PERM]]] (repeat; default queues 4:4, perm 6)")
 	fs.BoolVar(&b.compress, "compress", false, "zlib-compress the registration body (compressedRegister)")
@@ -158,7 +159,7 @@ func (b *broker) registerRequest() (*namesrvv1.RegisterBrokerRequest, error) {
 	return &namesrvv1.RegisterBrokerRequest{
 		ClusterName: b.cluster, BrokerName: b.name, BrokerId: b.id, BrokerAddr: b.addr, HaServerAddr: b.haAddr,
 		Body: body, BodyCrc32C: crc32.Checksum(body, castagnoli), Compressed: b.compress,
-		HeartbeatTimeoutMillis: b.heartbeatTimeout.Milliseconds(), InstanceId: b.instanceID,
+		HeartbeatTimeoutMillis: b.heartbeatTimeout.Milliseconds(), InstanceId: b.instanceID, ZoneName: b.zone,
 	}, nil
 }
 

@@ -26,6 +26,7 @@ func runRoute(args []string) int {
 	var conn connFlags
 	conn.register(fs)
 	topic := fs.String("topic", "", "topic to look up (required)")
+	zone := fs.String("zone", "", "zone mode: only the brokers of this zone (and those without a master)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -41,7 +42,7 @@ func runRoute(args []string) int {
 	defer cc.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), conn.timeout())
 	defer cancel()
-	resp, err := namesrvv1.NewNameServerServiceClient(cc).PickupTopicRoute(ctx, &namesrvv1.PickupTopicRouteRequest{Topic: *topic})
+	resp, err := namesrvv1.NewNameServerServiceClient(cc).PickupTopicRoute(ctx, &namesrvv1.PickupTopicRouteRequest{Topic: *topic, ZoneName: *zone})
 	if err != nil {
 		st, info := errorReason(err)
 		// Decide by the reason, never by the message text.

@@ -53,13 +53,14 @@ const PERM_WRITE = 2;
 type NameServer = Client<typeof NameServerService>;
 
 async function route(args: string[]): Promise<number> {
-  const { values } = parseArgs({ args, options: { ...connectionOptions, topic: { type: "string" } } });
+  const { values } = parseArgs({ args, options: { ...connectionOptions, topic: { type: "string" }, zone: { type: "string", default: "" } },
+  });
   if (!values.topic) throw new UsageError("route: --topic is required");
   const timeoutMs = millis("timeout-ms", values["timeout-ms"]);
   const client = createClient(NameServerService, connect(values as ConnectionFlags));
   let routeData: TopicRouteData | undefined;
   try {
-    routeData = (await client.pickupTopicRoute({ topic: values.topic }, { timeoutMs })).route;
+    routeData = (await client.pickupTopicRoute({ topic: values.topic, zoneName: values.zone }, { timeoutMs })).route;
   } catch (thrown) {
     const error = ConnectError.from(thrown);
     // Decide by the reason, never by the message text.
@@ -194,6 +195,7 @@ interface Broker {
   brokerId: number;
   brokerAddr: string;
   haServerAddr: string;
+  zoneName: string;
   instanceId: string;
   topics: Record<string, TopicConfig>;
   compressed: boolean;
@@ -249,6 +251,7 @@ async function registerOnce(client: NameServer, broker: Broker, timeoutMs: numbe
       compressed: broker.compressed,
       heartbeatTimeoutMillis: broker.heartbeatTimeoutMillis,
       instanceId: broker.instanceId,
+      zoneName: broker.zoneName,
     },
     { timeoutMs },
   );
@@ -365,6 +368,7 @@ async function register(args: string[]): Promise<number> {
       "broker-id": { type: "string", default: "0" },
       "broker-addr": { type: "string" },
       "ha-addr": { type: "string", default: "" },
+      zone: { type: "string", default: "" },
       topic: { type: "string", multiple: true },
       compress: { type: "boolean", default: false },
       "heartbeat-timeout-ms": { type: "string", default: "0" },
@@ -387,6 +391,7 @@ async function register(args: string[]): Promise<number> {
     brokerId,
     brokerAddr: values["broker-addr"],
     haServerAddr: values["ha-addr"],
+    zoneName: values.zone,
     instanceId: randomBytes(16).toString("hex"),
     topics,
     compressed: values.compress,

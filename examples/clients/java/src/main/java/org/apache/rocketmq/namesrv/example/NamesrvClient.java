@@ -77,6 +77,10 @@ public final class NamesrvClient {
     @Option(names = "--topic", required = true, description = "topic to look up")
     String topic;
 
+    @Option(names = "--zone", defaultValue = "",
+        description = "zone mode: only the brokers of this zone (and those without a master)")
+    String zone;
+
     @Override
     public Integer call() throws Exception {
       ManagedChannel channel = connection.open(spec.commandLine());
@@ -85,7 +89,7 @@ public final class NamesrvClient {
         try {
           route = NameServerServiceGrpc.newBlockingStub(channel)
               .withDeadlineAfter(connection.timeoutMs, TimeUnit.MILLISECONDS)
-              .pickupTopicRoute(PickupTopicRouteRequest.newBuilder().setTopic(topic).build())
+              .pickupTopicRoute(PickupTopicRouteRequest.newBuilder().setTopic(topic).setZoneName(zone).build())
               .getRoute();
         } catch (StatusRuntimeException e) {
           // Decide by the reason, never by the message text.
@@ -253,6 +257,9 @@ public final class NamesrvClient {
     @Option(names = "--ha-addr", defaultValue = "", description = "HA (replication) address host:port, if any")
     String haAddr;
 
+    @Option(names = "--zone", defaultValue = "", description = "zone the broker runs in (RocketMQ 5.x ROCKETMQ_ZONE), if any")
+    String zone;
+
     @Option(names = "--topic", description = "topic NAME[:READ[:WRITE[:PERM]]] (repeat; default queues 4:4, perm 6)")
     List<String> topics = new ArrayList<>();
 
@@ -382,7 +389,7 @@ public final class NamesrvClient {
               .setClusterName(cluster).setBrokerName(brokerName).setBrokerId(brokerId).setBrokerAddr(brokerAddr)
               .setHaServerAddr(haAddr).setBody(com.google.protobuf.ByteString.copyFrom(bytes))
               .setBodyCrc32C(crc32c).setCompressed(compress).setHeartbeatTimeoutMillis(heartbeatTimeoutMs)
-              .setInstanceId(instanceId).build());
+              .setInstanceId(instanceId).setZoneName(zone).build());
       System.out.println("registered broker=" + brokerName + " id=" + brokerId + " addr=" + brokerAddr + " topics="
           + body.getTopicConfigTableCount() + " compressed=" + compress + " body_bytes=" + bytes.length + " crc32c="
           + String.format("%08x", crc32c) + " master_addr=" + response.getMasterAddr());
