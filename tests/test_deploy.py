@@ -49,6 +49,7 @@ ALERTS = {
     "NamesrvTopicsDisagree",
     "NamesrvRegistrationLatencyHigh",
     "NamesrvRouteLookupLatencyHigh",
+    "NamesrvEventLoopLag",
     "NamesrvAllDown",
     "NamesrvRoutesDiffer",
     "NamesrvBrokerRegistrationConflict",
@@ -203,6 +204,8 @@ def test_dashboard_panels_and_provisioning() -> None:
         "Registrations by result",
         "Expirations and session losses",
         "NameServer disagreement",
+        "Garbage-collection pause p99 by generation",
+        "Event-loop lag p99",
     ):
         assert wanted in titles
     ids = [panel["id"] for panel in panels]

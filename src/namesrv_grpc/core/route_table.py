@@ -2,14 +2,22 @@
 
 Five tables, as in ``namesrv/.../routeinfo/RouteInfoManager.java``::
 
-    topic_queue_table    topic       -> {broker name -> QueueData}
+    topic_queue_nums     topic       -> {broker name -> QueueNums} (QueueData without its broker name)
     broker_addr_table    broker name -> BrokerData {broker id -> broker addr}
     cluster_addr_table   cluster     -> {broker name}
     broker_live_table    broker addr -> BrokerLiveInfo
     filter_server_table  broker addr -> [filter-server addr]
 
-plus one index, ``topics_by_broker_name`` (broker name -> {topic}), so removing a broker name,
+plus one index, ``topics_by_broker_name`` (broker name -> {topic: None}), so removing a broker name,
 changing its write permission or listing a cluster's topics does not scan every topic.
+
+Representation (what the garbage collector walks): a QueueData is stored as a plain tuple of four
+ints, ``(readQueueNums, writeQueueNums, perm, topicSysFlag)``, interned (one object per distinct
+value in the whole table), and the topic index holds dicts of ``None``, not sets. CPython stops
+tracking plain tuples of ints and dicts holding only such values, so a table of 800,000 QueueData
+adds almost nothing to what a full collection walks (a ``QueueData`` NamedTuple and a ``set`` are
+tracked for ever: 0.3 s full collections at that size). :class:`QueueData` objects are built when a
+route is read (:meth:`pickup_topic_route_data`, :attr:`topic_queue_table`, :meth:`copy_tables`).
 
 Every public method takes one lock for its whole duration, so readers never see a half-applied
 registration or removal. Time comes from an injected ``clock`` returning milliseconds since the epoch,
@@ -80,6 +88,13 @@ MAX_DISPLACED_KEYS = 4096
 MAX_DISPLACED_PER_BROKER = 16
 """Bounds of that memory: broker (cluster, name, id) keys, and replaced runs per key."""
 
+QueueNums = tuple[int, int, int, int]
+"""One QueueData as the table stores it: ``(readQueueNums, writeQueueNums, perm, topicSysFlag)``."""
+
+MAX_INTERNED_QUEUE_NUMS = 4096
+"""Distinct QueueNums values kept for sharing; past this the sharing table starts over (values in the
+table stay valid, only no longer shared)."""
+
 Clock = Callable[[], int]
 """Returns the current time in milliseconds since the epoch."""
 
@@ -95,6 +110,24 @@ in a way RocketMQ tells the brokers about (S53)."""
 def wall_clock_millis() -> int:
     """The system clock in milliseconds since the epoch (RocketMQ ``System.currentTimeMillis()``)."""
     return time.time_ns() // 1_000_000
+
+
+class QueueDataView(Mapping[str, dict[str, QueueData]]):
+    """``topic -> {broker name -> QueueData}`` over the table's compact storage (read-only; each
+    access builds the QueueData of one topic). For introspection and tests: the table itself reads
+    :attr:`RouteInfoManager.topic_queue_nums`."""
+
+    def __init__(self, queue_nums: dict[str, dict[str, QueueNums]]) -> None:
+        self._queue_nums = queue_nums
+
+    def __getitem__(self, topic: str) -> dict[str, QueueData]:
+        return {name: QueueData(name, *nums) for name, nums in self._queue_nums[topic].items()}
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._queue_nums)
+
+    def __len__(self) -> int:
+        return len(self._queue_nums)
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,12 +176,15 @@ class RouteInfoManager:
         self.delete_topic_with_broker_registration = delete_topic_with_broker_registration
         self.support_acting_master = support_acting_master
         self._lock = threading.RLock()
-        self.topic_queue_table: dict[str, dict[str, QueueData]] = {}
+        self.topic_queue_nums: dict[str, dict[str, QueueNums]] = {}
+        """topic -> {broker name -> interned QueueNums} (see the module doc)."""
+        self._interned: dict[QueueNums, QueueNums] = {}
         self.broker_addr_table: dict[str, BrokerData] = {}
         self.cluster_addr_table: dict[str, set[str]] = {}
         self.broker_live_table: dict[str, BrokerLiveInfo] = {}
         self.filter_server_table: dict[str, list[str]] = {}
-        self.topics_by_broker_name: dict[str, set[str]] = {}
+        self.topics_by_broker_name: dict[str, dict[str, None]] = {}
+        """broker name -> {topic: None} (a dict used as an ordered set: untracked by the collector)."""
         self._session_seq = 0
         self._expiry_heap: list[tuple[int, str]] = []
         self._scheduled: dict[str, int] = {}
@@ -156,10 +192,12 @@ class RouteInfoManager:
         later than its real one (``last_update_timestamp + heartbeat_timeout_millis``); a scan pops
         the entries that are due, removes the brokers that really expired and reschedules the rest
         at their real deadline. A scan with nothing due costs one comparison."""
-        self._route_cache: dict[str, dict[Hashable, Any]] = {}
-        """topic -> {encoding key -> the route as that encoder encoded it} (gRPC bytes, remoting JSON
+        self._route_cache: dict[str, dict[int, Any]] = {}
+        """topic -> {encoding number -> the route as that encoder encoded it} (gRPC bytes, remoting JSON
         in both forms). Values are built under the lock; every change that touches the topic's route
-        drops the topic's whole entry (all encodings together) under the lock."""
+        drops the topic's whole entry (all encodings together) under the lock. Encoding keys are
+        numbered (``_encoding_numbers``) so that an entry holds only ints and bytes (untracked)."""
+        self._encoding_numbers: dict[Hashable, int] = {}
         self.version = 0
         """Increases on every change of any table; cheap change detection for caches and snapshots."""
         self._digest = RouteDigest()
@@ -180,6 +218,12 @@ class RouteInfoManager:
         self._changes_done = 0
         """Changing calls completed (bumped under the lock as each ends): a read made without the
         lock is still true when this has not moved since before the read (see register_broker)."""
+
+    @property
+    def topic_queue_table(self) -> QueueDataView:
+        """RocketMQ's ``topicQueueTable`` (topic -> {broker name -> QueueData}) as a read-only view of
+        :attr:`topic_queue_nums`; not locked (read it under :meth:`copy_tables` for a consistent copy)."""
+        return QueueDataView(self.topic_queue_nums)
 
     # ------------------------------------------------------------------ route changes
 
@@ -347,7 +391,7 @@ class RouteInfoManager:
                 if register_first or changed:
                     topics_applied = True
                     if self.delete_topic_with_broker_registration:
-                        for topic in self.topics_by_broker_name.get(broker_name, set()) - set(topic_configs):
+                        for topic in self.topics_by_broker_name.get(broker_name, {}).keys() - topic_configs.keys():
                             self._remove_queue_data(topic, broker_name)
                     configs: Iterable[TopicConfig] = topic_configs.values()
                     if differing is not None and differing[0] == self._changes_done:
@@ -430,13 +474,12 @@ class RouteInfoManager:
         table's)``, read without the lock (single dict reads; the values are immutable tuples). The
         list is what S07 would write as long as no change ended since."""
         seen = self._changes_done
-        table = self.topic_queue_table
+        table = self.topic_queue_nums
         differing = []
         for topic_config in topic_configs.values():
             queue_data_map = table.get(topic_config.topic_name)
             old = queue_data_map.get(broker_name) if queue_data_map is not None else None
             if old is None or old != (
-                broker_name,
                 topic_config.read_queue_nums,
                 topic_config.write_queue_nums,
                 topic_config.perm,
@@ -447,26 +490,35 @@ class RouteInfoManager:
 
     def _create_and_update_queue_data(self, broker_name: str, topic_config: TopicConfig) -> None:
         """S07: create the topic, add or replace this broker name's QueueData when it differs."""
-        queue_data = QueueData(
-            broker_name=broker_name,
-            read_queue_nums=topic_config.read_queue_nums,
-            write_queue_nums=topic_config.write_queue_nums,
-            perm=topic_config.perm,
-            topic_sys_flag=topic_config.topic_sys_flag,
+        topic = topic_config.topic_name
+        nums = (
+            topic_config.read_queue_nums,
+            topic_config.write_queue_nums,
+            topic_config.perm,
+            topic_config.topic_sys_flag,
         )
-        queue_data_map = self.topic_queue_table.setdefault(topic_config.topic_name, {})
-        old = queue_data_map.get(broker_name)
-        if old != queue_data:
-            self._set_queue_data(topic_config.topic_name, queue_data_map, old, queue_data)
-            self._route_changed(topic_config.topic_name)
-        self.topics_by_broker_name.setdefault(broker_name, set()).add(topic_config.topic_name)
+        queue_data_map = self.topic_queue_nums.setdefault(topic, {})
+        if queue_data_map.get(broker_name) != nums:
+            self._set_queue_nums(topic, queue_data_map, broker_name, nums)
+            self._route_changed(topic)
+        self.topics_by_broker_name.setdefault(broker_name, {})[topic] = None
 
-    def _set_queue_data(
-        self, topic: str, queue_data_map: dict[str, QueueData], old: QueueData | None, new: QueueData
+    def _set_queue_nums(
+        self, topic: str, queue_data_map: dict[str, QueueNums], broker_name: str, nums: QueueNums
     ) -> None:
-        """Put ``new`` into the topic's map (replacing ``old``), keeping the digest up to date."""
-        queue_data_map[new.broker_name] = new
-        self._digest.replace(None if old is None else queue_data_hash(topic, old), queue_data_hash(topic, new))
+        """Put ``nums`` (interned here) as ``broker_name``'s QueueData into the topic's map, keeping the
+        digest up to date."""
+        old = queue_data_map.get(broker_name)
+        interned = self._interned.get(nums)
+        if interned is None:
+            if len(self._interned) >= MAX_INTERNED_QUEUE_NUMS:
+                self._interned.clear()
+            interned = self._interned[nums] = nums
+        queue_data_map[broker_name] = interned
+        self._digest.replace(
+            None if old is None else queue_data_hash(topic, QueueData(broker_name, *old)),
+            queue_data_hash(topic, QueueData(broker_name, *nums)),
+        )
 
     # ------------------------------------------------------------------ liveness (S13, S14, S20)
 
@@ -668,12 +720,12 @@ class RouteInfoManager:
             self._forget_topics_fingerprints(broker_name)
         if broker_data.enable_acting_master and MASTER_ID not in broker_data.broker_addrs:
             for topic in self.topics_by_broker_name.get(broker_name, ()):
-                queue_data_map = self.topic_queue_table[topic]
-                queue_data = queue_data_map[broker_name]
-                if queue_data.perm & PERM_WRITE:
+                queue_data_map = self.topic_queue_nums[topic]
+                read, write, perm, sys_flag = queue_data_map[broker_name]
+                if perm & PERM_WRITE:
                     self._forget_topics_fingerprints(broker_name)
-                    self._set_queue_data(
-                        topic, queue_data_map, queue_data, queue_data.with_perm(queue_data.perm & ~PERM_WRITE)
+                    self._set_queue_nums(
+                        topic, queue_data_map, broker_name, (read, write, perm & ~PERM_WRITE, sys_flag)
                     )
                     self._route_changed(topic)
         if was_min and broker_data.enable_acting_master:
@@ -732,16 +784,16 @@ class RouteInfoManager:
     def _remove_queue_data(self, topic: str, broker_name: str) -> None:
         self._forget_topics_fingerprints(broker_name)
         self._route_changed(topic)
-        queue_data_map = self.topic_queue_table.get(topic)
+        queue_data_map = self.topic_queue_nums.get(topic)
         if queue_data_map is not None:
             old = queue_data_map.pop(broker_name, None)
             if old is not None:
-                self._digest.remove(queue_data_hash(topic, old))
+                self._digest.remove(queue_data_hash(topic, QueueData(broker_name, *old)))
             if not queue_data_map:
-                del self.topic_queue_table[topic]
+                del self.topic_queue_nums[topic]
         topics = self.topics_by_broker_name.get(broker_name)
         if topics is not None:
-            topics.discard(topic)
+            topics.pop(topic, None)
             if not topics:
                 del self.topics_by_broker_name[broker_name]
 
@@ -768,25 +820,26 @@ class RouteInfoManager:
         before or after a registration, never half of one. ``encode`` runs under the lock; it must not
         call back into this table. Call :meth:`invalidate_routes` when what ``encode`` adds changes.
         """
-        if key is None:
-            key = encode
+        number = self._encoding_numbers.get(encode if key is None else key)
         encodings = self._route_cache.get(topic)
-        if encodings is not None:
-            cached = encodings.get(key)
+        if encodings is not None and number is not None:
+            cached = encodings.get(number)
             if cached is not None:
                 return cached
         with self._lock:
+            if number is None:
+                number = self._encoding_numbers.setdefault(encode if key is None else key, len(self._encoding_numbers))
             encodings = self._route_cache.get(topic)
-            if encodings is not None and (cached := encodings.get(key)) is not None:
+            if encodings is not None and (cached := encodings.get(number)) is not None:
                 return cached
             route = self._route_data(topic)
             if route is None:
                 return None
             value = encode(route)
             if encodings is None:
-                self._route_cache[topic] = {key: value}
+                self._route_cache[topic] = {number: value}
             else:
-                encodings[key] = value
+                encodings[number] = value
             return value
 
     def invalidate_routes(self, topics: Iterable[str] | None = None) -> None:
@@ -812,7 +865,7 @@ class RouteInfoManager:
             return self.route_revision, {topic: self._route_data(topic) for topic in topics}
 
     def _route_data(self, topic: str) -> TopicRouteData | None:
-        queue_data_map = self.topic_queue_table.get(topic)
+        queue_data_map = self.topic_queue_nums.get(topic)
         if not queue_data_map:
             return None
         broker_datas: list[BrokerData] = []
@@ -835,12 +888,12 @@ class RouteInfoManager:
                     addrs
                     and MASTER_ID not in addrs
                     and broker_data.enable_acting_master
-                    and not queue_data_map[broker_data.broker_name].perm & PERM_WRITE
+                    and not queue_data_map[broker_data.broker_name][2] & PERM_WRITE
                 ):
                     # S52: the acting master (smallest id) is shown as the master (RocketMQ 5.x
                     # pickupTopicRouteData, supportActingMaster).
                     addrs[MASTER_ID] = addrs.pop(min(addrs))
-        queue_datas = tuple(queue_data_map[name] for name in sorted(queue_data_map))
+        queue_datas = tuple(QueueData(name, *queue_data_map[name]) for name in sorted(queue_data_map))
         return TopicRouteData(queue_datas, tuple(broker_datas), filter_servers)
 
     def set_support_acting_master(self, enabled: bool) -> None:
@@ -900,14 +953,14 @@ class RouteInfoManager:
     def get_all_topic_list(self) -> list[str]:
         """S24: every topic, sorted."""
         with self._lock:
-            return sorted(self.topic_queue_table)
+            return sorted(self.topic_queue_nums)
 
     def get_topics_by_cluster(self, cluster_name: str) -> list[str]:
         """S24: topics with QueueData on any broker name of the cluster, sorted; [] for an unknown one."""
         with self._lock:
             topics: set[str] = set()
             for broker_name in self.cluster_addr_table.get(cluster_name, ()):
-                topics |= self.topics_by_broker_name.get(broker_name, set())
+                topics.update(self.topics_by_broker_name.get(broker_name, ()))
             return sorted(topics)
 
     def get_system_topic_list(self) -> tuple[list[str], str]:
@@ -931,9 +984,9 @@ class RouteInfoManager:
         with self._lock:
             return sorted(
                 topic
-                for topic, queue_data_map in self.topic_queue_table.items()
-                if any(q.topic_sys_flag & has == has for q in queue_data_map.values())
-                and not any(q.topic_sys_flag & has_not for q in queue_data_map.values())
+                for topic, queue_data_map in self.topic_queue_nums.items()
+                if any(nums[3] & has == has for nums in queue_data_map.values())
+                and not any(nums[3] & has_not for nums in queue_data_map.values())
             )
 
     def get_unit_topic_list(self) -> list[str]:
@@ -960,14 +1013,14 @@ class RouteInfoManager:
 
     def _operate_write_perm(self, broker_name: str, new_perm: Callable[[int], int]) -> int:
         with self._changing():
-            topics = self.topics_by_broker_name.get(broker_name, set())
+            topics = self.topics_by_broker_name.get(broker_name, {})
             if topics:
                 self.version += 1
                 self._forget_topics_fingerprints(broker_name)
             for topic in topics:
-                queue_data_map = self.topic_queue_table[topic]
-                queue_data = queue_data_map[broker_name]
-                self._set_queue_data(topic, queue_data_map, queue_data, queue_data.with_perm(new_perm(queue_data.perm)))
+                queue_data_map = self.topic_queue_nums[topic]
+                read, write, perm, sys_flag = queue_data_map[broker_name]
+                self._set_queue_nums(topic, queue_data_map, broker_name, (read, write, new_perm(perm), sys_flag))
                 self._route_changed(topic)
             return len(topics)
 
@@ -975,7 +1028,7 @@ class RouteInfoManager:
         """S25 ``DELETE_TOPIC_IN_NAMESRV``: remove the topic, or only the QueueData of the broker names
         of ``cluster_name`` when it is given (an unknown cluster or topic changes nothing)."""
         with self._changing():
-            queue_data_map = self.topic_queue_table.get(topic)
+            queue_data_map = self.topic_queue_nums.get(topic)
             if queue_data_map is None:
                 return
             if cluster_name:
@@ -1004,11 +1057,17 @@ class RouteInfoManager:
                     )
             self.version += 1
             self._route_changed(topic)
-            queue_data_map = self.topic_queue_table.setdefault(topic, {})
+            queue_data_map = self.topic_queue_nums.setdefault(topic, {})
             for queue_data in queue_datas:
                 self._forget_topics_fingerprints(queue_data.broker_name)
-                self._set_queue_data(topic, queue_data_map, queue_data_map.get(queue_data.broker_name), queue_data)
-                self.topics_by_broker_name.setdefault(queue_data.broker_name, set()).add(topic)
+                nums = (
+                    queue_data.read_queue_nums,
+                    queue_data.write_queue_nums,
+                    queue_data.perm,
+                    queue_data.topic_sys_flag,
+                )
+                self._set_queue_nums(topic, queue_data_map, queue_data.broker_name, nums)
+                self.topics_by_broker_name.setdefault(queue_data.broker_name, {})[topic] = None
 
     # ------------------------------------------------------------------ introspection
 
@@ -1016,7 +1075,10 @@ class RouteInfoManager:
         """A consistent copy of all five tables (one lock hold; O(table size))."""
         with self._lock:
             return RouteTableCopy(
-                topic_queue_table={topic: dict(m) for topic, m in self.topic_queue_table.items()},
+                topic_queue_table={
+                    topic: {name: QueueData(name, *nums) for name, nums in m.items()}
+                    for topic, m in self.topic_queue_nums.items()
+                },
                 broker_addr_table={name: data.copy() for name, data in self.broker_addr_table.items()},
                 cluster_addr_table={c: frozenset(names) for c, names in self.cluster_addr_table.items()},
                 broker_live_table={addr: dataclasses.replace(live) for addr, live in self.broker_live_table.items()},
@@ -1045,6 +1107,6 @@ class RouteInfoManager:
                 brokers_live=len(self.broker_live_table),
                 broker_names=len(self.broker_addr_table),
                 clusters=len(self.cluster_addr_table),
-                topics=len(self.topic_queue_table),
-                queue_datas=sum(len(m) for m in self.topic_queue_table.values()),
+                topics=len(self.topic_queue_nums),
+                queue_datas=sum(len(m) for m in self.topic_queue_nums.values()),
             )
