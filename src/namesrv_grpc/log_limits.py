@@ -15,7 +15,9 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-__all__ = ["PEER_LOGGERS", "RateLimitFilter", "install", "printable"]
+from prometheus_client import CollectorRegistry, Counter
+
+__all__ = ["PEER_LOGGERS", "RateLimitFilter", "install", "printable", "suppressed_lines_counter"]
 
 PEER_LOGGERS = (
     "asyncio",
@@ -119,3 +121,16 @@ def install(filter_: RateLimitFilter, names: Iterable[str] = PEER_LOGGERS) -> Ca
             logger.removeFilter(filter_)
 
     return remove
+
+
+def suppressed_lines_counter(registry: CollectorRegistry) -> Counter:
+    """``namesrv_log_lines_suppressed_total{logger}`` in ``registry``, a series per peer logger."""
+    counter = Counter(
+        "namesrv_log_lines_suppressed",
+        "Log lines a peer caused that were dropped by the rate limit (peerLogLinesPerKind), by logger.",
+        ["logger"],
+        registry=registry,
+    )
+    for name in PEER_LOGGERS:
+        counter.labels(name)
+    return counter

@@ -25,7 +25,7 @@ from wsgiref.simple_server import WSGIServer
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection, reflection_pb2
-from prometheus_client import Counter, start_http_server
+from prometheus_client import start_http_server
 
 from namesrv.v1 import (
     admin_service_pb2,
@@ -41,7 +41,7 @@ from namesrv_grpc.grpc_api.handlers import add_services
 from namesrv_grpc.grpc_api.route_watches import RouteWatchCollector, new_route_watches
 from namesrv_grpc.grpc_api.servicers import AdminServicer, KVConfigServicer, NameServerServicer
 from namesrv_grpc.grpc_api.sessions import BrokerSessions
-from namesrv_grpc.log_limits import PEER_LOGGERS, RateLimitFilter
+from namesrv_grpc.log_limits import RateLimitFilter, suppressed_lines_counter
 from namesrv_grpc.log_limits import install as install_log_filter
 from namesrv_grpc.metrics import NamesrvMetrics
 from namesrv_grpc.pauses import GcPauses, LoopLagProbe
@@ -123,14 +123,7 @@ class NamesrvServer:
             ssl_context=self.tls.remoting_context() if self.tls is not None else None,
             permissive_tls=self.tls is not None and self.tls.settings.mode == "permissive",
         )
-        suppressed = Counter(
-            "namesrv_log_lines_suppressed",
-            "Log lines a peer caused that were dropped by the rate limit (peerLogLinesPerKind), by logger.",
-            ["logger"],
-            registry=self.metrics.registry,
-        )
-        for name in PEER_LOGGERS:
-            suppressed.labels(name)
+        suppressed = suppressed_lines_counter(self.metrics.registry)
         self.log_filter = RateLimitFilter(
             burst=config.peer_log_lines_per_kind, on_suppressed=lambda name: suppressed.labels(name).inc()
         )
