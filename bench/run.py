@@ -51,8 +51,8 @@ SCENARIOS: dict[str, tuple[str, Scenario]] = {
     "9": ("liveness latencies (agent killed / stopped, NameServer restarted)", scenarios.s9_liveness),
     "10": ("lookups: remoting vs gRPC vs etcd Range, requests/s and CPU per request", peers.s10_lookup_peers),
     "11": ("remoting lookups during a big REGISTER_BROKER every second", peers.s11_remoting_during_registrations),
-    "12": ("the Java NameServer as a peer: lookups, CPU, RSS, p99 under re-registration", java_peer.s12_java_peer),
-    "13": ("mxsm/rocketmq-rust route workloads, Java NameServer and ours", java_peer.s13_route_workloads),
+    "13": ("the Java NameServer as a peer: lookups, CPU, RSS, p99 under re-registration", java_peer.s13_java_peer),
+    "14": ("mxsm/rocketmq-rust route workloads, Java NameServer and ours", java_peer.s14_route_workloads),
     # Route watching (bench/watch_scenarios.py), in the older one-line form.
     **{key: (title, legacy(scenario)) for key, (title, scenario) in WATCH_SCENARIOS.items()},
 }
