@@ -89,6 +89,12 @@ def test_fixed_names_types_and_labels(ns: MetricsNamesrv) -> None:
         "namesrv_remoting_connections": "gauge",
         "namesrv_remoting_connections_opened": "counter",
         "namesrv_remoting_frame_errors": "counter",
+        "namesrv_remoting_max_connections": "gauge",
+        "namesrv_remoting_connections_refused": "counter",
+        "namesrv_remoting_frames_refused": "counter",
+        "namesrv_remoting_partial_frame_bytes": "gauge",
+        "namesrv_remoting_reads_paused": "counter",
+        "namesrv_log_lines_suppressed": "counter",
     }
     assert {name: metrics.types.get(name) for name in expected_types} == expected_types
     for name in (
@@ -118,7 +124,7 @@ def test_fixed_names_types_and_labels(ns: MetricsNamesrv) -> None:
         elif sample.name.startswith("namesrv_remoting_requests"):
             assert set(sample.labels) == {"request_code", "response_code"}, sample
         elif sample.name.startswith("namesrv_"):
-            assert set(sample.labels) <= {"result", "version", "le", "reason", "generation"}, sample
+            assert set(sample.labels) <= {"result", "version", "le", "reason", "logger", "generation"}, sample
     gc_pauses = metrics.find("namesrv_gc_pause_seconds_count")
     assert {s.labels["generation"] for s in gc_pauses} == {"0", "1", "2"}
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import NamedTuple, Protocol, TypeVar, cast
 
@@ -58,6 +58,9 @@ from namesrv_grpc.properties import ConfigError
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+MAX_CACHED_ANSWERS = 256
+"""Answers :meth:`NameServer.answer_per_change` keeps (per-cluster topic lists are keyed by name)."""
 
 
 def _as_is(route: TopicRouteData) -> TopicRouteData:
@@ -174,6 +177,8 @@ class NameServer:
         self.started_at = monotonic()
         self.route_table = route_table
         self.kv_config = kv_config
+        self._answers: dict[Hashable, tuple[int, NamesrvConfig, object]] = {}
+        """key -> (route table version, configuration, answer) of :meth:`answer_per_change`."""
         self.master_listeners: list[MasterListener] = []
         self.removal_listeners: list[Callable[[RemovedBroker], None]] = []
         """Called with every broker address removed (expiry, unregistration, session end)."""
@@ -514,6 +519,24 @@ class NameServer:
                 )
 
         return cast("T | None", self.route_table.pickup_topic_route_cached(topic, build, key=encode))
+
+    def answer_per_change(self, key: Hashable, build: Callable[[], T]) -> T:
+        """``build()``, built once per change of the route table or the configuration and then
+        returned as it is (issue 20: topic lists, cluster info and the configuration cost milliseconds
+        to build for a thousand topics, and a client may ask thousands of times a second).
+
+        ``key`` names the answer and its encoding (one door's bytes are not the other's); at most
+        :data:`MAX_CACHED_ANSWERS` keys are kept. The route table's ``version`` is read before
+        building, so a change made meanwhile only makes the next call build again."""
+        version, config = self.route_table.version, self.config
+        entry = self._answers.get(key)
+        if entry is not None and entry[0] == version and entry[1] is config:
+            return cast("T", entry[2])
+        value = build()
+        if len(self._answers) >= MAX_CACHED_ANSWERS:
+            self._answers.clear()
+        self._answers[key] = (version, config, value)
+        return value
 
     def get_cluster_info(self) -> ClusterInfo:
         """GET_BROKER_CLUSTER_INFO (S22)."""
