@@ -103,6 +103,11 @@ REMOTING_FINGERPRINT_TAG = 1 << 32
 
 CONNECTION_CLOSED = "remoting connection closed"
 
+MEMBER_GROUP_REMARK = "not set any response code"
+"""The remark of a successful GET_BROKER_MEMBER_GROUP, as RocketMQ 5.x sends it: its
+``DefaultRequestProcessor.getBrokerMemberGroup`` sets the code but keeps the remark of
+``RemotingCommand.createResponseCommand(null)`` (found by the differential suite, ``docs/compatibility.md``)."""
+
 # Keys of the answers built once per change (NameServer.answer_per_change), remoting encodings.
 _CLUSTER_INFO = "remoting cluster info"
 _ALL_TOPICS = "remoting all topics"
@@ -559,7 +564,8 @@ class RemotingHandlers:
     def get_broker_member_group(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
         cluster_name, broker_name = _field(request, "clusterName"), _field(request, "brokerName")
         addrs = self._ns.get_broker_member_group(cluster_name, broker_name)
-        return self._ok(request, bodies.encode_broker_member_group(cluster_name, broker_name, addrs))
+        body = bodies.encode_broker_member_group(cluster_name, broker_name, addrs)
+        return request.make_response(ResponseCode.SUCCESS, MEMBER_GROUP_REMARK, body)
 
     # ------------------------------------------------------------------ routes
 
