@@ -223,3 +223,25 @@ def test_grpc_connection_flood_is_capped_and_remoting_keeps_answering(server: Se
     assert set(codes) == {grpc.StatusCode.UNAVAILABLE}
     for channel in channels:
         channel.close()
+
+
+@pytest.mark.parametrize("broker_id", ["1" + "0" * 30, "9223372036854775808", "1" * 5000])
+def test_header_numbers_out_of_range_are_a_clean_refusal(server: Server, broker_id: str) -> None:
+    """A brokerId beyond a Java long (which Long.parseLong refuses) is refused naming the field;
+    before, 10^30 was stored and every route of the broker carried it."""
+    ext = {
+        "brokerName": "broker-big-id",
+        "brokerAddr": "127.0.0.1:30911",
+        "clusterName": "DefaultCluster",
+        "brokerId": broker_id,
+        "bodyCrc32": "0",
+    }
+    sock = attacks.connect(server.remoting)
+    answer = attacks.call(sock, attacks.frame(RequestCode.REGISTER_BROKER, 1, ext))
+    clusters = attacks.call(sock, attacks.frame(RequestCode.GET_BROKER_CLUSTER_INFO, 2))
+    sock.close()
+    assert answer.code != ResponseCode.SUCCESS
+    assert "brokerId" in (answer.remark or "")
+    assert "Java long" in (answer.remark or "")
+    assert b"broker-big-id" not in clusters.body
+    assert "Traceback" not in server.log()
