@@ -136,16 +136,25 @@ def _optional(request: RemotingCommand, name: str, default: str = "") -> str:
     return default if value is None else value
 
 
+_LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
+
+
 def _int(request: RemotingCommand, name: str, default: int | None = None) -> int:
     text = request.ext_fields.get(name)
     if text is None or (text == "" and default is not None):
         if default is None:
             raise InvalidFieldError(name, "missing from the request header (extFields)")
         return default
+    problem = f"must be a whole number that fits a Java long, got {text[:40]!r}"
+    if len(text) > 24:  # a long has at most 20 characters: refused before any conversion work
+        raise InvalidFieldError(name, f"{problem} ({len(text)} characters)")
     try:
-        return int(text)
+        value = int(text)
     except ValueError:
-        raise InvalidFieldError(name, f"must be a whole number, got {text[:40]!r}") from None
+        raise InvalidFieldError(name, problem) from None
+    if not _LONG_MIN <= value <= _LONG_MAX:  # Java Long.parseLong refuses it too
+        raise InvalidFieldError(name, problem)
+    return value
 
 
 def _small_body(request: RemotingCommand, limit: int) -> bytes:
@@ -210,18 +219,7 @@ def split_data_version(body: bytes, compressed: bool) -> tuple[int, bytes] | Non
     if not body:
         return None
     if compressed:
-        inflater = zlib.decompressobj()
-        try:
-            raw = inflater.decompress(body, MAX_INFLATED_BODY_BYTES)
-        except zlib.error:
-            return None
-        if inflater.unconsumed_tail or not inflater.eof or len(raw) < 4:
-            return None
-        length = int.from_bytes(raw[:4], "big", signed=True)
-        if not 0 < length <= len(raw) - 4:
-            return None
-        rest = memoryview(raw)[4 + length :]
-        return zlib.crc32(rest) | len(rest) << 32 | 1 << 80, raw[4 : 4 + length]
+        return _split_compressed(body)
     start = body.find(_DATA_VERSION_KEY)
     end = body.find(b"}", start) if start >= 0 else -1
     if end < 0:
@@ -230,6 +228,48 @@ def split_data_version(body: bytes, compressed: bool) -> tuple[int, bytes] | Non
     return zlib.crc32(tail, zlib.crc32(head)) | (len(head) + len(tail)) << 32 | 1 << 81, body[
         start + len(_DATA_VERSION_KEY) - 1 : end + 1
     ]
+
+
+_SPLIT_STEP = 1024 * 1024
+_DATA_VERSION_JSON_MAX_BYTES = 64 * 1024
+
+
+def _split_compressed(body: bytes) -> tuple[int, bytes] | None:
+    """:func:`split_data_version` of a compressed body, inflated 1 MiB at a time: only the DataVersion
+    is kept, the rest is fingerprinted as it comes (one call inflating up to 64 MiB held the
+    interpreter lock for about 170 ms on a deflate bomb, and the memory until it returned)."""
+    inflater = zlib.decompressobj()
+    head = b""
+    """``int32 length`` + the DataVersion JSON, while incomplete."""
+    length = -1
+    crc, rest_length, total = 0, 0, 0
+    data = body
+    try:
+        while True:
+            piece = inflater.decompress(data, _SPLIT_STEP)
+            data = inflater.unconsumed_tail
+            total += len(piece)
+            if total > MAX_INFLATED_BODY_BYTES:
+                return None
+            if length < 0 or len(head) < 4 + length:
+                head += piece
+                if length < 0 and len(head) >= 4:
+                    length = int.from_bytes(head[:4], "big", signed=True)
+                    if not 0 < length <= _DATA_VERSION_JSON_MAX_BYTES:
+                        return None
+                piece = b""
+                if length >= 0 and len(head) > 4 + length:
+                    head, piece = head[: 4 + length], head[4 + length :]
+            if piece:
+                crc = zlib.crc32(piece, crc)
+                rest_length += len(piece)
+            if inflater.eof or not data:
+                break
+    except zlib.error:
+        return None
+    if not inflater.eof or length < 0 or len(head) < 4 + length:
+        return None
+    return crc | rest_length << 32 | 1 << 80, head[4:]
 
 
 def _only_data_version(data: bytes) -> DataVersion | None:
