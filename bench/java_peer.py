@@ -88,7 +88,13 @@ def both() -> Iterator[tuple[Peer, Peer]]:
 
 
 class Brokers:
-    """Broker registrations over one remoting connection kept open (its own event loop thread)."""
+    """Broker registrations over one remoting connection kept open (its own event loop thread).
+
+    While idle, the connection sends a BROKER_HEARTBEAT of the last broker registered every
+    :data:`KEEPALIVE_SECONDS`, as a real broker's does: the Java NameServer closes a connection idle
+    for ``serverChannelMaxIdleTimeSeconds`` (120 s), which would drop every broker registered over it."""
+
+    KEEPALIVE_SECONDS = 15.0
 
     def __init__(self, addr: str) -> None:
         self._loop = asyncio.new_event_loop()
@@ -97,12 +103,24 @@ class Brokers:
         host, port = addr.rsplit(":", 1)
         self._client: RemotingClient = self._run(RemotingClient.connect(host, int(port), timeout=30))
         self._stop = threading.Event()
+        self._last_sent = time.monotonic()
+        self._last_identity: dict[str, str] = {}
+        self._keepalive: Future[None] = asyncio.run_coroutine_threadsafe(self._keep_alive(), self._loop)
+
+    async def _keep_alive(self) -> None:
+        while True:
+            await asyncio.sleep(1)
+            if self._last_identity and time.monotonic() - self._last_sent >= self.KEEPALIVE_SECONDS:
+                self._last_sent = time.monotonic()
+                await self._client.request(RequestCode.BROKER_HEARTBEAT, self._last_identity, timeout=60)
 
     def _run(self, coro: Any, timeout: float = 1800) -> Any:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
 
     async def _register(self, header: dict[str, str], body: bytes) -> float:
         start = time.perf_counter()
+        self._last_sent = time.monotonic()
+        self._last_identity = {k: header[k] for k in ("clusterName", "brokerName", "brokerId", "brokerAddr")}
         answer = await self._client.request(RequestCode.REGISTER_BROKER, header, body, timeout=300)
         if answer.code != ResponseCode.SUCCESS:
             raise BenchError(f"REGISTER_BROKER of {header['brokerName']} refused: {answer.code} {answer.remark}")
@@ -141,6 +159,7 @@ class Brokers:
             task.result(600)
 
     def close(self) -> None:
+        self._keepalive.cancel()
         self._run(self._client.close())
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(30)
