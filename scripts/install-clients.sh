@@ -54,7 +54,7 @@ maven_exe() { # GROUP:ARTIFACT:VERSION NAME: copy an executable artifact from Ma
     step "maven $1:exe:$CLASSIFIER"
     local tmp
     tmp="$(mktemp -d)"
-    mvn -B -q -Dstyle.color=never dependency:copy -Dartifact="$1:exe:$CLASSIFIER" -DoutputDirectory="$tmp" -Dmdep.stripVersion=true
+    mvn -B -q dependency:copy -Dartifact="$1:exe:$CLASSIFIER" -DoutputDirectory="$tmp" -Dmdep.stripVersion=true
     install -m 0755 "$tmp"/*.exe "$BIN/$2"
     rm -rf "$tmp"
     rm -f "$BIN/.$2-"*
@@ -77,7 +77,7 @@ rm -rf "$GO_DIR/gen" "$JAVA_DIR/gen" "$TS_DIR/src/gen"
 step "go build (examples/clients/go)"
 (cd "$GO_DIR" && go build -o "$OUT/namesrv-client-go" .)
 step "mvn package (examples/clients/java)"
-(cd "$JAVA_DIR" && mvn -B -q -Dstyle.color=never package)
+(cd "$JAVA_DIR" && mvn -B -q package)
 step "tsc (examples/clients/ts)"
 (cd "$TS_DIR" && npm run --silent build)
 step "done: $OUT/namesrv-client-go, $JAVA_DIR/target/namesrv-client.jar, $TS_DIR/dist/main.js"
