@@ -68,10 +68,18 @@ if [ ! -f "$TS_DIR/node_modules/.package-lock.json" ] || [ "$TS_DIR/package-lock
     (cd "$TS_DIR" && npm ci --no-audit --no-fund --loglevel=error)
 fi
 
-# 2. Generated code, from scratch (a removed .proto file leaves nothing behind).
-step "buf generate"
-rm -rf "$GO_DIR/gen" "$JAVA_DIR/gen" "$TS_DIR/src/gen"
-(cd "$ROOT" && $BUF generate)
+# 2. Generated code, from scratch (a removed .proto file leaves nothing behind), whenever the
+#    contract, buf.gen.yaml or a generator changed since the last run (else the builds below have
+#    nothing to recompile).
+INPUTS="$( (cd "$ROOT" && find protos -name '*.proto' -print0 | sort -z | xargs -0 sha256sum; sha256sum buf.gen.yaml; \
+    ls "$BIN"/.protoc-gen-* "$BIN"/.protoc-* "$TS_DIR/package-lock.json") | sha256sum | cut -d' ' -f1)"
+GEN_STAMP="$OUT/.generated-$INPUTS"
+if [ ! -f "$GEN_STAMP" ] || [ ! -d "$GO_DIR/gen" ] || [ ! -d "$JAVA_DIR/gen" ] || [ ! -d "$TS_DIR/src/gen" ]; then
+    step "buf generate"
+    rm -rf "$GO_DIR/gen" "$JAVA_DIR/gen" "$TS_DIR/src/gen" "$OUT"/.generated-*
+    (cd "$ROOT" && $BUF generate)
+    touch "$GEN_STAMP"
+fi
 
 # 3. The programs.
 step "go build (examples/clients/go)"
