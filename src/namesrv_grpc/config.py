@@ -59,7 +59,8 @@ class NamesrvConfig:
     metrics_port: int = 0
     kv_config_path: str = field(default_factory=lambda: _home("namesrv", "kvConfig.json"))
     config_store_path: str = field(default_factory=lambda: _home("namesrv", "namesrv.properties"))
-    scan_not_active_broker_interval: int = 10_000
+    scan_not_active_broker_interval: int = 5_000
+    """S13 scan period, ms: RocketMQ 5.x's default (``NamesrvConfig.scanNotActiveBrokerInterval = 5 * 1000``)."""
     order_message_enable: bool = False
     delete_topic_with_broker_registration: bool = False
     support_acting_master: bool = False
@@ -70,6 +71,7 @@ class NamesrvConfig:
     grpc_max_message_size: int = 16 * 1024 * 1024
     register_body_max_inflated_size: int = 64 * 1024 * 1024
     register_body_max_topics: int = 200_000
+    register_body_max_filter_servers: int = 64
     kv_config_max_value_size: int = 64 * 1024
     kv_config_max_total_size: int = 2 * 1024 * 1024
     broker_session_hello_timeout_millis: int = 10_000
@@ -77,6 +79,7 @@ class NamesrvConfig:
     grpc_max_concurrent_streams: int = 1_000
     grpc_max_connection_idle_millis: int = 600_000
     grpc_max_connections: int = 0
+    grpc_max_concurrent_calls: int = 0
     shutdown_grace_period_millis: int = 5_000
     need_wait_for_service: bool = False
     wait_seconds_for_service: int = 45
@@ -206,6 +209,11 @@ KEYS: dict[str, _Key] = {
         _parse_bool,
         "tell a broker name's brokers over remoting when its smallest broker id changes (5.x; connects to brokers)",
     ),
+    "registerBodyMaxFilterServers": _Key(
+        "register_body_max_filter_servers",
+        _int_parser(0, 100_000),
+        "most filter-server addresses one registration may carry (each lookup of its topics returns them all)",
+    ),
     "configBlackList": _Key("config_black_list", str, "keys UpdateNamesrvConfig refuses, ';'-separated"),
     "grpcMaxMessageSize": _Key(
         "grpc_max_message_size",
@@ -246,6 +254,11 @@ KEYS: dict[str, _Key] = {
         "grpc_max_connections",
         _int_parser(0, 10_000_000),
         "gRPC connections open at once (0 = an eighth of the file-descriptor limit, at least 64)",
+    ),
+    "grpcMaxConcurrentCalls": _Key(
+        "grpc_max_concurrent_calls",
+        _int_parser(0, 10_000_000),
+        "gRPC calls in flight at once, all connections (0 = routeWatchMaxWatchers + maxBrokerSessions + 10000)",
     ),
     "shutdownGracePeriodMillis": _Key(
         "shutdown_grace_period_millis", _int_parser(0, 600_000), "drain time on SIGTERM, ms"
@@ -342,6 +355,7 @@ RESTART_KEYS = frozenset(
         "grpcMaxConcurrentStreams",
         "grpcMaxConnectionIdleMillis",
         "grpcMaxConnections",
+        "grpcMaxConcurrentCalls",
         "remotingFrameMaxLength",
         "remotingHeaderMaxFields",
         "maxConnections",

@@ -36,6 +36,7 @@ from namesrv_grpc.config import NamesrvConfig
 from namesrv_grpc.core.kvconfig import KVConfigManager
 from namesrv_grpc.core.processor import NameServer
 from namesrv_grpc.core.route_table import Clock, RouteInfoManager, wall_clock_millis
+from namesrv_grpc.decode_pool import BodyDecodePool
 from namesrv_grpc.grpc_api.grpc_metrics import GrpcServerMetrics
 from namesrv_grpc.grpc_api.handlers import add_services
 from namesrv_grpc.grpc_api.route_watches import RouteWatchCollector, new_route_watches
@@ -86,6 +87,9 @@ class NamesrvServer:
         self.route_table = RouteInfoManager(clock)
         kv_path = Path(config.kv_config_path).expanduser()
         self.nameserver = NameServer(config, self.route_table, KVConfigManager(kv_path))
+        self.body_decode_pool = BodyDecodePool()
+        """Large registration bodies are decoded in its child process (started at the first one)."""
+        self.nameserver.body_decoder = self.body_decode_pool
         self.metrics = NamesrvMetrics(self.route_table)
         self.grpc_metrics = GrpcServerMetrics(self.metrics.registry)
         self.gc_pauses = GcPauses(self.metrics.gc_pause_seconds)
@@ -187,7 +191,12 @@ class NamesrvServer:
         ]
         # No interceptors: every method is registered once, wrapped for error mapping and metrics,
         # with a serializer that passes pre-encoded bytes through (grpc_api/handlers.py).
-        server = grpc.aio.server(options=options)
+        # Calls in flight, all connections together (long ones included: watches, broker sessions);
+        # beyond it a call is RESOURCE_EXHAUSTED at once instead of queueing (issue 20).
+        max_calls = config.grpc_max_concurrent_calls or (
+            config.route_watch_max_watchers + config.max_broker_sessions + DEFAULT_GRPC_SHORT_CALLS
+        )
+        server = grpc.aio.server(options=options, maximum_concurrent_rpcs=max_calls)
         self.route_watches.attach(asyncio.get_running_loop())
         add_services(
             server,
@@ -341,6 +350,7 @@ class NamesrvServer:
         await self.broker_notifier.close()
         await self.loop_lag.stop()
         self.gc_pauses.uninstall()
+        self.body_decode_pool.close()
         for task in (self._scan_task, self._snapshot_task, self._tls_watch_task):
             if task is not None:
                 task.cancel()
@@ -383,6 +393,10 @@ def namesrv_identity(config: NamesrvConfig, port: int) -> str:
     if host in ("", "0.0.0.0", "::", "[::]"):
         host = socket.gethostname()
     return f"{host}:{port}"
+
+
+DEFAULT_GRPC_SHORT_CALLS = 10_000
+"""Unary calls in flight at once, beyond the watches and sessions, when ``grpcMaxConcurrentCalls`` is 0."""
 
 
 def fix_malloc_mmap_threshold(threshold: int = 1024 * 1024) -> bool:
