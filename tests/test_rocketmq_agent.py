@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -82,7 +83,7 @@ def twins(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Twins]:
             (work / "agent.log").write_text(out + err)
 
 
-def java_client_view(twins: Twins, addr: str, name: str, topics: list[str]) -> dict[str, object]:
+def java_client_view(twins: Twins, addr: str, name: str, topics: list[str]) -> dict[str, tuple[str, Any]]:
     """What RocketMQ 5.5.0's NettyRemotingClient gets: cluster info and every topic's route, each
     body parsed as RocketMQ's JSON (cluster info has fastjson's unquoted integer keys)."""
     from namesrv_grpc.remoting.fastjson import loads
@@ -90,7 +91,7 @@ def java_client_view(twins: Twins, addr: str, name: str, topics: list[str]) -> d
     requests = ["106", *(f"105;topic={t}" for t in topics)]
     done = run_java_client(ROCKETMQ_5, "Remoting", addr, *requests, workdir=twins.workdir / name)
     lines = done.stdout.splitlines()
-    view: dict[str, object] = {}
+    view: dict[str, tuple[str, Any]] = {}
     keys = iter(["clusterInfo", *topics])
     for i, line in enumerate(lines):
         if line.startswith("RESP "):
@@ -118,8 +119,8 @@ def test_the_agent_registers_the_same_routes_as_the_broker_itself(twins: Twins) 
     own = java_client_view(twins, twins.by_broker.remoting_address, "view-broker", topics)
     agent = java_client_view(twins, twins.by_agent.remoting_address, "view-agent", topics)
     assert agent == own
-    route = own[TOPICS[0]][1]  # type: ignore[index]
-    assert route["queueDatas"] == [  # type: ignore[index]
+    route = own[TOPICS[0]][1]
+    assert route["queueDatas"] == [
         {"brokerName": "agent-a", "perm": 6, "readQueueNums": 8, "topicSysFlag": 0, "writeQueueNums": 4}
     ]
 
