@@ -59,7 +59,8 @@ class NamesrvConfig:
     metrics_port: int = 0
     kv_config_path: str = field(default_factory=lambda: _home("namesrv", "kvConfig.json"))
     config_store_path: str = field(default_factory=lambda: _home("namesrv", "namesrv.properties"))
-    scan_not_active_broker_interval: int = 10_000
+    scan_not_active_broker_interval: int = 5_000
+    """S13 scan period, ms: RocketMQ 5.x's default (``NamesrvConfig.scanNotActiveBrokerInterval = 5 * 1000``)."""
     order_message_enable: bool = False
     delete_topic_with_broker_registration: bool = False
     support_acting_master: bool = False
@@ -70,6 +71,7 @@ class NamesrvConfig:
     grpc_max_message_size: int = 16 * 1024 * 1024
     register_body_max_inflated_size: int = 64 * 1024 * 1024
     register_body_max_topics: int = 200_000
+    register_body_max_filter_servers: int = 64
     kv_config_max_value_size: int = 64 * 1024
     kv_config_max_total_size: int = 2 * 1024 * 1024
     broker_session_hello_timeout_millis: int = 10_000
@@ -205,6 +207,11 @@ KEYS: dict[str, _Key] = {
         "notify_min_broker_id_changed",
         _parse_bool,
         "tell a broker name's brokers over remoting when its smallest broker id changes (5.x; connects to brokers)",
+    ),
+    "registerBodyMaxFilterServers": _Key(
+        "register_body_max_filter_servers",
+        _int_parser(0, 100_000),
+        "most filter-server addresses one registration may carry (each lookup of its topics returns them all)",
     ),
     "configBlackList": _Key("config_black_list", str, "keys UpdateNamesrvConfig refuses, ';'-separated"),
     "grpcMaxMessageSize": _Key(
