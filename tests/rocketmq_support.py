@@ -392,40 +392,59 @@ def start_java_broker(
 
 
 def start_java_proxy(
-    workdir: Path, namesrv_addr: str, conf: Mapping[str, object] | None = None, *, version: str = ROCKETMQ_5
+    workdir: Path,
+    namesrv_addr: str,
+    conf: Mapping[str, object] | None = None,
+    *,
+    version: str = ROCKETMQ_5,
+    attempts: int = 3,
 ) -> JavaProcess:
     """A 5.x ``rocketmq-proxy`` in cluster mode (``ProxyStartup -pm cluster -pc rmq-proxy.json``)
     pointed at ``namesrv_addr``; ``.addr`` is its gRPC endpoint (plaintext or TLS, the proxy
-    accepts both), ``.ports`` holds ``grpcServerPort`` and ``remotingListenPort``."""
+    accepts both), ``.ports`` holds ``grpcServerPort`` and ``remotingListenPort``.
+
+    At start the proxy creates its system topics and gives each NameServer call 3 s and the check
+    three immediate tries (``DefaultAdminService.createTopicOnTopicBrokerIfNotExist``): on a starved
+    machine that start fails now and then, so it is tried up to ``attempts`` times (fresh ports and
+    directory each time); the error of the last one is raised."""
     import json
 
-    workdir.mkdir(parents=True, exist_ok=True)
-    grpc_port = free_port_block(1)
-    remoting_port = free_port_block(1)
-    full = {
-        "rocketMQClusterName": "DefaultCluster",
-        "namesrvAddr": namesrv_addr,
-        "proxyMode": "cluster",
-        "grpcServerPort": grpc_port,
-        "remotingListenPort": remoting_port,
-        "metricCollectorMode": "off",
-        **(conf or {}),
-    }
-    conf_file = workdir / "rmq-proxy.json"
-    conf_file.write_text(json.dumps(full, indent=2))
-    proxy = start_java(
-        version,
-        workdir,
-        "org.apache.rocketmq.proxy.ProxyStartup",
-        ["-pm", "cluster", "-pc", str(conf_file)],
-        boot_line="rocketmq-proxy startup successfully",
-        addr=f"127.0.0.1:{grpc_port}",
-        label="proxy",
-        heap_mb=384,
-        props=_logback("proxy"),
-    )
-    proxy.ports = {"grpcServerPort": grpc_port, "remotingListenPort": remoting_port}
-    return proxy
+    last: JavaStartError | None = None
+    for attempt in range(attempts):
+        attempt_dir = workdir if attempt == 0 else workdir.with_name(f"{workdir.name}-retry{attempt}")
+        attempt_dir.mkdir(parents=True, exist_ok=True)
+        grpc_port = free_port_block(1)
+        remoting_port = free_port_block(1)
+        full = {
+            "rocketMQClusterName": "DefaultCluster",
+            "namesrvAddr": namesrv_addr,
+            "proxyMode": "cluster",
+            "grpcServerPort": grpc_port,
+            "remotingListenPort": remoting_port,
+            "metricCollectorMode": "off",
+            **(conf or {}),
+        }
+        conf_file = attempt_dir / "rmq-proxy.json"
+        conf_file.write_text(json.dumps(full, indent=2))
+        try:
+            proxy = start_java(
+                version,
+                attempt_dir,
+                "org.apache.rocketmq.proxy.ProxyStartup",
+                ["-pm", "cluster", "-pc", str(conf_file)],
+                boot_line="rocketmq-proxy startup successfully",
+                addr=f"127.0.0.1:{grpc_port}",
+                label="proxy",
+                heap_mb=384,
+                props=_logback("proxy"),
+            )
+        except JavaStartError as e:
+            last = e
+            continue
+        proxy.ports = {"grpcServerPort": grpc_port, "remotingListenPort": remoting_port}
+        return proxy
+    assert last is not None
+    raise last
 
 
 def cluster_info(namesrv_addr: str, timeout: float = 10) -> dict[str, Any]:
