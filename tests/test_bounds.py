@@ -223,3 +223,52 @@ def test_grpc_connection_flood_is_capped_and_remoting_keeps_answering(server: Se
     assert set(codes) == {grpc.StatusCode.UNAVAILABLE}
     for channel in channels:
         channel.close()
+
+
+@pytest.mark.parametrize("broker_id", ["1" + "0" * 30, "9223372036854775808", "1" * 5000])
+def test_header_numbers_out_of_range_are_a_clean_refusal(server: Server, broker_id: str) -> None:
+    """A brokerId beyond a Java long (which Long.parseLong refuses) is refused naming the field;
+    before, 10^30 was stored and every route of the broker carried it."""
+    ext = {
+        "brokerName": "broker-big-id",
+        "brokerAddr": "127.0.0.1:30911",
+        "clusterName": "DefaultCluster",
+        "brokerId": broker_id,
+        "bodyCrc32": "0",
+    }
+    sock = attacks.connect(server.remoting)
+    answer = attacks.call(sock, attacks.frame(RequestCode.REGISTER_BROKER, 1, ext))
+    clusters = attacks.call(sock, attacks.frame(RequestCode.GET_BROKER_CLUSTER_INFO, 2))
+    sock.close()
+    assert answer.code != ResponseCode.SUCCESS
+    assert "brokerId" in (answer.remark or "")
+    assert "Java long" in (answer.remark or "")
+    assert b"broker-big-id" not in clusters.body
+    assert "Traceback" not in server.log()
+
+
+def test_grpc_calls_in_flight_are_capped(tmp_path: Path) -> None:
+    """grpcMaxConcurrentCalls 3: with three watches open a fourth call is RESOURCE_EXHAUSTED at once,
+    not queued; when a watch ends, calls are answered again."""
+    config = tmp_path / "namesrv.conf"
+    config.write_text("grpcMaxConcurrentCalls=3\n")
+    with running_namesrv(tmp_path, "-c", str(config)) as process, grpc.insecure_channel(process.address) as channel:
+        stub = ns_grpc.NameServerServiceStub(channel)
+        watches = [stub.WatchTopicRoutes(ns_pb2.WatchTopicRoutesRequest(topics=["T"]), timeout=30) for _ in range(3)]
+        for watch in watches:
+            next(iter(watch))  # the first message: the watch is open
+        with pytest.raises(grpc.RpcError) as refused:
+            stub.GetAllTopicList(ns_pb2.GetAllTopicListRequest(), timeout=10)
+        assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        watches[0].cancel()
+        poll_until(lambda: _answers(stub), 10)
+        for watch in watches[1:]:
+            watch.cancel()
+
+
+def _answers(stub: ns_grpc.NameServerServiceStub) -> bool:
+    try:
+        stub.GetAllTopicList(ns_pb2.GetAllTopicListRequest(), timeout=5)
+    except grpc.RpcError:
+        return False
+    return True

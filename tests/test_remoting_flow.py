@@ -316,3 +316,22 @@ def test_costly_answers_are_built_once_per_change(tmp_path: Path) -> None:
     assert ns.answer_per_change("k", build) == b"answer 3"
     assert ns.answer_per_change("other", build) == b"answer 4"
     assert len(builds) == 4
+
+
+def test_tls_sniffing_connections_count_against_the_cap(loop: asyncio.AbstractEventLoop) -> None:
+    """On a permissive TLS port, connections whose first byte is awaited are at most maxConnections."""
+    import ssl
+
+    from namesrv_grpc.remoting.tls_sniff import TlsSniffer
+
+    async def run() -> tuple[bool, bool]:
+        sniffing: set[asyncio.Task[None]] = set()
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        first, second = Transport(), Transport()
+        TlsSniffer(asyncio.Protocol, sniffing, context, max_sniffing=1).connection_made(first)
+        TlsSniffer(asyncio.Protocol, sniffing, context, max_sniffing=1).connection_made(second)
+        for task in sniffing:
+            task.cancel()
+        return first.aborted, second.aborted
+
+    assert loop.run_until_complete(run()) == (False, True)

@@ -136,16 +136,25 @@ def _optional(request: RemotingCommand, name: str, default: str = "") -> str:
     return default if value is None else value
 
 
+_LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
+
+
 def _int(request: RemotingCommand, name: str, default: int | None = None) -> int:
     text = request.ext_fields.get(name)
     if text is None or (text == "" and default is not None):
         if default is None:
             raise InvalidFieldError(name, "missing from the request header (extFields)")
         return default
+    problem = f"must be a whole number that fits a Java long, got {text[:40]!r}"
+    if len(text) > 24:  # a long has at most 20 characters: refused before any conversion work
+        raise InvalidFieldError(name, f"{problem} ({len(text)} characters)")
     try:
-        return int(text)
+        value = int(text)
     except ValueError:
-        raise InvalidFieldError(name, f"must be a whole number, got {text[:40]!r}") from None
+        raise InvalidFieldError(name, problem) from None
+    if not _LONG_MIN <= value <= _LONG_MAX:  # Java Long.parseLong refuses it too
+        raise InvalidFieldError(name, problem)
+    return value
 
 
 def _small_body(request: RemotingCommand, limit: int) -> bytes:
