@@ -10,18 +10,18 @@ Request code -> handler -> NameServer method (rule)::
     DELETE_KV_CONFIG 102                  delete_kv_config         delete_kv_config (S21)
     REGISTER_BROKER 103                   register_broker          apply_registration (S01-S12, S15)
     UNREGISTER_BROKER 104                 unregister_broker        unregister_broker (S16, S17)
-    GET_ROUTEINFO_BY_TOPIC 105            get_routeinfo_by_topic   pickup_topic_route_encoded (S18, S19)
+    GET_ROUTEINFO_BY_TOPIC 105            get_routeinfo_by_topic   pickup_topic_route_encoded (S18, S19, S39)
     GET_BROKER_CLUSTER_INFO 106           get_broker_cluster_info  get_cluster_info (S22)
     WIPE_WRITE_PERM_OF_BROKER 205         wipe_write_perm_of_broker  wipe_write_perm_of_broker (S23)
-    GET_ALL_TOPIC_LIST_FROM_NAMESERVER 206  get_all_topic_list     route_table.get_all_topic_list (S24)
+    GET_ALL_TOPIC_LIST_FROM_NAMESERVER 206  get_all_topic_list     get_all_topic_list (S24, S41)
     DELETE_TOPIC_IN_NAMESRV 216           delete_topic             delete_topic (S25)
     REGISTER_TOPIC_IN_NAMESRV 217         register_topic           register_topic (S25)
     GET_KVLIST_BY_NAMESPACE 219           get_kv_list_by_namespace get_kv_list_by_namespace (S21)
-    GET_TOPICS_BY_CLUSTER 224             get_topics_by_cluster    get_topics_by_cluster (S24)
-    GET_SYSTEM_TOPIC_LIST_FROM_NS 304     get_system_topic_list    route_table.get_system_topic_list (S24)
-    GET_UNIT_TOPIC_LIST 311               get_unit_topic_list      route_table.get_unit_topic_list (S24)
-    GET_HAS_UNIT_SUB_TOPIC_LIST 312       get_has_unit_sub_topic_list  (S24)
-    GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST 313  get_has_unit_sub_ununit_topic_list  (S24)
+    GET_TOPICS_BY_CLUSTER 224             get_topics_by_cluster    get_topics_by_cluster (S24, S41)
+    GET_SYSTEM_TOPIC_LIST_FROM_NS 304     get_system_topic_list    get_system_topic_list (S24)
+    GET_UNIT_TOPIC_LIST 311               get_unit_topic_list      get_unit_topic_list (S24, S41)
+    GET_HAS_UNIT_SUB_TOPIC_LIST 312       get_has_unit_sub_topic_list  (S24, S41)
+    GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST 313  get_has_unit_sub_ununit_topic_list  (S24, S41)
     UPDATE_NAMESRV_CONFIG 318             update_namesrv_config    update_namesrv_config (S26)
     GET_NAMESRV_CONFIG 319                get_namesrv_config       get_namesrv_config (S26)
     QUERY_DATA_VERSION 322                query_data_version       query_data_version (S20, S14)
@@ -50,12 +50,12 @@ from namesrv_grpc.core.errors import (
     MalformedBodyError,
     NamesrvError,
 )
-from namesrv_grpc.core.model import DataVersion, TopicRouteData
+from namesrv_grpc.core.model import ZONE_MODE_EXT_FIELD, ZONE_NAME_EXT_FIELD, DataVersion, TopicRouteData
 from namesrv_grpc.core.processor import BrokerIdentity, DecodedBody, NameServer
 from namesrv_grpc.metrics import NamesrvMetrics
 from namesrv_grpc.remoting import access, bodies, fastjson
 from namesrv_grpc.remoting.codec import RemotingCommand
-from namesrv_grpc.remoting.codes import VERSION_V4_9_4, RequestCode, ResponseCode
+from namesrv_grpc.remoting.codes import VERSION_V4_9_4, VERSION_V5_0_0, RequestCode, ResponseCode
 from namesrv_grpc.remoting.errors import kv_not_found_remark, not_supported_remark, to_response
 from namesrv_grpc.remoting.remoting_metrics import RemotingMetrics
 from namesrv_grpc.remoting.server import printable
@@ -393,10 +393,12 @@ class RemotingHandlers:
                 ha_server_addr=_optional(request, "haServerAddr"),
                 heartbeat_timeout_millis=_int(request, "heartbeatTimeoutMillis", 0),
                 enable_acting_master=_bool(request, "enableActingMaster"),
-                zone_name=_optional(request, "zoneName"),
+                # RocketMQ 5.x: the zone is the ext field __ZONE_NAME (DynamicalExtFieldRPCHook), set
+                # again by every registration: one without it clears the zone (S39).
+                zone_name=_optional(request, ZONE_NAME_EXT_FIELD),
                 instance_id=instance_id,
                 body_fingerprint=(actual + REMOTING_FINGERPRINT_TAG, len(body), compressed),
-                decode=lambda: self._decode_register_body(identity, body, compressed),
+                decode=lambda: self._decode_register_body(identity, body, compressed, request.version),
             )
         bound = self._ns.bind_session(**identity._asdict(), instance_id=instance_id)
         ext_fields = {}
@@ -409,7 +411,9 @@ class RemotingHandlers:
             body_out = bodies.encode_kv_table(kv_table)
         return self._ok(request, body_out, ext_fields), bound[0] if bound else None
 
-    def _decode_register_body(self, identity: BrokerIdentity, body: bytes, compressed: bool) -> DecodedBody:
+    def _decode_register_body(
+        self, identity: BrokerIdentity, body: bytes, compressed: bool, version: int = VERSION_V5_0_0
+    ) -> DecodedBody:
         """Decode a Java body; when only its DataVersion differs from this broker's last body (a
         broker's periodic registration after a config change elsewhere), decode just the DataVersion:
         S07 would change nothing (the same shortcut as the gRPC path's ``split_topic_table``)."""
@@ -423,7 +427,9 @@ class RemotingHandlers:
                     return DecodedBody(None, data_version, filter_servers, fingerprint)
         config = self._ns.config
         max_inflated = config.register_body_max_inflated_size
-        decoded = bodies.decode_register_broker_body(body, compressed=compressed, max_inflated=max_inflated)
+        decoded = bodies.decode_register_broker_body(
+            body, compressed=compressed, max_inflated=max_inflated, rocketmq5=version >= VERSION_V5_0_0
+        )
         if len(decoded.topic_config_table) > config.register_body_max_topics:
             raise LimitExceededError(
                 "registerBodyMaxTopics",
@@ -435,6 +441,7 @@ class RemotingHandlers:
             decoded.data_version,
             decoded.filter_server_list,
             split[0] if split is not None else None,
+            decoded.topic_queue_mappings or None,
         )
 
     def _registered(
@@ -494,8 +501,15 @@ class RemotingHandlers:
 
     def get_routeinfo_by_topic(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
         """S18/S19 from the route cache: clients of 4.9.4 and later (``version``) or asking
-        ``acceptStandardJsonOnly`` get standard JSON, older ones fastjson's form (``ClientRequestProcessor``)."""
+        ``acceptStandardJsonOnly`` get standard JSON, older ones fastjson's form (``ClientRequestProcessor``).
+
+        Zone mode (S39, RocketMQ 5.x ``ZoneRouteRPCHook``): ``__ZONE_MODE=true`` with a non-blank
+        ``__ZONE_NAME`` gets the route filtered to that zone, always in fastjson's old form (the hook
+        re-encodes the answer with ``TopicRouteData.encode()``, whatever the client's version)."""
         topic = _field(request, "topic")
+        zone_name = _optional(request, ZONE_NAME_EXT_FIELD) if _bool(request, ZONE_MODE_EXT_FIELD) else ""
+        if zone_name.strip():
+            return self._ok(request, self._ns.pickup_topic_route_encoded(topic, _route_old_json, zone_name))
         standard = request.version >= VERSION_V4_9_4 or _bool(request, "acceptStandardJsonOnly")
         encode = _route_standard_json if standard else _route_old_json
         return self._ok(request, self._ns.pickup_topic_route_encoded(topic, encode))
@@ -504,25 +518,25 @@ class RemotingHandlers:
         return self._ok(request, bodies.encode_cluster_info(self._ns.get_cluster_info()))
 
     def get_all_topic_list(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
-        return self._ok(request, _topic_list_body(self._ns.route_table.get_all_topic_list()))
+        return self._ok(request, _topic_list_body(self._ns.get_all_topic_list()))
 
     def get_topics_by_cluster(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
         return self._ok(request, _topic_list_body(self._ns.get_topics_by_cluster(_field(request, "cluster"))))
 
     def get_system_topic_list(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
-        topics, broker_addr = self._ns.route_table.get_system_topic_list()
+        topics, broker_addr = self._ns.get_system_topic_list()
         return self._ok(request, _topic_list_body(topics, broker_addr or None))
 
     def get_unit_topic_list(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
-        return self._ok(request, _topic_list_body(self._ns.route_table.get_unit_topic_list()))
+        return self._ok(request, _topic_list_body(self._ns.get_unit_topic_list()))
 
     def get_has_unit_sub_topic_list(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
-        return self._ok(request, _topic_list_body(self._ns.route_table.get_has_unit_sub_topic_list()))
+        return self._ok(request, _topic_list_body(self._ns.get_has_unit_sub_topic_list()))
 
     def get_has_unit_sub_ununit_topic_list(
         self, request: RemotingCommand, connection: RemotingConnection
     ) -> RemotingCommand:
-        return self._ok(request, _topic_list_body(self._ns.route_table.get_has_unit_sub_ununit_topic_list()))
+        return self._ok(request, _topic_list_body(self._ns.get_has_unit_sub_ununit_topic_list()))
 
     # ------------------------------------------------------------------ admin (S23, S25, S26)
 
