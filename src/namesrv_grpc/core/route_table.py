@@ -334,7 +334,9 @@ class RouteInfoManager:
             if broker_id == MASTER_ID and topic_queue_mappings and (register_first or changed):
                 self._put_topic_queue_mappings(topic_queue_mappings)
             if broker_id == MASTER_ID and topic_configs is not None and (register_first or changed):
-                topics_applied = True
+                # With mappings no topic is deleted: the table may then hold more than the body's
+                # topics make, so the topics fingerprint is not kept (the next body decodes in full).
+                topics_applied = not (self.delete_topic_with_broker_registration and topic_queue_mappings)
                 if self.delete_topic_with_broker_registration and not topic_queue_mappings:
                     for topic in self.topics_by_broker_name.get(broker_name, set()) - set(topic_configs):
                         self._remove_queue_data(topic, broker_name)
