@@ -8,7 +8,7 @@ IMAGE ?= namesrv-grpc:dev
 # podman's configuration for this project's targets (written by scripts/install-podman.sh)
 CONTAINERS_CONF := $(CURDIR)/build/containers.conf
 
-.PHONY: demo report analytics-zip test lint deploy-check prometheus-tools java-runtime proto proto-check clean bench bench-quick bench-tools remoting-clients podman-tools image image-test
+.PHONY: demo report analytics-zip test lint deploy-check prometheus-tools java-runtime rocketmq proto proto-check clean bench bench-quick bench-tools remoting-clients podman-tools image image-test clients contract-image
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -20,12 +20,14 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(PY) scripts/demo.py
 
-## test: lint (ruff, mypy, buf), the Prometheus config and alert checks, the container image built
-## and run (image-test), and the whole test suite
-## (NAMESRV_REQUIRE_PROMETHEUS=1 / NAMESRV_REQUIRE_NODE=1: the tests that need the prometheus binary
-## or the ali-ons remoting client fail instead of skipping)
-test: $(STAMP) lint deploy-check java-runtime remoting-clients image-test
-	NAMESRV_REQUIRE_PROMETHEUS=1 NAMESRV_REQUIRE_NODE=1 $(PY) -m pytest -q
+## test: lint (ruff, mypy, buf lint and buf breaking), the Prometheus config and alert checks, the
+## container image built and run (image-test), the example clients built (clients), and the whole
+## test suite (NAMESRV_REQUIRE_PROMETHEUS=1 / NAMESRV_REQUIRE_NODE=1: the tests that need the
+## prometheus binary or the ali-ons remoting client fail instead of skipping; NAMESRV_REQUIRE_ROCKETMQ=1:
+## so do the tests against the real RocketMQ jars of `make rocketmq`; NAMESRV_REQUIRE_CLIENTS=1: and
+## the tests of the example clients of `make clients`)
+test: $(STAMP) lint deploy-check java-runtime remoting-clients rocketmq clients image-test
+	NAMESRV_REQUIRE_PROMETHEUS=1 NAMESRV_REQUIRE_NODE=1 NAMESRV_REQUIRE_ROCKETMQ=1 NAMESRV_REQUIRE_CLIENTS=1 $(PY) -m pytest -q
 
 ## report: a short demo cluster exports route snapshots; the Spark topic distribution job reports on them
 report: $(STAMP) java-runtime
@@ -36,6 +38,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check src analytics tests scripts bench
 	$(VENV)/bin/mypy
 	$(BUF) lint protos
+	$(BUF) breaking protos --against protos/contract.binpb
 
 ## prometheus-tools: prometheus and promtool from Debian's package, when missing
 prometheus-tools:
@@ -45,9 +48,26 @@ prometheus-tools:
 analytics-zip: $(STAMP)
 	$(PY) scripts/analytics_zip.py build/analytics.zip
 
+## clients: the example clients of examples/clients/ (Go, Java, TypeScript): pinned code generators,
+## buf generate (buf.gen.yaml), go build, mvn package, tsc (scripts/install-clients.sh)
+clients:
+	bash scripts/install-clients.sh
+
+## contract-image: replace protos/contract.binpb, the image `buf breaking` compares protos/ with.
+## Only on purpose, for a change users were told about: add a line to CHANGELOG.md with the new
+## image's sha256 (tests/test_contract.py checks that it is there)
+contract-image:
+	$(BUF) build protos --exclude-source-info -o protos/contract.binpb
+	sha256sum protos/contract.binpb
+
 ## remoting-clients: npm ali-ons (an independent RocketMQ remoting client) in build/node, for the tests
 remoting-clients:
 	bash scripts/install-ali-ons.sh
+
+## rocketmq: the pinned Apache RocketMQ jars (5.5.0, 4.9.7, rocketmq-client-java 5.0.8; poms in
+## tests/rocketmq/) in build/rocketmq/<version>/lib, for the tests against the real thing and bench
+rocketmq:
+	bash scripts/install-rocketmq.sh
 
 ## java-runtime: a Java 17 runtime for PySpark (Debian's openjdk-17-jre-headless), when java is missing
 java-runtime:
@@ -61,7 +81,7 @@ deploy-check: prometheus-tools
 	promtool test rules deploy/prometheus/alerts_test.yml
 
 ## bench: every benchmark scenario at full size, 3 runs each; writes docs/benchmarks.md and bench/results/full.json
-bench: $(STAMP) bench-tools
+bench: $(STAMP) bench-tools rocketmq
 	$(PY) -m bench.run
 
 ## bench-quick: the same scenarios, smaller and shorter (under 3 minutes), for development

@@ -147,10 +147,16 @@ class Server:
     port: int
     metrics_port: int
     remoting_port: int = 0
+    stderr_path: Path | None = None
+    """Where the server's log goes."""
 
     @property
     def address(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    def log_size(self) -> int:
+        """Bytes the server has logged so far (0 when unknown)."""
+        return self.stderr_path.stat().st_size if self.stderr_path is not None else 0
 
     @property
     def remoting_address(self) -> str:
@@ -193,7 +199,7 @@ def namesrv(*extra: str) -> Iterator[Server]:
             process.kill()
             raise BenchError(f"namesrv did not start: {line!r} {Path(tmp, 'stderr').read_text()}")
         ports = parse_boot_line(line)
-        server = Server(process, ports["gRPC"], metrics_port, ports.get("remoting", 0))
+        server = Server(process, ports["gRPC"], metrics_port, ports.get("remoting", 0), Path(tmp, "stderr"))
         with server.channel() as channel:
             health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=10)
         try:

@@ -26,8 +26,10 @@ from broker_agent.config import load_broker_config
 from broker_agent.metrics import AgentMetrics
 from namesrv_grpc.core.route_table import RouteInfoManager
 from namesrv_grpc.grpc_api.grpc_metrics import GrpcServerMetrics
+from namesrv_grpc.log_limits import suppressed_lines_counter
 from namesrv_grpc.metrics import NamesrvMetrics
 from namesrv_grpc.properties import read_properties
+from namesrv_grpc.remoting.remoting_metrics import RemotingMetrics
 from namesrv_grpc.server import SERVICE_DESCRIPTORS
 from tests.metrics_support import free_port, parse, require_binary
 from tests.support import ROOT, NamesrvProcess
@@ -49,10 +51,13 @@ ALERTS = {
     "NamesrvTopicsDisagree",
     "NamesrvRegistrationLatencyHigh",
     "NamesrvRouteLookupLatencyHigh",
+    "NamesrvEventLoopLag",
     "NamesrvAllDown",
     "NamesrvRoutesDiffer",
     "NamesrvBrokerRegistrationConflict",
     "NamesrvSnapshotExportFailed",
+    "NamesrvRemotingConnectionsNearLimit",
+    "NamesrvClientsCutOff",
     "BrokerAgentDown",
     "BrokerAgentCannotRegister",
 }
@@ -146,6 +151,8 @@ def exported_names() -> set[str]:
     """Every sample name the NameServer and the agent export (in-process registries)."""
     namesrv = NamesrvMetrics(RouteInfoManager())
     GrpcServerMetrics(namesrv.registry).preregister(SERVICE_DESCRIPTORS)
+    RemotingMetrics(namesrv.registry)
+    suppressed_lines_counter(namesrv.registry)
     agent = AgentMetrics()
     agent.observe_registration("10.0.0.1:9876", None, 0.01)
     names = {"up"}
@@ -203,6 +210,12 @@ def test_dashboard_panels_and_provisioning() -> None:
         "Registrations by result",
         "Expirations and session losses",
         "NameServer disagreement",
+        "Garbage-collection pause p99 by generation",
+        "Event-loop lag p99",
+        "Remoting connections and their cap",
+        "Remoting connections closed by a bound/s",
+        "Remoting reads paused/s by reason",
+        "Unfinished frame bytes and suppressed log lines/s",
     ):
         assert wanted in titles
     ids = [panel["id"] for panel in panels]

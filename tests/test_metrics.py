@@ -79,6 +79,8 @@ def test_fixed_names_types_and_labels(ns: MetricsNamesrv) -> None:
         "namesrv_auth_refusals": "counter",
         "namesrv_registration_duration_seconds": "histogram",
         "namesrv_route_lookup_duration_seconds": "histogram",
+        "namesrv_gc_pause_seconds": "histogram",
+        "namesrv_event_loop_lag_seconds": "histogram",
         "namesrv_build_info": "gauge",
         "grpc_server_started": "counter",
         "grpc_server_handled": "counter",
@@ -87,6 +89,12 @@ def test_fixed_names_types_and_labels(ns: MetricsNamesrv) -> None:
         "namesrv_remoting_connections": "gauge",
         "namesrv_remoting_connections_opened": "counter",
         "namesrv_remoting_frame_errors": "counter",
+        "namesrv_remoting_max_connections": "gauge",
+        "namesrv_remoting_connections_refused": "counter",
+        "namesrv_remoting_frames_refused": "counter",
+        "namesrv_remoting_partial_frame_bytes": "gauge",
+        "namesrv_remoting_reads_paused": "counter",
+        "namesrv_log_lines_suppressed": "counter",
     }
     assert {name: metrics.types.get(name) for name in expected_types} == expected_types
     for name in (
@@ -116,7 +124,32 @@ def test_fixed_names_types_and_labels(ns: MetricsNamesrv) -> None:
         elif sample.name.startswith("namesrv_remoting_requests"):
             assert set(sample.labels) == {"request_code", "response_code"}, sample
         elif sample.name.startswith("namesrv_"):
-            assert set(sample.labels) <= {"result", "version", "le", "reason"}, sample
+            assert set(sample.labels) <= {"result", "version", "le", "reason", "logger", "generation"}, sample
+    gc_pauses = metrics.find("namesrv_gc_pause_seconds_count")
+    assert {s.labels["generation"] for s in gc_pauses} == {"0", "1", "2"}
+
+
+def test_gc_pauses_and_event_loop_lag_are_observed(ns: MetricsNamesrv, stubs: Stubs) -> None:
+    """The loop-lag probe ticks every 100 ms; registrations allocate enough for young collections."""
+    for index in range(20):
+        topics = [topic(f"T{index}-{i}") for i in range(200)]
+        request = register_request(
+            broker_addr=f"127.0.0.1:{11000 + index}", broker_name=f"broker-{index}", topics=topics
+        )
+        stubs.ns.RegisterBroker(request, timeout=10)
+
+    def observed() -> bool:
+        metrics = ns.scrape()
+        return (
+            metrics.value("namesrv_event_loop_lag_seconds_count") >= 5
+            and metrics.value("namesrv_gc_pause_seconds_count", generation="0") >= 1
+        )
+
+    wait_until(observed, 20, "loop-lag ticks and a young collection on /metrics")
+    metrics = ns.scrape()
+    lag = metrics.find("namesrv_event_loop_lag_seconds_bucket")
+    assert lag[-1].labels["le"] == "+Inf"
+    assert lag[-1].value == metrics.value("namesrv_event_loop_lag_seconds_count")
 
 
 def list_services(channel: grpc.Channel) -> list[str]:

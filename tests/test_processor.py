@@ -470,7 +470,7 @@ def test_s27_defaults() -> None:
     props = NamesrvConfig().to_properties()
     assert props["listenPort"] == "9876"
     assert props["bindAddress"] == "0.0.0.0"
-    assert props["scanNotActiveBrokerInterval"] == "10000"
+    assert props["scanNotActiveBrokerInterval"] == "5000"  # RocketMQ 5.x NamesrvConfig
     assert props["orderMessageEnable"] == "false"
     assert props["deleteTopicWithBrokerRegistration"] == "false"
     assert props["configBlackList"] == "configBlackList;configStorePath;kvConfigPath"

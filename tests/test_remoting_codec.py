@@ -21,7 +21,14 @@ from hypothesis import strategies as st
 
 from namesrv_grpc.remoting import fastjson
 from namesrv_grpc.remoting.client import RemotingClient, RemotingConnectionError
-from namesrv_grpc.remoting.codec import FrameDecoder, FrameError, RemotingCommand, decode_command, encode_command
+from namesrv_grpc.remoting.codec import (
+    MAX_HEADER_FIELDS,
+    FrameDecoder,
+    FrameError,
+    RemotingCommand,
+    decode_command,
+    encode_command,
+)
 from namesrv_grpc.remoting.codes import (
     CURRENT_VERSION,
     DEFAULT_FRAME_MAX_LENGTH,
@@ -347,7 +354,9 @@ def test_rocketmq_header_from_java_with_zero_length_strings() -> None:
         (frame(b'{"code":1,"extFields":{"a":{}}}'), "extFields['a'] must be a string"),
         (frame(b'{"code":1,"language":[]}'), "'language' must be"),
         (frame(b'{"code":1}\xff'), "not valid JSON"),
-        (frame(b"[" * 100_000), "nested too deeply"),
+        (frame(b"[" * 100_000), "commas and brackets, more than 1024 extFields need"),
+        (frame(b"[" * 1_000), "nested too deeply"),
+        (frame(b"[" + b"[]," * 5_000 + b"[]]"), "commas and brackets"),
         (frame(b"\x00\x69\x00", serialize_type=1), "shorter than"),
         (
             frame(rocketmq_header(1, 0, 0, 0, 0, b"xyzab", [])[:-4], serialize_type=1),
@@ -477,6 +486,8 @@ def test_fastjson_loads_leaves_strings_alone() -> None:
         (b"{a:1}", "not JSON"),
         (b"\xff", "not UTF-8"),
         (b"[" * 100_000, "nested too deeply"),
+        (b'{"counter":1' + b"0" * 5_000 + b"}", "4300 digits"),
+        (b'{0:"a","counter":1' + b"0" * 5_000 + b"}", "not JSON"),
     ],
 )
 def test_fastjson_loads_errors(data: bytes, message: str) -> None:
@@ -692,3 +703,30 @@ def test_lone_surrogates_from_received_json_are_written_as_question_marks() -> N
         assert decoded.ext_fields == {"t": "a?b"}
     assert fastjson.dumps({"topicList": [topic]}) == b'{"topicList":["a?b"]}'
     assert fastjson.dumps([topic], standard=True) == b'["a\\uD800b"]'
+
+
+@pytest.mark.parametrize("serialize_type", [SerializeType.JSON, SerializeType.ROCKETMQ])
+def test_header_fields_are_bounded(serialize_type: int) -> None:
+    """A header carries at most MAX_HEADER_FIELDS extFields (remotingHeaderMaxFields): decoding a huge
+    one would cost seconds of CPU on the event loop (issue 20). Long values are not limited here."""
+    fields = {f"k{i}": "v" for i in range(MAX_HEADER_FIELDS)}
+    ok = RemotingCommand(RequestCode.GET_KV_CONFIG, 1, ext_fields=fields, serialize_type=serialize_type)
+    assert FrameDecoder().feed(encode_command(ok))[0].ext_fields == fields
+    long_value = RemotingCommand(1, 2, ext_fields={"value": "x" * 1_000_000}, serialize_type=serialize_type)
+    assert len(FrameDecoder().feed(encode_command(long_value))[0].ext_fields["value"]) == 1_000_000
+    fields["one-more"] = "v"
+    too_many = RemotingCommand(RequestCode.GET_KV_CONFIG, 3, ext_fields=fields, serialize_type=serialize_type)
+    with pytest.raises(FrameError, match="remotingHeaderMaxFields"):
+        FrameDecoder().feed(encode_command(too_many))
+    with pytest.raises(FrameError, match="remotingHeaderMaxFields"):
+        FrameDecoder(max_header_fields=10).feed(encode_command(ok))
+
+
+def test_take_decodes_a_bounded_number_of_frames() -> None:
+    decoder = FrameDecoder()
+    decoder.add(b"".join(encode_command(RemotingCommand(RequestCode.GET_KV_CONFIG, i)) for i in range(10)))
+    assert [c.opaque for c in decoder.take(3)] == [0, 1, 2]
+    assert decoder.has_frame
+    assert [c.opaque for c in decoder.take()] == list(range(3, 10))
+    assert not decoder.has_frame
+    assert decoder.buffered == 0

@@ -55,7 +55,7 @@ def register(
     filters: Sequence[str] = (),
     timeout: int = 0,
     zone_name: str = "",
-    enable_acting_master: bool = False,
+    enable_acting_master: bool | None = None,
     instance_id: str = "",
 ) -> RegisterBrokerResult:
     return rt.register_broker(
@@ -86,6 +86,11 @@ def tables(rt: RouteInfoManager) -> Any:
             rt.topics_by_broker_name,
         )
     )
+
+
+def topic_index(rt: RouteInfoManager) -> dict[str, set[str]]:
+    """``topics_by_broker_name`` with its topic dicts as sets."""
+    return {name: set(topics) for name, topics in rt.topics_by_broker_name.items()}
 
 
 def qd(name: str, read: int = 4, write: int = 4, perm: int = 6, sys_flag: int = 0) -> QueueData:
@@ -153,7 +158,7 @@ def test_s05_new_id_slot_is_first_registration_and_applies_topics(rt: RouteInfoM
     assert rt.topic_queue_table == {}
     register(rt, broker_id=0, addr=A, topics=[topic("T1")], version=V1)
     assert rt.topic_queue_table == {"T1": {"broker-a": qd("broker-a")}}
-    assert rt.topics_by_broker_name == {"broker-a": {"T1"}}
+    assert topic_index(rt) == {"broker-a": {"T1"}}
 
 
 # ---------------------------------------------------------------------------- S06, S07
@@ -170,7 +175,7 @@ def test_s06_slave_topics_ignored(rt: RouteInfoManager) -> None:
 def test_s06_slave_first_registration_carries_no_topics(rt: RouteInfoManager) -> None:
     register(rt, broker_id=1, addr=B, topics=[topic("T1")], version=V1)
     assert rt.topic_queue_table == {}
-    assert rt.topics_by_broker_name == {}
+    assert topic_index(rt) == {}
     assert rt.broker_addr_table["broker-a"].broker_addrs == {1: B}
 
 
@@ -178,7 +183,7 @@ def test_s06_unchanged_data_version_skips_topic_work_even_if_body_differs(rt: Ro
     register(rt, topics=[topic("T1", read=4)], version=V1)
     register(rt, topics=[topic("T1", read=8), topic("T2")], version=V1)
     assert rt.topic_queue_table == {"T1": {"broker-a": qd("broker-a", read=4)}}
-    assert rt.topics_by_broker_name == {"broker-a": {"T1"}}
+    assert topic_index(rt) == {"broker-a": {"T1"}}
 
 
 def test_s06_changed_data_version_applies_topics(rt: RouteInfoManager) -> None:
@@ -188,7 +193,7 @@ def test_s06_changed_data_version_applies_topics(rt: RouteInfoManager) -> None:
         "T1": {"broker-a": qd("broker-a", read=8)},
         "T2": {"broker-a": qd("broker-a")},
     }
-    assert rt.topics_by_broker_name == {"broker-a": {"T1", "T2"}}
+    assert topic_index(rt) == {"broker-a": {"T1", "T2"}}
 
 
 def test_s06_version_differs_in_one_field_only_counts_as_changed(rt: RouteInfoManager) -> None:
@@ -217,16 +222,16 @@ def test_s07_equal_entry_unchanged_differing_replaced(rt: RouteInfoManager) -> N
     register(rt, name="broker-a", addr=A, topics=[topic("T1"), topic("T2")], version=V1)
     register(rt, name="broker-b", addr=B, topics=[topic("T1", read=2)], version=V1)
     t1_a = rt.topic_queue_table["T1"]["broker-a"]
-    t2_a = rt.topic_queue_table["T2"]["broker-a"]
     t1_b = rt.topic_queue_table["T1"]["broker-b"]
+    changes: list[frozenset[str] | None] = []
+    rt.route_listeners.append(lambda revision, topics: changes.append(topics))
 
     register(rt, name="broker-a", addr=A, topics=[topic("T1"), topic("T2", perm=4)], version=V2)
 
-    assert rt.topic_queue_table["T1"]["broker-a"] is t1_a  # equal: left as it was
-    assert rt.topic_queue_table["T2"]["broker-a"] is not t2_a
+    assert changes == [frozenset({"T2"})]  # only the differing entry was written (T1's route stays cached)
+    assert rt.topic_queue_table["T1"]["broker-a"] == t1_a  # equal: left as it was
     assert rt.topic_queue_table["T2"]["broker-a"] == qd("broker-a", perm=4)  # differing: replaced
-    assert rt.topic_queue_table["T1"]["broker-b"] is t1_b  # other broker name untouched
-    assert rt.topic_queue_table["T1"]["broker-b"] == qd("broker-b", read=2)
+    assert rt.topic_queue_table["T1"]["broker-b"] == t1_b == qd("broker-b", read=2)  # other broker name untouched
 
 
 def test_s07_topic_not_in_body_kept_by_default(rt: RouteInfoManager) -> None:
@@ -523,7 +528,7 @@ def test_s16_full_cascade(rt: RouteInfoManager) -> None:
         "T3": {"broker-b": qd("broker-b")},
         "T4": {"broker-c": qd("broker-c")},
     }
-    assert rt.topics_by_broker_name == {"broker-b": {"T2", "T3"}, "broker-c": {"T4"}}
+    assert topic_index(rt) == {"broker-b": {"T2", "T3"}, "broker-c": {"T4"}}
 
     rt.unregister_broker(cluster_name="c2", broker_name="broker-c", broker_id=0, broker_addr=C)
     assert rt.cluster_addr_table == {"c1": {"broker-b"}}  # empty cluster removed
@@ -693,7 +698,7 @@ def test_s18_no_route_is_none(rt: RouteInfoManager) -> None:
 
 
 def test_s18_topic_whose_broker_names_have_no_broker_data_has_no_route(rt: RouteInfoManager) -> None:
-    rt.topic_queue_table["T1"] = {"ghost": qd("ghost")}
+    rt.topic_queue_nums["T1"] = {"ghost": (4, 4, 6, 0)}
     assert rt.pickup_topic_route_data("T1") is None
 
 
@@ -889,7 +894,7 @@ def test_s25_delete_topic_globally(rt: RouteInfoManager) -> None:
     register(rt, cluster="c2", name="broker-b", addr=B, topics=[topic("T1")])
     rt.delete_topic("T1")
     assert rt.topic_queue_table == {"T2": {"broker-a": qd("broker-a")}}
-    assert rt.topics_by_broker_name == {"broker-a": {"T2"}}
+    assert topic_index(rt) == {"broker-a": {"T2"}}
     # Brokers stay registered.
     assert set(rt.broker_addr_table) == {"broker-a", "broker-b"}
     assert set(rt.broker_live_table) == {A, B}
@@ -901,10 +906,10 @@ def test_s25_delete_topic_in_one_cluster(rt: RouteInfoManager) -> None:
     register(rt, cluster="c2", name="broker-c", addr=C, topics=[topic("T1")])
     rt.delete_topic("T1", "c1")
     assert rt.topic_queue_table == {"T1": {"broker-c": qd("broker-c")}}
-    assert rt.topics_by_broker_name == {"broker-c": {"T1"}}
+    assert topic_index(rt) == {"broker-c": {"T1"}}
     rt.delete_topic("T1", "c2")
     assert rt.topic_queue_table == {}
-    assert rt.topics_by_broker_name == {}
+    assert topic_index(rt) == {}
 
 
 def test_s25_delete_unknown_topic_or_cluster_changes_nothing(rt: RouteInfoManager) -> None:
@@ -921,7 +926,7 @@ def test_s25_register_topic_adds_queue_data(rt: RouteInfoManager) -> None:
     register(rt, name="broker-b", addr=B)
     rt.register_topic("T9", [qd("broker-a", read=2), qd("broker-b", perm=4)])
     assert rt.topic_queue_table["T9"] == {"broker-a": qd("broker-a", read=2), "broker-b": qd("broker-b", perm=4)}
-    assert rt.topics_by_broker_name == {"broker-a": {"T1", "T9"}, "broker-b": {"T9"}}
+    assert topic_index(rt) == {"broker-a": {"T1", "T9"}, "broker-b": {"T9"}}
     rt.register_topic("T1", [qd("broker-a", read=1)])
     assert rt.topic_queue_table["T1"] == {"broker-a": qd("broker-a", read=1)}
     route = rt.pickup_topic_route_data("T9")
@@ -962,7 +967,7 @@ def test_ext_address_leaving_last_broker_name_cascades(rt: RouteInfoManager) -> 
     assert set(rt.broker_addr_table) == {"broker-x"}
     assert rt.cluster_addr_table == {"c2": {"broker-x"}}
     assert rt.topic_queue_table == {"T2": {"broker-x": qd("broker-x")}}
-    assert rt.topics_by_broker_name == {"broker-x": {"T2"}}
+    assert topic_index(rt) == {"broker-x": {"T2"}}
 
 
 def test_ext_broker_id_moving_to_new_address_drops_old_live_entry(rt: RouteInfoManager) -> None:
@@ -989,14 +994,14 @@ def test_ext_delete_topic_with_broker_registration_on(clock: FakeClock) -> None:
         "T2": {"broker-b": qd("broker-b")},
         "T3": {"broker-a": qd("broker-a")},
     }
-    assert rt.topics_by_broker_name == {"broker-a": {"T1", "T3"}, "broker-b": {"T2"}}
+    assert topic_index(rt) == {"broker-a": {"T1", "T3"}, "broker-b": {"T2"}}
     # Unchanged DataVersion: nothing is deleted.
     register(rt, name="broker-a", addr=A, topics=[], version=V2)
     assert sorted(rt.topic_queue_table) == ["T1", "T2", "T3"]
     # Changed DataVersion with no topics: all of broker-a's topics go.
     register(rt, name="broker-a", addr=A, topics=[], version=DataVersion(0, 3_000, 3))
     assert rt.topic_queue_table == {"T2": {"broker-b": qd("broker-b")}}
-    assert rt.topics_by_broker_name == {"broker-b": {"T2"}}
+    assert topic_index(rt) == {"broker-b": {"T2"}}
 
 
 def test_ext_delete_topic_with_broker_registration_off_by_default(rt: RouteInfoManager) -> None:

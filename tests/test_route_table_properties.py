@@ -338,7 +338,7 @@ class RouteTableMachine(RuleBasedStateMachine):
         for topic, queue_data_map in self.rt.topic_queue_table.items():
             for name in queue_data_map:
                 expected.setdefault(name, set()).add(topic)
-        assert self.rt.topics_by_broker_name == expected
+        assert {name: set(topics) for name, topics in self.rt.topics_by_broker_name.items()} == expected
 
     @invariant()
     def routes_readable(self) -> None:

@@ -38,12 +38,12 @@ def sections() -> dict[str, str]:
 
 def test_every_cited_rule_id_is_written_down() -> None:
     defined = set(sections())
-    assert defined == {f"S{n:02d}" for n in range(1, 45)} - {"S28", "S29"}
+    assert defined == ({f"S{n:02d}" for n in range(1, 45)} - {"S28", "S29"}) | {"S50", "S51", "S52", "S53"}
     for path in repository_files():
         if path in (RULES, THIS):
             continue
         text = path.read_text(encoding="utf-8", errors="replace")
-        cited = set(re.findall(r"\bS([0-4]\d)\b", text)) | set(re.findall(r"\btest_s([0-4]\d)_", text))
+        cited = set(re.findall(r"\bS([0-5]\d)\b", text)) | set(re.findall(r"\btest_s([0-5]\d)_", text))
         for number in cited:
             assert f"S{number}" in defined, f"{path.relative_to(ROOT)} cites S{number}, which docs/rules.md lacks"
 

@@ -114,7 +114,7 @@ def test_s27_print_config_defaults_and_exit_0(tmp_path: Path) -> None:
     assert config["grpcServerPort"] == "8081", "RocketMQ proxy's gRPC port"
     assert config["bindAddress"] == "0.0.0.0"
     assert config["metricsPort"] == "0"
-    assert config["scanNotActiveBrokerInterval"] == "10000"
+    assert config["scanNotActiveBrokerInterval"] == "5000"  # RocketMQ 5.x NamesrvConfig
     assert config["orderMessageEnable"] == "false"
     assert config["kvConfigPath"] == str(tmp_path / "namesrv" / "kvConfig.json")
     assert config["configBlackList"] == "configBlackList;configStorePath;kvConfigPath"

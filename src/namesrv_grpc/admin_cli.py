@@ -2,7 +2,10 @@
 (``topicRoute``, ``clusterList``, ``updateKvConfig``, ``wipeWritePerm``, ...).
 
 ``-n "host:port;host:port"`` (or ``NAMESRV_ADDR``; default ``127.0.0.1:8081``, the gRPC port) names
-every NameServer of the cluster, as ``mqadmin -n`` does:
+every NameServer of the cluster, as ``mqadmin -n`` does. Each address speaks RocketMQ remoting (any
+NameServer, Java or ours: ``remoting://host:9876``) or gRPC (namesrv-grpc: ``grpc://host:8081``);
+without a prefix the protocol is detected on the port (:mod:`namesrv_grpc.admin_readers`). Reads
+and ``compare`` work over both; changes, ``snapshot`` and ``watch`` are namesrv-grpc's gRPC API:
 
 - reads (``route``, ``clusters``, ``topics``, ``kv-get``, ``kv-list``, ``config`` without changes)
   ask the first NameServer that answers (one that cannot be reached or does not answer within
@@ -12,8 +15,12 @@ every NameServer of the cluster, as ``mqadmin -n`` does:
   ``config KEY=VALUE``, ``snapshot``) go to every NameServer at once, since NameServers never share
   state (docs/rules.md S27); one result line per NameServer, in ``-n`` order.
 
-Reads print JSON (protobuf field names) on stdout; ``clusters`` prints a table (``--json`` for JSON).
+Reads print JSON (protobuf field names) on stdout, whichever the protocol; ``clusters`` prints a
+table (``--json`` for JSON). ``route TOPIC --format mqadmin`` and ``clusters --format mqadmin`` print
+what ``mqadmin topicRoute`` / ``clusterList`` print (:mod:`namesrv_grpc.admin_formats`).
 ``watch TOPIC...`` follows route changes on every NameServer (:mod:`namesrv_grpc.admin_watch`).
+``compare`` tells whether every NameServer says the same (:mod:`namesrv_grpc.admin_compare`; exit
+codes 0 same, 1 different, 2 could not compare, as ``diff``'s).
 
 Exit codes: 0 on success; 1 when a read got an error or no NameServer answered, when a change
 failed on any NameServer, or when ``wipe-write-perm``/``add-write-perm`` found the broker name on
@@ -42,8 +49,12 @@ from namesrv.v1 import kv_config_service_pb2 as kv_pb2
 from namesrv.v1 import kv_config_service_pb2_grpc as kv_grpc
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv.v1 import name_server_service_pb2_grpc as ns_grpc
+from namesrv_grpc import admin_readers
+from namesrv_grpc.admin_compare import MAX_CONCURRENCY, add_compare_parser, run_compare
+from namesrv_grpc.admin_formats import mqadmin_cluster_list, mqadmin_route
+from namesrv_grpc.admin_readers import Endpoint, ReadError, parse_endpoint
 from namesrv_grpc.admin_watch import add_watch_parser, run_watch
-from namesrv_grpc.core.validation import parse_host_port
+from namesrv_grpc.grpc_api.convert import cluster_info_to_proto, route_to_proto
 from namesrv_grpc.pipes import quiet_broken_pipe
 from namesrv_grpc.properties import ConfigError
 from namesrv_grpc.security import client as security
@@ -69,23 +80,28 @@ def to_json(message: Message | dict[str, Any]) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
 
 
-def parse_namesrv_list(text: str) -> list[str]:
-    """Split ``host:port;host:port`` (blanks and empty items ignored, duplicates dropped); raise
-    ValueError naming the bad item, or when nothing is left."""
-    addresses: list[str] = []
+def parse_endpoints(text: str) -> list[Endpoint]:
+    """Split ``host:port;remoting://host:port;grpc://host:port`` (blanks and empty items ignored,
+    duplicates dropped); raise ValueError naming the bad item, or when nothing is left."""
+    endpoints: list[Endpoint] = []
     for item in text.split(";"):
         item = item.strip()
         if not item:
             continue
         try:
-            parse_host_port(item)
+            endpoint = parse_endpoint(item)
         except ValueError as exc:
             raise ValueError(f"{item!r}: {exc}") from None
-        if item not in addresses:
-            addresses.append(item)
-    if not addresses:
+        if endpoint not in endpoints:
+            endpoints.append(endpoint)
+    if not endpoints:
         raise ValueError(f"{text!r} names no NameServer (expected host:port;host:port)")
-    return addresses
+    return endpoints
+
+
+def parse_namesrv_list(text: str) -> list[str]:
+    """:func:`parse_endpoints` as text (``remoting://`` and ``grpc://`` prefixes kept)."""
+    return [str(e) for e in parse_endpoints(text)]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -99,7 +115,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--namesrv",
         "-n",
         default=os.environ.get("NAMESRV_ADDR") or DEFAULT_NAMESRV,
-        help=f'NameServers "host:port;host:port" (gRPC ports; default: NAMESRV_ADDR, else {DEFAULT_NAMESRV})',
+        help='NameServers "host:port;host:port": remoting ports (9876, Java or namesrv-grpc) or gRPC ports '
+        "(8081, namesrv-grpc), detected on each port; or name the protocol: remoting://host:port, "
+        f"grpc://host:port. Reads and compare work over both; changes, snapshot and watch need gRPC. "
+        f"Default: NAMESRV_ADDR, else {DEFAULT_NAMESRV}",
     )
     parser.add_argument(
         "--timeout",
@@ -113,11 +132,25 @@ def build_parser() -> argparse.ArgumentParser:
     )
     security.add_arguments(parser)
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("route", help="route of a topic (PickupTopicRoute)").add_argument("topic")
+    route = sub.add_parser("route", help="route of a topic (PickupTopicRoute / GET_ROUTEINFO_BY_TOPIC)")
+    route.add_argument("topic")
+    route.add_argument(
+        "--format",
+        choices=("json", "mqadmin"),
+        default="json",
+        help="json: protobuf field names (default); mqadmin: what mqadmin topicRoute prints (RocketMQ's camelCase)",
+    )
     clusters = sub.add_parser(
         "clusters", help="brokers per cluster with their liveness (GetBrokerClusterInfo, GetBrokerLiveTable)"
     )
     clusters.add_argument("--json", action="store_true", help="print both answers as JSON instead of a table")
+    clusters.add_argument(
+        "--format",
+        choices=("table", "json", "mqadmin"),
+        default="table",
+        help="table (default), json (as --json), or mqadmin: the table of mqadmin clusterList (broker "
+        "statistics columns as mqadmin prints them for a broker it cannot reach: a NameServer does not know them)",
+    )
     topics = sub.add_parser("topics", help="all topics, or one cluster's (GetAllTopicList / GetTopicsByCluster)")
     topics.add_argument("--cluster", default="")
     for name, rpc in (("kv-get", "GetKVConfig"), ("kv-delete", "DeleteKVConfig, on every NameServer")):
@@ -146,6 +179,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     config.add_argument("changes", nargs="*", metavar="KEY=VALUE")
     add_watch_parser(sub)
+    add_compare_parser(sub)
     return parser
 
 
@@ -158,21 +192,14 @@ def open_channel(address: str, args: argparse.Namespace) -> grpc.Channel:
 
 @dataclass(frozen=True)
 class Outcome:
-    """What one NameServer answered: the response, or the error."""
+    """What one NameServer answered: the response, or the error (``CODE: details``)."""
 
     address: str
     response: Message | dict[str, Message] | None = None
-    error: grpc.Call | None = None
-
-    @property
-    def answered(self) -> bool:
-        """False when the NameServer could not be reached or did not answer in time."""
-        return self.error is None or self.error.code() not in NOT_ANSWERING
-
-    def error_text(self) -> str:
-        """``CODE: details`` of the error."""
-        assert self.error is not None
-        return f"{self.error.code().name}: {self.error.details()}"
+    error: str | None = None
+    answered: bool = True
+    """False when the NameServer could not be reached or did not answer in time."""
+    protocol: str = "grpc"
 
 
 Call = Callable[[grpc.Channel], "Message | dict[str, Message]"]
@@ -262,13 +289,70 @@ def _ask(address: str, args: argparse.Namespace, call: Call) -> Outcome:
         try:
             return Outcome(address, response=call(channel))
         except grpc.RpcError as error:
-            return Outcome(address, error=cast(grpc.Call, error))
+            code = cast(grpc.Call, error).code()
+            details = cast(grpc.Call, error).details()
+            return Outcome(address, error=f"{code.name}: {details}", answered=code not in NOT_ANSWERING)
 
 
 def _ask_all(addresses: list[str], args: argparse.Namespace, call: Call) -> list[Outcome]:
     """Ask every NameServer at once; outcomes in ``addresses`` order."""
     with ThreadPoolExecutor(max_workers=min(16, len(addresses))) as pool:
         return list(pool.map(lambda address: _ask(address, args, call), addresses))
+
+
+async def _remoting_read(reader: admin_readers.NamesrvReader, args: argparse.Namespace) -> Message | dict[str, Message]:
+    """A read over remoting, answered in the messages the gRPC API answers with (same output)."""
+    command = args.command
+    if command == "route":
+        route = await reader.route(args.topic)
+        if route is None:
+            raise ReadError(reader.address, f"TOPIC_NOT_EXIST: no route for topic {args.topic!r}", answered=True)
+        return ns_pb2.PickupTopicRouteResponse(route=route_to_proto(route))
+    if command == "clusters":
+        return {"cluster_info": cluster_info_to_proto(await reader.cluster_info())}
+    if command == "topics":
+        topics = await reader.topic_list(args.cluster)
+        if args.cluster:
+            return ns_pb2.GetTopicsByClusterResponse(topics=topics)
+        return ns_pb2.GetAllTopicListResponse(topics=topics)
+    if command == "kv-get":
+        value = await reader.kv_get(args.namespace, args.key)
+        if value is None:
+            message = f"QUERY_NOT_FOUND: no KV config {args.namespace}/{args.key}"
+            raise ReadError(reader.address, message, answered=True)
+        return kv_pb2.GetKVConfigResponse(value=value)
+    if command == "kv-list":
+        return kv_pb2.GetKVListByNamespaceResponse(table=await reader.kv_list(args.namespace) or {})
+    if command == "config":
+        return admin_pb2.GetNamesrvConfigResponse(config=await reader.config())
+    raise AssertionError(command)
+
+
+def _read_one(endpoint: Endpoint, args: argparse.Namespace) -> Outcome:
+    """One read from one NameServer, over the protocol its address names or its port speaks."""
+    name = str(endpoint)
+    if endpoint.protocol == "grpc":
+        return _ask(endpoint.address, args, _read_call(args))
+
+    async def over_remoting() -> Outcome | None:
+        try:
+            reader = await admin_readers.open_reader(endpoint, args.client_security, args.timeout)
+        except ReadError as exc:
+            return Outcome(name, error=exc.message, answered=exc.answered, protocol="remoting")
+        try:
+            if reader.protocol == "grpc":
+                return None
+            return Outcome(name, response=await _remoting_read(reader, args), protocol="remoting")
+        except ReadError as exc:
+            return Outcome(name, error=exc.message, answered=exc.answered, protocol="remoting")
+        finally:
+            await reader.close()
+
+    outcome = admin_readers.run(over_remoting())
+    if outcome is None:  # the port speaks gRPC
+        outcome = _ask(endpoint.address, args, _read_call(args))
+        return Outcome(name, outcome.response, outcome.error, outcome.answered)
+    return cast(Outcome, outcome)
 
 
 # ---------------------------------------------------------------------------------------------- output
@@ -323,21 +407,32 @@ def cluster_table(info: ns_pb2.GetBrokerClusterInfoResponse, live: admin_pb2.Get
     return "\n".join(lines)
 
 
-def _render_read(args: argparse.Namespace, response: Message | dict[str, Message]) -> str:
-    if args.command == "clusters" and not args.json:
+def _render_read(args: argparse.Namespace, outcome: Outcome) -> str:
+    response = outcome.response
+    assert response is not None
+    if args.command == "route" and args.format == "mqadmin":
+        route = cast(ns_pb2.PickupTopicRouteResponse, response).route
+        return mqadmin_route(admin_readers.route_from_proto(route))
+    if args.command == "clusters":
         assert isinstance(response, dict)
-        live = response.get("live_table")
-        table = cluster_table(cast(ns_pb2.GetBrokerClusterInfoResponse, response["cluster_info"]), cast(Any, live))
-        if live is None:
-            table += "\n(liveness columns need AdminService.GetBrokerLiveTable, which this NameServer refused)"
-        return table
+        info = cast(ns_pb2.GetBrokerClusterInfoResponse, response["cluster_info"])
+        if args.format == "mqadmin":
+            return mqadmin_cluster_list(admin_readers.cluster_info_from_proto(info))
+        if not args.json and args.format != "json":
+            live = response.get("live_table")
+            table = cluster_table(info, cast(Any, live))
+            if outcome.protocol == "remoting":
+                table += "\n(liveness columns: only namesrv-grpc's gRPC API has a live table, not RocketMQ remoting)"
+            elif live is None:
+                table += "\n(liveness columns need AdminService.GetBrokerLiveTable, which this NameServer refused)"
+            return table
     return to_json(response)
 
 
 def _change_line(args: argparse.Namespace, outcome: Outcome) -> tuple[str, bool]:
     """The result line of a change on one NameServer, and whether it changed something there."""
     if outcome.error is not None:
-        return f"{outcome.address}: FAILED {outcome.error_text()}", False
+        return f"{outcome.address}: FAILED {outcome.error}", False
     response: Any = outcome.response
     command = args.command
     if command in ("wipe-write-perm", "add-write-perm"):
@@ -365,35 +460,54 @@ def _change_line(args: argparse.Namespace, outcome: Outcome) -> tuple[str, bool]
     return f"{outcome.address}: OK {done}", True
 
 
-def _run_read(args: argparse.Namespace, addresses: list[str]) -> int:
-    call = _read_call(args)
+def _run_read(args: argparse.Namespace, endpoints: list[Endpoint]) -> int:
     if args.each:
         code = 0
-        for outcome in _ask_all(addresses, args, call):
+        with ThreadPoolExecutor(max_workers=min(16, len(endpoints))) as pool:
+            outcomes = list(pool.map(lambda endpoint: _read_one(endpoint, args), endpoints))
+        for outcome in outcomes:
             print(f"== {outcome.address}")
             if outcome.error is not None:
-                print(f"FAILED {outcome.error_text()}")
+                print(f"FAILED {outcome.error}")
                 code = 1
             else:
-                assert outcome.response is not None
-                print(_render_read(args, outcome.response))
+                print(_render_read(args, outcome))
         return code
-    for address in addresses:
-        outcome = _ask(address, args, call)
+    for endpoint in endpoints:
+        outcome = _read_one(endpoint, args)
         if outcome.error is None:
-            assert outcome.response is not None
-            print(_render_read(args, outcome.response))
+            print(_render_read(args, outcome))
             return 0
         if outcome.answered:
-            print(f"namesrv-admin: {address}: {outcome.error_text()}", file=sys.stderr)
+            print(f"namesrv-admin: {outcome.address}: {outcome.error}", file=sys.stderr)
             return 1
-        print(f"namesrv-admin: {address} did not answer ({outcome.error_text()})", file=sys.stderr)
-    print(f"namesrv-admin: no NameServer answered ({';'.join(addresses)})", file=sys.stderr)
+        print(f"namesrv-admin: {outcome.address} did not answer ({outcome.error})", file=sys.stderr)
+    print(f"namesrv-admin: no NameServer answered ({';'.join(str(e) for e in endpoints)})", file=sys.stderr)
     return 1
 
 
-def _run_change(args: argparse.Namespace, addresses: list[str]) -> int:
+def _remoting_hint(endpoint: Endpoint, args: argparse.Namespace, outcome: Outcome) -> Outcome:
+    """A change that found no gRPC server: when the port speaks remoting, say so."""
+    if outcome.answered or endpoint.protocol is not None:
+        return outcome
+    try:
+        protocol = admin_readers.run(admin_readers.detect_protocol(endpoint, args.client_security, args.timeout))
+    except ReadError:
+        return outcome
+    if protocol != "remoting":
+        return outcome
+    return Outcome(
+        outcome.address,
+        error=f"{endpoint.address} is a RocketMQ remoting port: namesrv-admin makes changes over namesrv-grpc's "
+        "gRPC API only (give its gRPC port, default 8081; for a Java NameServer use mqadmin)",
+        answered=False,
+    )
+
+
+def _run_change(args: argparse.Namespace, endpoints: list[Endpoint]) -> int:
+    addresses = [e.address for e in endpoints]
     outcomes = _ask_all(addresses, args, _change_call(args))
+    outcomes = [_remoting_hint(e, args, o) for e, o in zip(endpoints, outcomes, strict=True)]
     changed_somewhere = False
     for outcome in outcomes:
         line, changed = _change_line(args, outcome)
@@ -413,7 +527,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        addresses = parse_namesrv_list(args.namesrv)
+        endpoints = parse_endpoints(args.namesrv)
     except ValueError as exc:
         parser.error(f"-n/--namesrv (or NAMESRV_ADDR): {exc}")
     if args.timeout <= 0:
@@ -425,14 +539,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"namesrv-admin: {exc}", file=sys.stderr)
         return 2
+    if args.command == "compare":
+        if args.each:
+            parser.error("--each is for reads; compare reads every NameServer anyway")
+        if len(endpoints) < 2:
+            parser.error("compare needs at least two NameServers in -n (host:port;host:port)")
+        if not 1 <= args.concurrency <= MAX_CONCURRENCY:
+            parser.error(f"--concurrency must be 1..{MAX_CONCURRENCY}")
+        if args.recheck_after < 0:
+            parser.error("--recheck-after must be >= 0")
+        return run_compare(args, endpoints, args.client_security)
+    is_read = args.command in READS and not (args.command == "config" and args.changes)
+    if not is_read:
+        remoting = [str(e) for e in endpoints if e.protocol == "remoting"]
+        if remoting:
+            parser.error(
+                f"{args.command} needs namesrv-grpc's gRPC API; {';'.join(remoting)} names RocketMQ remoting "
+                "(reads and compare work over remoting)"
+            )
+        args.namesrv = ";".join(e.address for e in endpoints)
     if args.command == "watch":
         if args.each:
             parser.error("--each is for reads; watch follows every NameServer anyway")
         return run_watch(args)
-    is_read = args.command in READS and not (args.command == "config" and args.changes)
     if args.each and not is_read:
         parser.error(f"--each is for reads; {args.command} goes to every NameServer anyway")
-    return _run_read(args, addresses) if is_read else _run_change(args, addresses)
+    return _run_read(args, endpoints) if is_read else _run_change(args, endpoints)
 
 
 if __name__ == "__main__":

@@ -59,9 +59,14 @@ class NamesrvConfig:
     metrics_port: int = 0
     kv_config_path: str = field(default_factory=lambda: _home("namesrv", "kvConfig.json"))
     config_store_path: str = field(default_factory=lambda: _home("namesrv", "namesrv.properties"))
-    scan_not_active_broker_interval: int = 10_000
+    scan_not_active_broker_interval: int = 5_000
+    """S13 scan period, ms: RocketMQ 5.x's default (``NamesrvConfig.scanNotActiveBrokerInterval = 5 * 1000``)."""
     order_message_enable: bool = False
     delete_topic_with_broker_registration: bool = False
+    support_acting_master: bool = False
+    """Routes show a master-less broker name's acting master under id 0 (RocketMQ 5.x, S52)."""
+    notify_min_broker_id_changed: bool = False
+    """Send NOTIFY_MIN_BROKER_ID_CHANGE to brokers when a broker name's smallest id changes (5.x, S53)."""
     config_black_list: str = DEFAULT_CONFIG_BLACKLIST
     grpc_max_message_size: int = 16 * 1024 * 1024
     register_body_max_inflated_size: int = 64 * 1024 * 1024
@@ -72,6 +77,7 @@ class NamesrvConfig:
     max_broker_sessions: int = 10_000
     grpc_max_concurrent_streams: int = 1_000
     grpc_max_connection_idle_millis: int = 600_000
+    grpc_max_connections: int = 0
     shutdown_grace_period_millis: int = 5_000
     need_wait_for_service: bool = False
     wait_seconds_for_service: int = 45
@@ -87,6 +93,24 @@ class NamesrvConfig:
     """Remoting connections silent this long are closed (RocketMQ ``NettyServerConfig``)."""
     remoting_frame_max_length: int = 16 * 1024 * 1024
     """Largest remoting frame, bytes (RocketMQ's ``com.rocketmq.remoting.frameMaxLength``, 16 MiB)."""
+    remoting_header_max_fields: int = 1024
+    """extFields in one remoting header at most (``remotingHeaderMaxFields``)."""
+    max_connections: int = 0
+    """Remoting connections open at once (``maxConnections``); 0 = from the file-descriptor limit."""
+    remoting_max_frames_per_read: int = 16
+    """Requests of one remoting connection handled per event-loop turn (``remotingMaxFramesPerRead``)."""
+    remoting_max_requests_in_flight: int = 16
+    """Requests of one remoting connection processed off the loop at once (``remotingMaxRequestsInFlight``)."""
+    write_buffer_high_water_mark: int = 64 * 1024
+    """Answers waiting on one remoting connection above which it is not read (RocketMQ ``NettyServerConfig``)."""
+    write_buffer_low_water_mark: int = 32 * 1024
+    """Reading resumes when the waiting answers fall to this (RocketMQ ``NettyServerConfig``)."""
+    remoting_partial_frames_max_bytes: int = 128 * 1024 * 1024
+    """Bytes held in unfinished remoting frames, all connections together (``remotingPartialFramesMaxBytes``)."""
+    remoting_frame_read_timeout_millis: int = 30_000
+    """A remoting frame must be complete this long after its first bytes (``remotingFrameReadTimeoutMillis``)."""
+    peer_log_lines_per_kind: int = 20
+    """Log lines of one kind a peer can cause per 10 s; the rest are counted (``peerLogLinesPerKind``)."""
     return_order_topic_config_to_broker: bool = True
     """REGISTER_BROKER answers carry the ORDER_TOPIC_CONFIG KV table (RocketMQ 5.x, S11)."""
     tls_server_mode: str = "enforcing"
@@ -216,6 +240,16 @@ KEYS: dict[str, _Key] = {
     "deleteTopicWithBrokerRegistration": _Key(
         "delete_topic_with_broker_registration", _parse_bool, "a master's registration drops topics it lost"
     ),
+    "supportActingMaster": _Key(
+        "support_acting_master",
+        _parse_bool,
+        "routes show a master-less broker name's acting master (smallest slave id) under id 0 (5.x)",
+    ),
+    "notifyMinBrokerIdChanged": _Key(
+        "notify_min_broker_id_changed",
+        _parse_bool,
+        "tell a broker name's brokers over remoting when its smallest broker id changes (5.x; connects to brokers)",
+    ),
     "configBlackList": _Key("config_black_list", str, "keys UpdateNamesrvConfig refuses, ';'-separated"),
     "grpcMaxMessageSize": _Key(
         "grpc_max_message_size",
@@ -252,6 +286,11 @@ KEYS: dict[str, _Key] = {
         _int_parser(1_000, 2**31 - 1),
         "a gRPC connection without calls for this many ms is closed (clients reconnect when needed)",
     ),
+    "grpcMaxConnections": _Key(
+        "grpc_max_connections",
+        _int_parser(0, 10_000_000),
+        "gRPC connections open at once (0 = an eighth of the file-descriptor limit, at least 64)",
+    ),
     "shutdownGracePeriodMillis": _Key(
         "shutdown_grace_period_millis", _int_parser(0, 600_000), "drain time on SIGTERM, ms"
     ),
@@ -278,6 +317,45 @@ KEYS: dict[str, _Key] = {
     ),
     "remotingFrameMaxLength": _Key(
         "remoting_frame_max_length", _int_parser(64 * 1024, 2**31 - 1), "largest remoting frame, bytes"
+    ),
+    "remotingHeaderMaxFields": _Key(
+        "remoting_header_max_fields", _int_parser(64, 1_000_000), "extFields in one remoting header at most"
+    ),
+    "maxConnections": _Key(
+        "max_connections",
+        _int_parser(0, 10_000_000),
+        "remoting connections open at once (0 = the file-descriptor limit minus a quarter, at least 256)",
+    ),
+    "remotingMaxFramesPerRead": _Key(
+        "remoting_max_frames_per_read", _int_parser(1, 100_000), "requests of one connection handled per loop turn"
+    ),
+    "remotingMaxRequestsInFlight": _Key(
+        "remoting_max_requests_in_flight",
+        _int_parser(1, 100_000),
+        "requests of one remoting connection processed off the event loop at once; then it is not read",
+    ),
+    "writeBufferHighWaterMark": _Key(
+        "write_buffer_high_water_mark",
+        _int_parser(1024, 1024 * 1024 * 1024),
+        "bytes of answers waiting on one remoting connection above which it is not read",
+    ),
+    "writeBufferLowWaterMark": _Key(
+        "write_buffer_low_water_mark",
+        _int_parser(0, 1024 * 1024 * 1024),
+        "a paused remoting connection is read again when its waiting answers fall to this many bytes",
+    ),
+    "remotingPartialFramesMaxBytes": _Key(
+        "remoting_partial_frames_max_bytes",
+        _int_parser(1024 * 1024, 2**40),
+        "bytes held in unfinished remoting frames, all connections together; the largest holders are closed",
+    ),
+    "remotingFrameReadTimeoutMillis": _Key(
+        "remoting_frame_read_timeout_millis",
+        _int_parser(100, 3_600_000),
+        "a remoting frame must be complete this many ms after its first bytes arrived",
+    ),
+    "peerLogLinesPerKind": _Key(
+        "peer_log_lines_per_kind", _int_parser(1, 1_000_000), "log lines of one kind a peer can cause per 10 s"
     ),
     "returnOrderTopicConfigToBroker": _Key(
         "return_order_topic_config_to_broker", _parse_bool, "REGISTER_BROKER answers carry ORDER_TOPIC_CONFIG"
@@ -326,7 +404,17 @@ RESTART_KEYS = frozenset(
         "snapshotNamesrvId",
         "grpcMaxConcurrentStreams",
         "grpcMaxConnectionIdleMillis",
+        "grpcMaxConnections",
         "remotingFrameMaxLength",
+        "remotingHeaderMaxFields",
+        "maxConnections",
+        "remotingMaxFramesPerRead",
+        "remotingMaxRequestsInFlight",
+        "writeBufferHighWaterMark",
+        "writeBufferLowWaterMark",
+        "remotingPartialFramesMaxBytes",
+        "remotingFrameReadTimeoutMillis",
+        "peerLogLinesPerKind",
     }
 )
 """Keys that ``UpdateNamesrvConfig`` stores but that take effect only at the next start."""

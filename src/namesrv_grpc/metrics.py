@@ -19,8 +19,14 @@ at scrape time, so they are never stale. Rule ids (S13, S15, ...) are those of d
 - ``namesrv_broker_registration_conflicts_total`` (counter): registrations that took a broker back
   from another run of the same broker (two agents for one broker name and id)
 - ``namesrv_kv_config_writes_total`` (counter): KV config changes persisted
+- ``namesrv_broker_notifications_total{result}`` (counter): NOTIFY_MIN_BROKER_ID_CHANGE messages to
+  brokers, ``sent``/``failed``/``dropped`` (S53; :mod:`namesrv_grpc.remoting.notifier`)
 - ``namesrv_registration_duration_seconds`` (histogram): time to process a RegisterBroker call
 - ``namesrv_route_lookup_duration_seconds`` (histogram): time to answer a PickupTopicRoute call
+- ``namesrv_gc_pause_seconds{generation}`` (histogram): garbage-collection pauses by generation
+  (``0``, ``1``, ``2`` = full), timed with ``gc.callbacks`` (:mod:`namesrv_grpc.pauses`)
+- ``namesrv_event_loop_lag_seconds`` (histogram): how late the event loop runs a callback scheduled
+  every 100 ms (:mod:`namesrv_grpc.pauses`)
 - ``namesrv_snapshot_exports_total{result}`` (counter): route snapshots exported, ``ok`` or ``failed``
 - ``namesrv_snapshot_export_duration_seconds`` (histogram): time to export one route snapshot
 - ``namesrv_auth_refusals_total{reason}`` (counter): requests refused by the ACL (``--acl-file``), by
@@ -56,6 +62,7 @@ from prometheus_client.registry import Collector
 
 from namesrv_grpc.core.errors import BodyChecksumMismatchError, NamesrvError
 from namesrv_grpc.core.route_table import RouteInfoManager
+from namesrv_grpc.pauses import GC_GENERATIONS
 
 REGISTRATION_RESULTS = (
     "ok",
@@ -119,6 +126,27 @@ class FastHistogramCollector(Collector):
         buckets, total = self._histogram.sample()
         family.add_metric([], buckets, total)
         yield family
+
+
+class LabelledFastHistogramCollector(Collector):
+    """Exports several :class:`FastHistogram` under ``name``, one per value of one label."""
+
+    def __init__(self, name: str, documentation: str, label: str, histograms: dict[str, FastHistogram]) -> None:
+        self._name, self._documentation, self._label, self._histograms = name, documentation, label, histograms
+
+    def collect(self) -> Iterator[HistogramMetricFamily]:
+        family = HistogramMetricFamily(self._name, self._documentation, labels=[self._label])
+        for value, histogram in self._histograms.items():
+            buckets, total = histogram.sample()
+            family.add_metric([value], buckets, total)
+        yield family
+
+
+GC_PAUSE_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.015, 0.02, 0.03, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0)
+"""``namesrv_gc_pause_seconds`` buckets (seconds); 0.02 is the bound docs/benchmarks.md holds it to."""
+
+LOOP_LAG_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+"""``namesrv_event_loop_lag_seconds`` buckets (seconds); 0.1 is the alert's threshold."""
 
 
 class _RouteTableCollector(Collector):
@@ -210,6 +238,25 @@ class NamesrvMetrics:
                 "namesrv_route_lookup_duration_seconds",
                 "Time to answer a PickupTopicRoute call.",
                 self.route_lookup_seconds,
+            )
+        )
+        self.gc_pause_seconds = {generation: FastHistogram(GC_PAUSE_BUCKETS) for generation in GC_GENERATIONS}
+        """Observed by :class:`namesrv_grpc.pauses.GcPauses` (collections never overlap: one writer)."""
+        self.registry.register(
+            LabelledFastHistogramCollector(
+                "namesrv_gc_pause_seconds",
+                "Garbage-collection pauses (every thread waits), by generation (2 = full collection).",
+                "generation",
+                self.gc_pause_seconds,
+            )
+        )
+        self.event_loop_lag_seconds = FastHistogram(LOOP_LAG_BUCKETS)
+        """Observed by :class:`namesrv_grpc.pauses.LoopLagProbe` on the event loop's thread."""
+        self.registry.register(
+            FastHistogramCollector(
+                "namesrv_event_loop_lag_seconds",
+                "How late the event loop ran a callback scheduled every 100 ms (requests wait as long).",
+                self.event_loop_lag_seconds,
             )
         )
         self.snapshot_exports = Counter(

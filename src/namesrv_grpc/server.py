@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import logging
 import signal
 import socket
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 from wsgiref.simple_server import WSGIServer
@@ -39,8 +41,13 @@ from namesrv_grpc.grpc_api.handlers import add_services
 from namesrv_grpc.grpc_api.route_watches import RouteWatchCollector, new_route_watches
 from namesrv_grpc.grpc_api.servicers import AdminServicer, KVConfigServicer, NameServerServicer
 from namesrv_grpc.grpc_api.sessions import BrokerSessions
+from namesrv_grpc.log_limits import RateLimitFilter, suppressed_lines_counter
+from namesrv_grpc.log_limits import install as install_log_filter
 from namesrv_grpc.metrics import NamesrvMetrics
+from namesrv_grpc.pauses import GcPauses, LoopLagProbe
+from namesrv_grpc.remoting.budget import RemotingLimits, default_grpc_max_connections
 from namesrv_grpc.remoting.handlers import RemotingHandlers
+from namesrv_grpc.remoting.notifier import BrokerNotifier
 from namesrv_grpc.remoting.remoting_metrics import RemotingMetrics
 from namesrv_grpc.remoting.server import RemotingServer
 from namesrv_grpc.security.setup import OPEN_WARNING, reload_acl, server_guard, server_tls
@@ -81,6 +88,8 @@ class NamesrvServer:
         self.nameserver = NameServer(config, self.route_table, KVConfigManager(kv_path))
         self.metrics = NamesrvMetrics(self.route_table)
         self.grpc_metrics = GrpcServerMetrics(self.metrics.registry)
+        self.gc_pauses = GcPauses(self.metrics.gc_pause_seconds)
+        self.loop_lag = LoopLagProbe(self.metrics.event_loop_lag_seconds)
         self.grpc_metrics.preregister(SERVICE_DESCRIPTORS)
         self.tls = server_tls(config)
         """Server TLS (None = plaintext); raises TlsFileError for unusable files."""
@@ -92,13 +101,34 @@ class NamesrvServer:
         self.route_watches = new_route_watches(self.nameserver)
         self.metrics.registry.register(RouteWatchCollector(self.route_watches, self.nameserver))
         self.health = health.aio.HealthServicer()
+        self.broker_notifier = BrokerNotifier(self.metrics.registry)
+        """NOTIFY_MIN_BROKER_ID_CHANGE to brokers (S53; sends only with notifyMinBrokerIdChanged)."""
+        self.nameserver.min_broker_id_senders.append(self.broker_notifier)
         self.remoting = RemotingServer(
             RemotingHandlers(self.nameserver, self.metrics, RemotingMetrics(self.metrics.registry), self.guard),
-            frame_max_length=config.remoting_frame_max_length,
+            limits=RemotingLimits(
+                frame_max_length=config.remoting_frame_max_length,
+                header_max_fields=config.remoting_header_max_fields,
+                max_connections=config.max_connections,
+                max_frames_per_read=config.remoting_max_frames_per_read,
+                max_requests_in_flight=config.remoting_max_requests_in_flight,
+                write_buffer_high_water_mark=config.write_buffer_high_water_mark,
+                write_buffer_low_water_mark=min(
+                    config.write_buffer_low_water_mark, config.write_buffer_high_water_mark
+                ),
+                partial_frames_max_bytes=config.remoting_partial_frames_max_bytes,
+                frame_read_timeout_millis=config.remoting_frame_read_timeout_millis,
+            ),
             idle_timeout_seconds=lambda: self.config.server_channel_max_idle_time_seconds,
             ssl_context=self.tls.remoting_context() if self.tls is not None else None,
             permissive_tls=self.tls is not None and self.tls.settings.mode == "permissive",
         )
+        suppressed = suppressed_lines_counter(self.metrics.registry)
+        self.log_filter = RateLimitFilter(
+            burst=config.peer_log_lines_per_kind, on_suppressed=lambda name: suppressed.labels(name).inc()
+        )
+        """Rate limit of the log lines peers can cause (installed while serving)."""
+        self._remove_log_filter: Callable[[], None] | None = None
         self._health_server: grpc.aio.Server | None = None
         self.health_port = 0
         self._tls_watch_task: asyncio.Task[None] | None = None
@@ -130,6 +160,9 @@ class NamesrvServer:
         Raises RuntimeError when a port cannot be bound.
         """
         config = self.config
+        fix_malloc_mmap_threshold()
+        self._remove_log_filter = install_log_filter(self.log_filter)
+        self.broker_notifier.attach(asyncio.get_running_loop())
         await self.remoting.start(config.bind_address, config.listen_port)
         options = [
             ("grpc.max_receive_message_length", config.grpc_max_message_size),
@@ -148,6 +181,9 @@ class NamesrvServer:
             # (a broker's open session is a call, so its connection is never idle).
             ("grpc.max_concurrent_streams", config.grpc_max_concurrent_streams),
             ("grpc.max_connection_idle_ms", config.grpc_max_connection_idle_millis),
+            # Connections at once: beyond it new ones are closed, so a flood cannot take the file
+            # descriptors the remoting listener and the files need (issue 20).
+            ("grpc.max_allowed_incoming_connections", config.grpc_max_connections or default_grpc_max_connections()),
         ]
         # No interceptors: every method is registered once, wrapped for error mapping and metrics,
         # with a serializer that passes pre-encoded bytes through (grpc_api/handlers.py).
@@ -190,6 +226,8 @@ class NamesrvServer:
         for name in ("", *SERVICE_NAMES):
             await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
         self._scan_task = asyncio.create_task(self._scan_loop(), name="scan-not-active-broker")
+        self.gc_pauses.install()
+        self.loop_lag.start()
         self._snapshot_task = asyncio.create_task(self._snapshot_loop(), name="route-snapshots")
         if config.metrics_port:
             self._metrics_server = start_http_server(
@@ -300,6 +338,9 @@ class NamesrvServer:
             await self.remoting.stop(grace_seconds)
         if self._health_server is not None:
             await self._health_server.stop(0)
+        await self.broker_notifier.close()
+        await self.loop_lag.stop()
+        self.gc_pauses.uninstall()
         for task in (self._scan_task, self._snapshot_task, self._tls_watch_task):
             if task is not None:
                 task.cancel()
@@ -310,6 +351,9 @@ class NamesrvServer:
             http_server.shutdown()
             thread.join(timeout=5)
         self.guard.audit_log.close()
+        if self._remove_log_filter is not None:
+            self._remove_log_filter()
+            self._remove_log_filter = None
 
     async def serve_until_signalled(self) -> None:
         """Run until SIGTERM or SIGINT, then :meth:`stop`."""
@@ -339,6 +383,20 @@ def namesrv_identity(config: NamesrvConfig, port: int) -> str:
     if host in ("", "0.0.0.0", "::", "[::]"):
         host = socket.gethostname()
     return f"{host}:{port}"
+
+
+def fix_malloc_mmap_threshold(threshold: int = 1024 * 1024) -> bool:
+    """glibc only: allocations of ``threshold`` bytes or more always get their own mapping, returned
+    to the system when freed. glibc's default raises the threshold (up to 32 MiB) each time such a
+    block is freed, after which large buffers (an inflated registration body) come from per-thread
+    heaps and stay resident for good (issue 20: pipelined deflate bombs left +750 MB). Returns
+    whether it was set."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:
+        return False
+    m_mmap_threshold = -3
+    return bool(libc.mallopt(m_mmap_threshold, threshold))
 
 
 def _host_for_bind(host: str) -> str:

@@ -9,6 +9,7 @@ Pure data: no gRPC, no I/O. Times are milliseconds since the Unix epoch (``int``
 - :class:`BrokerLiveInfo` -- per broker address in ``brokerLiveTable``.
 - :class:`TopicRouteData` -- what a route lookup returns.
 - :class:`TopicQueueMappingInfo` -- how one broker holds a static topic's logic queues (RocketMQ 5.x).
+- :class:`MinBrokerIdChange` -- a broker name's smallest broker id changed (slave acting master).
 """
 
 from __future__ import annotations
@@ -36,6 +37,10 @@ TOPIC_SYS_FLAG_UNIT_SUB = 2
 
 PROTOCOLS = ("grpc", "remoting")
 """Front doors a broker can register through (``BrokerLiveInfo.protocol``)."""
+
+SYNC_BROKER_MEMBER_GROUP_PREFIX = "rmq_sys_SYNC_BROKER_MEMBER_"
+"""Topics of this prefix are never shown with an acting master (RocketMQ
+``TopicValidator.SYNC_BROKER_MEMBER_GROUP_PREFIX``, ``RouteInfoManager.pickupTopicRouteData``)."""
 
 ORDER_TOPIC_CONFIG_NAMESPACE = "ORDER_TOPIC_CONFIG"
 """KV namespace of order-topic settings (RocketMQ ``NamesrvUtil.NAMESPACE_ORDER_TOPIC_CONFIG``)."""
@@ -215,3 +220,24 @@ class RemovedBroker:
     reason: str
     instance_id: str = field(default="", compare=False)
     """The broker run whose registration was removed (empty = unknown); not part of equality."""
+
+
+@dataclass(frozen=True, slots=True)
+class MinBrokerIdChange:
+    """The smallest broker id of a broker name changed (RocketMQ 5.x slave acting master, S53): who
+    must be told, and what (``NOTIFY_MIN_BROKER_ID_CHANGE``; RocketMQ
+    ``RouteInfoManager.notifyMinBrokerIdChanged`` / ``chooseBrokerAddrsToNotify``).
+
+    ``min_broker_id`` / ``min_broker_addr`` are the new smallest id of the broker name and its
+    address; ``offline_broker_addr`` is the address that left ("" when a broker arrived);
+    ``ha_broker_addr`` is the HA address of the broker that arrived ("" when one left or it named
+    none). ``recipients`` are the broker addresses to tell, in broker id order.
+    """
+
+    cluster: str
+    broker_name: str
+    min_broker_id: int
+    min_broker_addr: str
+    offline_broker_addr: str
+    ha_broker_addr: str
+    recipients: tuple[str, ...]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import NamedTuple, TypeVar, cast
 
@@ -32,6 +32,7 @@ from namesrv_grpc.core.model import (
     ORDER_TOPIC_CONFIG_NAMESPACE,
     ClusterInfo,
     DataVersion,
+    MinBrokerIdChange,
     QueueData,
     RegisterBrokerResult,
     RemovedBroker,
@@ -60,6 +61,9 @@ from namesrv_grpc.properties import ConfigError
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+MAX_CACHED_ANSWERS = 256
+"""Answers :meth:`NameServer.answer_per_change` keeps (per-cluster topic lists are keyed by name)."""
 
 
 def _as_is(route: TopicRouteData) -> TopicRouteData:
@@ -97,6 +101,10 @@ class DecodedBody(NamedTuple):
     topics_fingerprint: int | None = None
     topic_queue_mappings: Mapping[str, TopicQueueMappingInfo] | None = None
 
+
+MinBrokerIdSender = Callable[[MinBrokerIdChange], None]
+"""Sends ``NOTIFY_MIN_BROKER_ID_CHANGE`` to the change's recipients without blocking (the remoting
+door's :class:`~namesrv_grpc.remoting.notifier.BrokerNotifier`); must not raise."""
 
 MasterListener = Callable[[str, str, str], None]
 """Called with (broker name, master address, master HA address) when a broker name's live master
@@ -144,10 +152,31 @@ class NameServer:
         self.started_at = monotonic()
         self.route_table = route_table
         self.kv_config = kv_config
+        self._answers: dict[Hashable, tuple[int, NamesrvConfig, object]] = {}
+        """key -> (route table version, configuration, answer) of :meth:`answer_per_change`."""
         self.master_listeners: list[MasterListener] = []
         self.removal_listeners: list[Callable[[RemovedBroker], None]] = []
         """Called with every broker address removed (expiry, unregistration, session end)."""
+        self.min_broker_id_senders: list[MinBrokerIdSender] = []
+        """Given every MinBrokerIdChange while ``notifyMinBrokerIdChanged`` is on (S53)."""
         route_table.delete_topic_with_broker_registration = config.delete_topic_with_broker_registration
+        route_table.set_support_acting_master(config.support_acting_master)
+        route_table.min_broker_id_listeners.append(self._on_min_broker_id_change)
+
+    def _on_min_broker_id_change(self, change: MinBrokerIdChange) -> None:
+        """S53: RocketMQ tells the brokers only with ``notifyMinBrokerIdChanged=true`` (default off)."""
+        if not self.config.notify_min_broker_id_changed or not change.recipients:
+            return
+        log.info(
+            "smallest broker id of %s is now %d (%s)%s; telling %s",
+            change.broker_name,
+            change.min_broker_id,
+            change.min_broker_addr,
+            f", {change.offline_broker_addr} left" if change.offline_broker_addr else "",
+            ", ".join(change.recipients),
+        )
+        for send in self.min_broker_id_senders:
+            send(change)
 
     def _notify_if_master_changed(self, broker_name: str, before: tuple[str, str]) -> None:
         after = self.route_table.master_of(broker_name)
@@ -177,7 +206,7 @@ class NameServer:
         body_crc32c: int,
         compressed: bool,
         heartbeat_timeout_millis: int,
-        enable_acting_master: bool = False,
+        enable_acting_master: bool | None = None,
         zone_name: str = "",
         instance_id: str = "",
         protocol: str = "grpc",
@@ -238,7 +267,7 @@ class NameServer:
         heartbeat_timeout_millis: int,
         body_fingerprint: tuple[int, int, bool],
         decode: Callable[[], DecodedBody],
-        enable_acting_master: bool = False,
+        enable_acting_master: bool | None = None,
         zone_name: str = "",
         instance_id: str = "",
         protocol: str = "remoting",
@@ -250,6 +279,10 @@ class NameServer:
         calls this directly) is recorded for the liveness view (``GetBrokerLiveTable``). A
         registration that takes the broker back from another run of it (two agents for one broker)
         is logged as a WARNING and named in the result (``conflicting_instance_id``).
+
+        ``enable_acting_master`` None = the broker did not say (a broker older than RocketMQ 5.x; over
+        gRPC, ``false``, which proto3 cannot tell from absent): the acting-master rules S50-S53 leave
+        it alone. ``True``/``False`` = a 5.x broker (``RegisterBrokerRequestHeader.enableActingMaster``).
 
         ``body_fingerprint`` identifies the body bytes as sent (checksum, length, compressed): when it
         equals this broker's last one, ``decode`` is not called. ``decode`` returns the decoded body
@@ -505,6 +538,24 @@ class NameServer:
 
         return cast("T | None", self.route_table.pickup_topic_route_cached(topic, build, key=encode))
 
+    def answer_per_change(self, key: Hashable, build: Callable[[], T]) -> T:
+        """``build()``, built once per change of the route table or the configuration and then
+        returned as it is (issue 20: topic lists, cluster info and the configuration cost milliseconds
+        to build for a thousand topics, and a client may ask thousands of times a second).
+
+        ``key`` names the answer and its encoding (one door's bytes are not the other's); at most
+        :data:`MAX_CACHED_ANSWERS` keys are kept. The route table's ``version`` is read before
+        building, so a change made meanwhile only makes the next call build again."""
+        version, config = self.route_table.version, self.config
+        entry = self._answers.get(key)
+        if entry is not None and entry[0] == version and entry[1] is config:
+            return cast("T", entry[2])
+        value = build()
+        if len(self._answers) >= MAX_CACHED_ANSWERS:
+            self._answers.clear()
+        self._answers[key] = (version, config, value)
+        return value
+
     def get_cluster_info(self) -> ClusterInfo:
         """GET_BROKER_CLUSTER_INFO (S22)."""
         return self.route_table.get_cluster_info()
@@ -519,18 +570,14 @@ class NameServer:
     def get_topics_by_cluster(self, cluster_name: str) -> list[str]:
         """GET_TOPICS_BY_CLUSTER (S24). Raises TopicListDisabledError (``enableTopicList=false``,
         S41), InvalidFieldError."""
-        self._check_topic_list_enabled()
+        self.check_topic_list_enabled()
         require_name("cluster_name", cluster_name)
         return self.route_table.get_topics_by_cluster(cluster_name)
 
     def get_all_topic_list(self) -> list[str]:
         """GET_ALL_TOPIC_LIST_FROM_NAMESERVER (S24). Raises TopicListDisabledError when
         ``enableAllTopicList`` is false (S41: big clusters turn it off)."""
-        if not self.config.enable_all_topic_list:
-            raise TopicListDisabledError(
-                "the list of all topics is disabled on this NameServer (enableAllTopicList=false)",
-                {"key": "enableAllTopicList"},
-            )
+        self.check_all_topic_list_enabled()
         return self.route_table.get_all_topic_list()
 
     def get_system_topic_list(self) -> tuple[list[str], str]:
@@ -539,21 +586,31 @@ class NameServer:
 
     def get_unit_topic_list(self) -> list[str]:
         """GET_UNIT_TOPIC_LIST (S24). Raises TopicListDisabledError (``enableTopicList=false``, S41)."""
-        self._check_topic_list_enabled()
+        self.check_topic_list_enabled()
         return self.route_table.get_unit_topic_list()
 
     def get_has_unit_sub_topic_list(self) -> list[str]:
         """GET_HAS_UNIT_SUB_TOPIC_LIST (S24). Raises TopicListDisabledError (S41)."""
-        self._check_topic_list_enabled()
+        self.check_topic_list_enabled()
         return self.route_table.get_has_unit_sub_topic_list()
 
     def get_has_unit_sub_ununit_topic_list(self) -> list[str]:
         """GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST (S24). Raises TopicListDisabledError (S41)."""
-        self._check_topic_list_enabled()
+        self.check_topic_list_enabled()
         return self.route_table.get_has_unit_sub_ununit_topic_list()
 
-    def _check_topic_list_enabled(self) -> None:
-        """S41: ``enableTopicList`` (read at every request, changeable at run time)."""
+    def check_all_topic_list_enabled(self) -> None:
+        """S41: raise TopicListDisabledError when ``enableAllTopicList`` is false (read at every
+        request, changeable at run time); for doors that cache the list's encoding."""
+        if not self.config.enable_all_topic_list:
+            raise TopicListDisabledError(
+                "the list of all topics is disabled on this NameServer (enableAllTopicList=false)",
+                {"key": "enableAllTopicList"},
+            )
+
+    def check_topic_list_enabled(self) -> None:
+        """S41: raise TopicListDisabledError when ``enableTopicList`` is false (read at every request,
+        changeable at run time); for doors that cache the lists' encodings."""
         if not self.config.enable_topic_list:
             raise TopicListDisabledError(
                 "topic lists are disabled on this NameServer (enableTopicList=false)", {"key": "enableTopicList"}
@@ -658,6 +715,7 @@ class NameServer:
             self.route_table.invalidate_routes()
         self.config = new_config
         self.route_table.delete_topic_with_broker_registration = new_config.delete_topic_with_broker_registration
+        self.route_table.set_support_acting_master(new_config.support_acting_master)
         later = sorted(set(changes) & RESTART_KEYS)
         log.info(
             "configuration updated: %s%s",

@@ -2,14 +2,22 @@
 
 Five tables, as in ``namesrv/.../routeinfo/RouteInfoManager.java``::
 
-    topic_queue_table    topic       -> {broker name -> QueueData}
+    topic_queue_nums     topic       -> {broker name -> QueueNums} (QueueData without its broker name)
     broker_addr_table    broker name -> BrokerData {broker id -> broker addr}
     cluster_addr_table   cluster     -> {broker name}
     broker_live_table    broker addr -> BrokerLiveInfo
     filter_server_table  broker addr -> [filter-server addr]
 
-plus one index, ``topics_by_broker_name`` (broker name -> {topic}), so removing a broker name,
+plus one index, ``topics_by_broker_name`` (broker name -> {topic: None}), so removing a broker name,
 changing its write permission or listing a cluster's topics does not scan every topic.
+
+Representation (what the garbage collector walks): a QueueData is stored as a plain tuple of four
+ints, ``(readQueueNums, writeQueueNums, perm, topicSysFlag)``, interned (one object per distinct
+value in the whole table), and the topic index holds dicts of ``None``, not sets. CPython stops
+tracking plain tuples of ints and dicts holding only such values, so a table of 800,000 QueueData
+adds almost nothing to what a full collection walks (a ``QueueData`` NamedTuple and a ``set`` are
+tracked for ever: 0.3 s full collections at that size). :class:`QueueData` objects are built when a
+route is read (:meth:`pickup_topic_route_data`, :attr:`topic_queue_table`, :meth:`copy_tables`).
 
 Every public method takes one lock for its whole duration, so readers never see a half-applied
 registration or removal. Time comes from an injected ``clock`` returning milliseconds since the epoch,
@@ -59,12 +67,14 @@ from namesrv_grpc.core.model import (
     MASTER_ID,
     PERM_READ,
     PERM_WRITE,
+    SYNC_BROKER_MEMBER_GROUP_PREFIX,
     TOPIC_SYS_FLAG_UNIT,
     TOPIC_SYS_FLAG_UNIT_SUB,
     BrokerData,
     BrokerLiveInfo,
     ClusterInfo,
     DataVersion,
+    MinBrokerIdChange,
     QueueData,
     RegisterBrokerResult,
     RemovedBroker,
@@ -80,6 +90,13 @@ MAX_DISPLACED_KEYS = 4096
 MAX_DISPLACED_PER_BROKER = 16
 """Bounds of that memory: broker (cluster, name, id) keys, and replaced runs per key."""
 
+QueueNums = tuple[int, int, int, int]
+"""One QueueData as the table stores it: ``(readQueueNums, writeQueueNums, perm, topicSysFlag)``."""
+
+MAX_INTERNED_QUEUE_NUMS = 4096
+"""Distinct QueueNums values kept for sharing; past this the sharing table starts over (values in the
+table stay valid, only no longer shared)."""
+
 Clock = Callable[[], int]
 """Returns the current time in milliseconds since the epoch."""
 
@@ -87,10 +104,32 @@ RouteListener = Callable[[int, "frozenset[str] | None"], None]
 """Called after a change with (route revision, changed topics); topics None = every topic (what
 the route encoder adds changed, e.g. ``orderMessageEnable`` was toggled)."""
 
+MinBrokerIdListener = Callable[[MinBrokerIdChange], None]
+"""Called after a change, outside the lock, for every broker name whose smallest broker id changed
+in a way RocketMQ tells the brokers about (S53)."""
+
 
 def wall_clock_millis() -> int:
     """The system clock in milliseconds since the epoch (RocketMQ ``System.currentTimeMillis()``)."""
     return time.time_ns() // 1_000_000
+
+
+class QueueDataView(Mapping[str, dict[str, QueueData]]):
+    """``topic -> {broker name -> QueueData}`` over the table's compact storage (read-only; each
+    access builds the QueueData of one topic). For introspection and tests: the table itself reads
+    :attr:`RouteInfoManager.topic_queue_nums`."""
+
+    def __init__(self, queue_nums: dict[str, dict[str, QueueNums]]) -> None:
+        self._queue_nums = queue_nums
+
+    def __getitem__(self, topic: str) -> dict[str, QueueData]:
+        return {name: QueueData(name, *nums) for name, nums in self._queue_nums[topic].items()}
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._queue_nums)
+
+    def __len__(self) -> int:
+        return len(self._queue_nums)
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,23 +166,36 @@ class RouteTableStats:
 class RouteInfoManager:
     """The NameServer's in-memory route table (RocketMQ ``RouteInfoManager``). Thread-safe."""
 
-    def __init__(self, clock: Clock = wall_clock_millis, *, delete_topic_with_broker_registration: bool = False):
+    def __init__(
+        self,
+        clock: Clock = wall_clock_millis,
+        *,
+        delete_topic_with_broker_registration: bool = False,
+        support_acting_master: bool = False,
+    ):
         """``clock`` returns ms since the epoch. ``delete_topic_with_broker_registration`` is RocketMQ
         5.x's ``deleteTopicWithBrokerRegistration`` (default off): a master's changed registration
-        also removes its topics that the body no longer lists."""
+        also removes its topics that the body no longer lists. ``support_acting_master`` is 5.x's
+        ``supportActingMaster`` (default off, S52): routes show a master-less broker name's acting
+        master under id 0; change it with :meth:`set_support_acting_master`."""
         self._clock = clock
         self.delete_topic_with_broker_registration = delete_topic_with_broker_registration
+        self.support_acting_master = support_acting_master
         self._lock = threading.RLock()
-        self.topic_queue_table: dict[str, dict[str, QueueData]] = {}
+        self.topic_queue_nums: dict[str, dict[str, QueueNums]] = {}
+        """topic -> {broker name -> interned QueueNums} (see the module doc)."""
+        self._interned: dict[QueueNums, QueueNums] = {}
         self.broker_addr_table: dict[str, BrokerData] = {}
         self.cluster_addr_table: dict[str, set[str]] = {}
         self.broker_live_table: dict[str, BrokerLiveInfo] = {}
         self.filter_server_table: dict[str, list[str]] = {}
-        self.topics_by_broker_name: dict[str, set[str]] = {}
+        self.topics_by_broker_name: dict[str, dict[str, None]] = {}
+        """broker name -> {topic: None} (a dict used as an ordered set: untracked by the collector)."""
         self.topic_queue_mapping_info_table: dict[str, dict[str, TopicQueueMappingInfo]] = {}
-        """Static topics (RocketMQ 5.x ``topicQueueMappingInfoTable``): topic -> the mapping's ``bname``
-        -> mapping. Written by registrations of masters; never removed (as in RocketMQ: a broker that
-        leaves, or a deleted topic, keeps its mappings; a later registration replaces them)."""
+        """Static topics (RocketMQ 5.x ``topicQueueMappingInfoTable``, S40): topic -> the mapping's
+        ``bname`` -> mapping. Written by registrations that carry topics (master, prime slave); never
+        removed (as in RocketMQ: a broker that leaves, or a deleted topic, keeps its mappings; a later
+        registration replaces them)."""
         self._session_seq = 0
         self._expiry_heap: list[tuple[int, str]] = []
         self._scheduled: dict[str, int] = {}
@@ -151,10 +203,12 @@ class RouteInfoManager:
         later than its real one (``last_update_timestamp + heartbeat_timeout_millis``); a scan pops
         the entries that are due, removes the brokers that really expired and reschedules the rest
         at their real deadline. A scan with nothing due costs one comparison."""
-        self._route_cache: dict[str, dict[Hashable, Any]] = {}
-        """topic -> {encoding key -> the route as that encoder encoded it} (gRPC bytes, remoting JSON
+        self._route_cache: dict[str, dict[int, Any]] = {}
+        """topic -> {encoding number -> the route as that encoder encoded it} (gRPC bytes, remoting JSON
         in both forms). Values are built under the lock; every change that touches the topic's route
-        drops the topic's whole entry (all encodings together) under the lock."""
+        drops the topic's whole entry (all encodings together) under the lock. Encoding keys are
+        numbered (``_encoding_numbers``) so that an entry holds only ints and bytes (untracked)."""
+        self._encoding_numbers: dict[Hashable, int] = {}
         self.version = 0
         """Increases on every change of any table; cheap change detection for caches and snapshots."""
         self._digest = RouteDigest()
@@ -166,12 +220,21 @@ class RouteInfoManager:
         """Increases by one for every public call that changed some topic's route (see RouteListener)."""
         self.route_listeners: list[RouteListener] = []
         """Called after every route change, outside the lock, in the thread that made the change."""
+        self.min_broker_id_listeners: list[MinBrokerIdListener] = []
+        """Called with every MinBrokerIdChange (S53), outside the lock, in the thread that made it."""
+        self._min_broker_id_changes: list[MinBrokerIdChange] = []
         self._changed_topics: set[str] = set()
         self._all_routes_changed = False
         self._change_depth = 0
         self._changes_done = 0
         """Changing calls completed (bumped under the lock as each ends): a read made without the
         lock is still true when this has not moved since before the read (see register_broker)."""
+
+    @property
+    def topic_queue_table(self) -> QueueDataView:
+        """RocketMQ's ``topicQueueTable`` (topic -> {broker name -> QueueData}) as a read-only view of
+        :attr:`topic_queue_nums`; not locked (read it under :meth:`copy_tables` for a consistent copy)."""
+        return QueueDataView(self.topic_queue_nums)
 
     # ------------------------------------------------------------------ route changes
 
@@ -180,6 +243,7 @@ class RouteInfoManager:
         """Hold the lock; when the outermost hold ends, bump the revision (under the lock) if routes
         changed and call the listeners (after releasing it)."""
         notice: tuple[int, frozenset[str] | None] | None = None
+        min_broker_id_changes: list[MinBrokerIdChange] = []
         with self._lock:
             self._change_depth += 1
             try:
@@ -194,9 +258,14 @@ class RouteInfoManager:
                     notice = (self.route_revision, topics)
                     self._changed_topics = set()
                     self._all_routes_changed = False
+                if self._change_depth == 0 and self._min_broker_id_changes:
+                    min_broker_id_changes, self._min_broker_id_changes = self._min_broker_id_changes, []
         if notice is not None:
             for listener in list(self.route_listeners):
                 listener(*notice)
+        for change in min_broker_id_changes:
+            for min_listener in list(self.min_broker_id_listeners):
+                min_listener(change)
 
     def _route_changed(self, topic: str) -> None:
         """The topic's route changed: drop its cached encodings and report it when the call ends."""
@@ -218,7 +287,7 @@ class RouteInfoManager:
         filter_server_list: Iterable[str] = (),
         heartbeat_timeout_millis: int = 0,
         zone_name: str = "",
-        enable_acting_master: bool = False,
+        enable_acting_master: bool | None = None,
         instance_id: str = "",
         body_fingerprint: tuple[int, int, bool] | None = None,
         topics_fingerprint: int | None = None,
@@ -241,9 +310,17 @@ class RouteInfoManager:
 
         RocketMQ 5.x: ``zone_name`` replaces the broker name's zone (empty clears it).
         ``topic_queue_mappings`` (topic -> static-topic mapping) are kept per topic and per each
-        mapping's ``bname`` when the topics would be applied (a master whose DataVersion changed, or
-        a first registration); a body with mappings never deletes topics
+        mapping's ``bname`` when the topics are applied (a master, or a prime slave, whose DataVersion
+        changed, or a first registration); a body with mappings never deletes topics
         (``deleteTopicWithBrokerRegistration`` does not support static topics). None or empty = none.
+
+        ``enable_acting_master`` None is a broker older than RocketMQ 5.x (the field was absent): none
+        of the acting-master rules apply to it. Otherwise (RocketMQ 5.x ``registerBroker``): the
+        broker name's ``enable_acting_master`` becomes this value; a slave whose id is the smallest
+        of its broker name (the *prime slave*, no master registered) carries its topics like a
+        master, with the WRITE bit cleared when the broker name has ``enable_acting_master`` (S50).
+        A registration that lowers the broker name's smallest id is reported to the
+        :attr:`min_broker_id_listeners` (S53).
 
         Two runs of one broker (same cluster, name and id, different non-empty ``instance_id``, e.g.
         two agents started with the same broker.conf) take the registration from each other. Each
@@ -265,6 +342,7 @@ class RouteInfoManager:
         of other routes are not kept waiting; readers still never see half of it.
         """
         differing = self._differing(broker_name, topic_configs) if broker_id == MASTER_ID and topic_configs else None
+        new_version = enable_acting_master is not None
         with self._changing():
             now = self._clock()
             broker_data = self.broker_addr_table.get(broker_name)
@@ -307,7 +385,9 @@ class RouteInfoManager:
                 self.broker_addr_table[broker_name] = broker_data
             before = (dict(broker_data.broker_addrs), broker_data.zone_name, broker_data.enable_acting_master)
             broker_data.zone_name = zone_name
-            broker_data.enable_acting_master = enable_acting_master
+            broker_data.enable_acting_master = bool(enable_acting_master)
+            # S53: RocketMQ compares with the smallest id before this registration (0 when none).
+            prev_min_broker_id = min(broker_data.broker_addrs) if broker_data.broker_addrs else MASTER_ID
 
             # S05: one entry per address; then brokerAddrs[id] = addr.
             for other_id, addr in list(broker_data.broker_addrs.items()):
@@ -328,21 +408,26 @@ class RouteInfoManager:
             elif digest_before is None:
                 self._digest.add(broker_data_hash(broker_data))
 
-            # S06/S07: a master with a changed DataVersion (or a first registration) carries topics.
-            topics_applied = broker_id != MASTER_ID or topic_configs is None
+            # S06/S07: a master with a changed DataVersion (or a first registration) carries topics;
+            # S50 (5.x): so does the prime slave, read-only when its broker name has acting master.
+            prime_slave = new_version and broker_id != MASTER_ID and broker_id == min(broker_data.broker_addrs)
+            carries_topics = broker_id == MASTER_ID or prime_slave
+            topics_applied = not carries_topics or topic_configs is None
             changed = previous is None or previous.broker_name != broker_name or previous.data_version != data_version
-            if broker_id == MASTER_ID and topic_queue_mappings and (register_first or changed):
-                self._put_topic_queue_mappings(topic_queue_mappings)
-            if broker_id == MASTER_ID and topic_configs is not None and (register_first or changed):
-                # With mappings no topic is deleted: the table may then hold more than the body's
+            if carries_topics and topic_queue_mappings and (register_first or changed):
+                self._put_topic_queue_mappings(topic_queue_mappings)  # S40
+            if carries_topics and topic_configs is not None and (register_first or changed):
+                # S40: with mappings no topic is deleted; the table may then hold more than the body's
                 # topics make, so the topics fingerprint is not kept (the next body decodes in full).
                 topics_applied = not (self.delete_topic_with_broker_registration and topic_queue_mappings)
                 if self.delete_topic_with_broker_registration and not topic_queue_mappings:
-                    for topic in self.topics_by_broker_name.get(broker_name, set()) - set(topic_configs):
+                    for topic in self.topics_by_broker_name.get(broker_name, {}).keys() - topic_configs.keys():
                         self._remove_queue_data(topic, broker_name)
                 configs: Iterable[TopicConfig] = topic_configs.values()
                 if differing is not None and differing[0] == self._changes_done:
                     configs = differing[1]  # nothing changed since: the others are equal, S07 skips them
+                if prime_slave and broker_data.enable_acting_master:
+                    configs = [c._replace(perm=c.perm & ~PERM_WRITE) for c in configs]
                 for topic_config in configs:
                     self._create_and_update_queue_data(broker_name, topic_config)
 
@@ -377,6 +462,10 @@ class RouteInfoManager:
                 self.filter_server_table[broker_addr] = filter_servers
             else:
                 self.filter_server_table.pop(broker_addr, None)
+
+            # S53: a registration that lowers the smallest id tells the others (RocketMQ registerBroker).
+            if broker_id < prev_min_broker_id:
+                self._min_broker_id_changed(broker_data, offline_broker_addr="", ha_broker_addr=ha_server_addr)
 
             # S10: a slave learns its live master.
             if broker_id != MASTER_ID:
@@ -424,13 +513,12 @@ class RouteInfoManager:
         table's)``, read without the lock (single dict reads; the values are immutable tuples). The
         list is what S07 would write as long as no change ended since."""
         seen = self._changes_done
-        table = self.topic_queue_table
+        table = self.topic_queue_nums
         differing = []
         for topic_config in topic_configs.values():
             queue_data_map = table.get(topic_config.topic_name)
             old = queue_data_map.get(broker_name) if queue_data_map is not None else None
             if old is None or old != (
-                broker_name,
                 topic_config.read_queue_nums,
                 topic_config.write_queue_nums,
                 topic_config.perm,
@@ -441,26 +529,35 @@ class RouteInfoManager:
 
     def _create_and_update_queue_data(self, broker_name: str, topic_config: TopicConfig) -> None:
         """S07: create the topic, add or replace this broker name's QueueData when it differs."""
-        queue_data = QueueData(
-            broker_name=broker_name,
-            read_queue_nums=topic_config.read_queue_nums,
-            write_queue_nums=topic_config.write_queue_nums,
-            perm=topic_config.perm,
-            topic_sys_flag=topic_config.topic_sys_flag,
+        topic = topic_config.topic_name
+        nums = (
+            topic_config.read_queue_nums,
+            topic_config.write_queue_nums,
+            topic_config.perm,
+            topic_config.topic_sys_flag,
         )
-        queue_data_map = self.topic_queue_table.setdefault(topic_config.topic_name, {})
-        old = queue_data_map.get(broker_name)
-        if old != queue_data:
-            self._set_queue_data(topic_config.topic_name, queue_data_map, old, queue_data)
-            self._route_changed(topic_config.topic_name)
-        self.topics_by_broker_name.setdefault(broker_name, set()).add(topic_config.topic_name)
+        queue_data_map = self.topic_queue_nums.setdefault(topic, {})
+        if queue_data_map.get(broker_name) != nums:
+            self._set_queue_nums(topic, queue_data_map, broker_name, nums)
+            self._route_changed(topic)
+        self.topics_by_broker_name.setdefault(broker_name, {})[topic] = None
 
-    def _set_queue_data(
-        self, topic: str, queue_data_map: dict[str, QueueData], old: QueueData | None, new: QueueData
+    def _set_queue_nums(
+        self, topic: str, queue_data_map: dict[str, QueueNums], broker_name: str, nums: QueueNums
     ) -> None:
-        """Put ``new`` into the topic's map (replacing ``old``), keeping the digest up to date."""
-        queue_data_map[new.broker_name] = new
-        self._digest.replace(None if old is None else queue_data_hash(topic, old), queue_data_hash(topic, new))
+        """Put ``nums`` (interned here) as ``broker_name``'s QueueData into the topic's map, keeping the
+        digest up to date."""
+        old = queue_data_map.get(broker_name)
+        interned = self._interned.get(nums)
+        if interned is None:
+            if len(self._interned) >= MAX_INTERNED_QUEUE_NUMS:
+                self._interned.clear()
+            interned = self._interned[nums] = nums
+        queue_data_map[broker_name] = interned
+        self._digest.replace(
+            None if old is None else queue_data_hash(topic, QueueData(broker_name, *old)),
+            queue_data_hash(topic, QueueData(broker_name, *nums)),
+        )
 
     # ------------------------------------------------------------------ liveness (S13, S14, S20)
 
@@ -630,12 +727,70 @@ class RouteInfoManager:
             return (master_addr, live.ha_server_addr) if live is not None else ("", "")
 
     def _remove_addr(self, broker_addr: str, reason: str) -> RemovedBroker:
-        """S16: drop an address from the live and filter tables and from its BrokerData, cascading."""
+        """S16: drop an address from the live and filter tables and from its BrokerData, cascading.
+        Every departure (expiry, unregistration, connection or session end) comes here, so S51 and
+        S53 apply to all of them alike."""
         self.version += 1
         live = self.broker_live_table.pop(broker_addr)
         self.filter_server_table.pop(broker_addr, None)
+        broker_data = self.broker_addr_table.get(live.broker_name)
+        was_min = (
+            broker_data is not None
+            and bool(broker_data.broker_addrs)
+            and live.broker_id == min(broker_data.broker_addrs)
+        )
         self._remove_addr_from_broker_data(live.broker_name, broker_addr)
+        if broker_data is not None and broker_data.broker_addrs:
+            self._after_departure(broker_data, broker_addr, was_min)
         return RemovedBroker(broker_addr, live.cluster, live.broker_name, live.broker_id, reason, live.instance_id)
+
+    def _after_departure(self, broker_data: BrokerData, offline_addr: str, was_min: bool) -> None:
+        """A broker name lost ``offline_addr`` and keeps other addresses (RocketMQ 5.x
+        ``unRegisterBroker`` / ``cleanTopicByUnRegisterRequests``).
+
+        S51: with ``enable_acting_master`` and no master left, every QueueData of the broker name
+        loses its WRITE bit (RocketMQ: ``isNoMasterExists`` -> ``perm & ~PERM_WRITE``).
+        S53: when the address had the smallest id and the broker name has ``enable_acting_master``,
+        the remaining brokers are to be told the new smallest id.
+        When the smallest id changed, the next registration of the new smallest (now the prime
+        slave, S50) decodes its topics again."""
+        broker_name = broker_data.broker_name
+        if was_min:
+            self._forget_topics_fingerprints(broker_name)
+        if broker_data.enable_acting_master and MASTER_ID not in broker_data.broker_addrs:
+            for topic in self.topics_by_broker_name.get(broker_name, ()):
+                queue_data_map = self.topic_queue_nums[topic]
+                read, write, perm, sys_flag = queue_data_map[broker_name]
+                if perm & PERM_WRITE:
+                    self._forget_topics_fingerprints(broker_name)
+                    self._set_queue_nums(
+                        topic, queue_data_map, broker_name, (read, write, perm & ~PERM_WRITE, sys_flag)
+                    )
+                    self._route_changed(topic)
+        if was_min and broker_data.enable_acting_master:
+            self._min_broker_id_changed(broker_data, offline_broker_addr=offline_addr, ha_broker_addr="")
+
+    def _min_broker_id_changed(self, broker_data: BrokerData, *, offline_broker_addr: str, ha_broker_addr: str) -> None:
+        """Queue a MinBrokerIdChange for the listeners (S53). Recipients as RocketMQ's
+        ``chooseBrokerAddrsToNotify``: after a departure, or when the broker name has one address,
+        every address; after an arrival, every address but the new smallest id's."""
+        addrs = broker_data.broker_addrs
+        min_id = min(addrs)
+        if offline_broker_addr or len(addrs) == 1:
+            recipients = tuple(addrs[i] for i in sorted(addrs))
+        else:
+            recipients = tuple(addrs[i] for i in sorted(addrs) if i != min_id)
+        self._min_broker_id_changes.append(
+            MinBrokerIdChange(
+                cluster=broker_data.cluster,
+                broker_name=broker_data.broker_name,
+                min_broker_id=min_id,
+                min_broker_addr=addrs[min_id],
+                offline_broker_addr=offline_broker_addr,
+                ha_broker_addr=ha_broker_addr,
+                recipients=recipients,
+            )
+        )
 
     def _remove_addr_from_broker_data(self, broker_name: str, broker_addr: str) -> None:
         broker_data = self.broker_addr_table.get(broker_name)
@@ -668,16 +823,16 @@ class RouteInfoManager:
     def _remove_queue_data(self, topic: str, broker_name: str) -> None:
         self._forget_topics_fingerprints(broker_name)
         self._route_changed(topic)
-        queue_data_map = self.topic_queue_table.get(topic)
+        queue_data_map = self.topic_queue_nums.get(topic)
         if queue_data_map is not None:
             old = queue_data_map.pop(broker_name, None)
             if old is not None:
-                self._digest.remove(queue_data_hash(topic, old))
+                self._digest.remove(queue_data_hash(topic, QueueData(broker_name, *old)))
             if not queue_data_map:
-                del self.topic_queue_table[topic]
+                del self.topic_queue_nums[topic]
         topics = self.topics_by_broker_name.get(broker_name)
         if topics is not None:
-            topics.discard(topic)
+            topics.pop(topic, None)
             if not topics:
                 del self.topics_by_broker_name[broker_name]
 
@@ -704,25 +859,26 @@ class RouteInfoManager:
         before or after a registration, never half of one. ``encode`` runs under the lock; it must not
         call back into this table. Call :meth:`invalidate_routes` when what ``encode`` adds changes.
         """
-        if key is None:
-            key = encode
+        number = self._encoding_numbers.get(encode if key is None else key)
         encodings = self._route_cache.get(topic)
-        if encodings is not None:
-            cached = encodings.get(key)
+        if encodings is not None and number is not None:
+            cached = encodings.get(number)
             if cached is not None:
                 return cached
         with self._lock:
+            if number is None:
+                number = self._encoding_numbers.setdefault(encode if key is None else key, len(self._encoding_numbers))
             encodings = self._route_cache.get(topic)
-            if encodings is not None and (cached := encodings.get(key)) is not None:
+            if encodings is not None and (cached := encodings.get(number)) is not None:
                 return cached
             route = self._route_data(topic)
             if route is None:
                 return None
             value = encode(route)
             if encodings is None:
-                self._route_cache[topic] = {key: value}
+                self._route_cache[topic] = {number: value}
             else:
-                encodings[key] = value
+                encodings[number] = value
             return value
 
     def invalidate_routes(self, topics: Iterable[str] | None = None) -> None:
@@ -748,7 +904,7 @@ class RouteInfoManager:
             return self.route_revision, {topic: self._route_data(topic) for topic in topics}
 
     def _route_data(self, topic: str) -> TopicRouteData | None:
-        queue_data_map = self.topic_queue_table.get(topic)
+        queue_data_map = self.topic_queue_nums.get(topic)
         if not queue_data_map:
             return None
         broker_datas: list[BrokerData] = []
@@ -764,11 +920,31 @@ class RouteInfoManager:
                     filter_servers[addr] = tuple(servers)
         if not broker_datas:
             return None
-        queue_datas = tuple(queue_data_map[name] for name in sorted(queue_data_map))
+        if self.support_acting_master and not topic.startswith(SYNC_BROKER_MEMBER_GROUP_PREFIX):
+            for broker_data in broker_datas:
+                addrs = broker_data.broker_addrs
+                if (
+                    addrs
+                    and MASTER_ID not in addrs
+                    and broker_data.enable_acting_master
+                    and not queue_data_map[broker_data.broker_name][2] & PERM_WRITE
+                ):
+                    # S52: the acting master (smallest id) is shown as the master (RocketMQ 5.x
+                    # pickupTopicRouteData, supportActingMaster).
+                    addrs[MASTER_ID] = addrs.pop(min(addrs))
+        queue_datas = tuple(QueueData(name, *queue_data_map[name]) for name in sorted(queue_data_map))
         mappings = self.topic_queue_mapping_info_table.get(topic)
-        if mappings:
+        if mappings:  # S40
             return TopicRouteData(queue_datas, tuple(broker_datas), filter_servers, "", dict(mappings))
         return TopicRouteData(queue_datas, tuple(broker_datas), filter_servers)
+
+    def set_support_acting_master(self, enabled: bool) -> None:
+        """Switch S52 (``supportActingMaster``) at run time; every route counts as changed when it flips."""
+        with self._changing():
+            if enabled != self.support_acting_master:
+                self.support_acting_master = enabled
+                self._route_cache.clear()
+                self._all_routes_changed = True
 
     def topics_unchanged(
         self, *, cluster_name: str, broker_name: str, broker_id: int, broker_addr: str, topics_fingerprint: int
@@ -819,14 +995,14 @@ class RouteInfoManager:
     def get_all_topic_list(self) -> list[str]:
         """S24: every topic, sorted."""
         with self._lock:
-            return sorted(self.topic_queue_table)
+            return sorted(self.topic_queue_nums)
 
     def get_topics_by_cluster(self, cluster_name: str) -> list[str]:
         """S24: topics with QueueData on any broker name of the cluster, sorted; [] for an unknown one."""
         with self._lock:
             topics: set[str] = set()
             for broker_name in self.cluster_addr_table.get(cluster_name, ()):
-                topics |= self.topics_by_broker_name.get(broker_name, set())
+                topics.update(self.topics_by_broker_name.get(broker_name, ()))
             return sorted(topics)
 
     def get_system_topic_list(self) -> tuple[list[str], str]:
@@ -850,9 +1026,9 @@ class RouteInfoManager:
         with self._lock:
             return sorted(
                 topic
-                for topic, queue_data_map in self.topic_queue_table.items()
-                if any(q.topic_sys_flag & has == has for q in queue_data_map.values())
-                and not any(q.topic_sys_flag & has_not for q in queue_data_map.values())
+                for topic, queue_data_map in self.topic_queue_nums.items()
+                if any(nums[3] & has == has for nums in queue_data_map.values())
+                and not any(nums[3] & has_not for nums in queue_data_map.values())
             )
 
     def get_unit_topic_list(self) -> list[str]:
@@ -879,14 +1055,14 @@ class RouteInfoManager:
 
     def _operate_write_perm(self, broker_name: str, new_perm: Callable[[int], int]) -> int:
         with self._changing():
-            topics = self.topics_by_broker_name.get(broker_name, set())
+            topics = self.topics_by_broker_name.get(broker_name, {})
             if topics:
                 self.version += 1
                 self._forget_topics_fingerprints(broker_name)
             for topic in topics:
-                queue_data_map = self.topic_queue_table[topic]
-                queue_data = queue_data_map[broker_name]
-                self._set_queue_data(topic, queue_data_map, queue_data, queue_data.with_perm(new_perm(queue_data.perm)))
+                queue_data_map = self.topic_queue_nums[topic]
+                read, write, perm, sys_flag = queue_data_map[broker_name]
+                self._set_queue_nums(topic, queue_data_map, broker_name, (read, write, new_perm(perm), sys_flag))
                 self._route_changed(topic)
             return len(topics)
 
@@ -894,7 +1070,7 @@ class RouteInfoManager:
         """S25 ``DELETE_TOPIC_IN_NAMESRV``: remove the topic, or only the QueueData of the broker names
         of ``cluster_name`` when it is given (an unknown cluster or topic changes nothing)."""
         with self._changing():
-            queue_data_map = self.topic_queue_table.get(topic)
+            queue_data_map = self.topic_queue_nums.get(topic)
             if queue_data_map is None:
                 return
             if cluster_name:
@@ -923,11 +1099,17 @@ class RouteInfoManager:
                     )
             self.version += 1
             self._route_changed(topic)
-            queue_data_map = self.topic_queue_table.setdefault(topic, {})
+            queue_data_map = self.topic_queue_nums.setdefault(topic, {})
             for queue_data in queue_datas:
                 self._forget_topics_fingerprints(queue_data.broker_name)
-                self._set_queue_data(topic, queue_data_map, queue_data_map.get(queue_data.broker_name), queue_data)
-                self.topics_by_broker_name.setdefault(queue_data.broker_name, set()).add(topic)
+                nums = (
+                    queue_data.read_queue_nums,
+                    queue_data.write_queue_nums,
+                    queue_data.perm,
+                    queue_data.topic_sys_flag,
+                )
+                self._set_queue_nums(topic, queue_data_map, queue_data.broker_name, nums)
+                self.topics_by_broker_name.setdefault(queue_data.broker_name, {})[topic] = None
 
     # ------------------------------------------------------------------ introspection
 
@@ -935,7 +1117,10 @@ class RouteInfoManager:
         """A consistent copy of all five tables (one lock hold; O(table size))."""
         with self._lock:
             return RouteTableCopy(
-                topic_queue_table={topic: dict(m) for topic, m in self.topic_queue_table.items()},
+                topic_queue_table={
+                    topic: {name: QueueData(name, *nums) for name, nums in m.items()}
+                    for topic, m in self.topic_queue_nums.items()
+                },
                 broker_addr_table={name: data.copy() for name, data in self.broker_addr_table.items()},
                 cluster_addr_table={c: frozenset(names) for c, names in self.cluster_addr_table.items()},
                 broker_live_table={addr: dataclasses.replace(live) for addr, live in self.broker_live_table.items()},
@@ -965,6 +1150,6 @@ class RouteInfoManager:
                 brokers_live=len(self.broker_live_table),
                 broker_names=len(self.broker_addr_table),
                 clusters=len(self.cluster_addr_table),
-                topics=len(self.topic_queue_table),
-                queue_datas=sum(len(m) for m in self.topic_queue_table.values()),
+                topics=len(self.topic_queue_nums),
+                queue_datas=sum(len(m) for m in self.topic_queue_nums.values()),
             )

@@ -85,7 +85,8 @@ class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[mis
             body_crc32c=request.body_crc32c,
             compressed=request.compressed,
             heartbeat_timeout_millis=request.heartbeat_timeout_millis,
-            enable_acting_master=request.enable_acting_master,
+            # proto3 cannot tell false from absent: false is "did not say" (no acting-master rules).
+            enable_acting_master=True if request.enable_acting_master else None,
             zone_name=request.zone_name,
             instance_id=request.instance_id,
         )
@@ -214,15 +215,22 @@ class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[mis
 
     async def GetBrokerClusterInfo(
         self, request: ns_pb2.GetBrokerClusterInfoRequest, context: Context
-    ) -> ns_pb2.GetBrokerClusterInfoResponse:
+    ) -> ns_pb2.GetBrokerClusterInfoResponse | bytes:
         self._guard.require(context, Action.READ_ROUTES)
-        return cluster_info_to_proto(self._ns.get_cluster_info())
+        return self._ns.answer_per_change(
+            "grpc cluster info", lambda: cluster_info_to_proto(self._ns.get_cluster_info()).SerializeToString()
+        )
 
     async def GetAllTopicList(
         self, request: ns_pb2.GetAllTopicListRequest, context: Context
-    ) -> ns_pb2.GetAllTopicListResponse:
+    ) -> ns_pb2.GetAllTopicListResponse | bytes:
         self._guard.require(context, Action.READ_ROUTES)
-        return ns_pb2.GetAllTopicListResponse(topics=self._ns.get_all_topic_list())
+        self._ns.check_all_topic_list_enabled()  # S41
+        table = self._ns.route_table
+        return self._ns.answer_per_change(
+            "grpc all topics",
+            lambda: ns_pb2.GetAllTopicListResponse(topics=table.get_all_topic_list()).SerializeToString(),
+        )
 
     async def GetTopicsByCluster(
         self, request: ns_pb2.GetTopicsByClusterRequest, context: Context
@@ -343,9 +351,12 @@ class AdminServicer(admin_grpc.AdminServiceServicer):  # type: ignore[misc]
 
     async def GetNamesrvConfig(
         self, request: admin_pb2.GetNamesrvConfigRequest, context: Context
-    ) -> admin_pb2.GetNamesrvConfigResponse:
+    ) -> admin_pb2.GetNamesrvConfigResponse | bytes:
         self._guard.require(context, Action.ADMIN_READ)
-        return admin_pb2.GetNamesrvConfigResponse(config=self._ns.get_namesrv_config())
+        return self._ns.answer_per_change(
+            "grpc config",
+            lambda: admin_pb2.GetNamesrvConfigResponse(config=self._ns.get_namesrv_config()).SerializeToString(),
+        )
 
     async def UpdateNamesrvConfig(
         self, request: admin_pb2.UpdateNamesrvConfigRequest, context: Context

@@ -13,6 +13,13 @@ Every RocketMQ broker, client and ``mqadmin`` speaks it. The modules, from the w
   :mod:`namesrv_grpc.core.model`.
 - :mod:`.client` -- a small asyncio remoting client (tests, the bench).
 
-The server side (connections, dispatch of the 23 request codes to :mod:`namesrv_grpc.core.processor`)
-lives in :mod:`.server` and :mod:`.handlers`.
+The server side, imported in one direction (no circle):
+
+- :mod:`.connection` -- one connection (``asyncio.Protocol``) and its bounds: frames per turn,
+  answers waiting (write-buffer water marks), requests in flight, frame deadline, idle timeout.
+- :mod:`.budget` -- the server-wide bounds: ``maxConnections``, bytes held in unfinished frames.
+- :mod:`.handlers` (with :mod:`.access`, :mod:`.errors`) -- dispatch of the request codes to
+  :mod:`namesrv_grpc.core.processor`.
+- :mod:`.tls_sniff` -- TLS and plaintext on one port.
+- :mod:`.server` -- the listener that ties them together.
 """

@@ -10,14 +10,11 @@ ACL does (``AclException`` -> ``NO_PERMISSION``), and is not handled at all.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
 from namesrv_grpc.remoting.codec import RemotingCommand
 from namesrv_grpc.remoting.codes import RequestCode
+from namesrv_grpc.remoting.connection import RemotingConnection
 from namesrv_grpc.security.authz import REQUIRED_ROLE, Action, Guard, Principal, Role
-
-if TYPE_CHECKING:
-    from namesrv_grpc.remoting.server import RemotingConnection
 
 REQUEST_ACTIONS: Mapping[int, tuple[Action, str | None]] = {
     RequestCode.PUT_KV_CONFIG: (Action.WRITE_KV, None),

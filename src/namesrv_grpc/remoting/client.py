@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import ssl
 from collections.abc import Mapping
 from types import TracebackType
 
@@ -65,9 +66,15 @@ class RemotingClient:
         max_frame_length: int = DEFAULT_FRAME_MAX_LENGTH,
         language: str = "PYTHON",
         version: int = CURRENT_VERSION,
+        ssl_context: ssl.SSLContext | None = None,
+        server_hostname: str | None = None,
     ) -> RemotingClient:
-        """Open a connection to ``host:port`` within ``timeout`` seconds (raises OSError / TimeoutError)."""
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+        """Open a connection to ``host:port`` within ``timeout`` seconds (raises OSError / TimeoutError);
+        over TLS when ``ssl_context`` is given (``server_hostname``: the name to verify, default ``host``)."""
+        tls: dict[str, object] = {}
+        if ssl_context is not None:
+            tls = {"ssl": ssl_context, "server_hostname": server_hostname or host}
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port, **tls), timeout)  # type: ignore[arg-type]
         return cls(reader, writer, max_frame_length=max_frame_length, language=language, version=version)
 
     @property

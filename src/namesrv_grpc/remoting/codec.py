@@ -237,7 +237,26 @@ def _ext_value(key: str, value: Any) -> str | None:
     raise FrameError(f"JSON header extFields[{key!r:.60}] must be a string, got {type(value).__name__}")
 
 
-def _decode_json_header(raw: bytes) -> RemotingCommand:
+MAX_HEADER_FIELDS: Final = 1024
+"""Most extFields one header may carry (``remotingHeaderMaxFields``'s default). RocketMQ's largest
+request header class has about 30 fields; the bound keeps the work of decoding one header small
+whatever its length (a 16 MiB JSON header ``[[],[],...]`` would otherwise take seconds of CPU)."""
+
+
+def _check_json_structure(raw: bytes, max_fields: int) -> None:
+    """Refuse, before parsing, a JSON header with more structure than ``max_fields`` extFields need:
+    every comma, ``[`` and ``{`` is counted (strings included, so the count is an upper bound; plain
+    long strings cost nothing to parse and are not limited here)."""
+    tokens = raw.count(b",") + raw.count(b"{") + raw.count(b"[")
+    if tokens > max_fields + 16:
+        raise FrameError(
+            f"JSON header of {len(raw)} bytes has {tokens} commas and brackets, more than {max_fields} "
+            "extFields need (remotingHeaderMaxFields)"
+        )
+
+
+def _decode_json_header(raw: bytes, max_fields: int = MAX_HEADER_FIELDS) -> RemotingCommand:
+    _check_json_structure(raw, max_fields)
     try:
         header = json.loads(raw)
     except RecursionError:
@@ -316,7 +335,7 @@ def _read_str(raw: bytes, position: int, length: int, end: int, what: str) -> tu
         raise FrameError(f"ROCKETMQ header {what} is not UTF-8: {exc.reason} at byte {exc.start}") from None
 
 
-def _decode_rocketmq_header(raw: bytes) -> RemotingCommand:
+def _decode_rocketmq_header(raw: bytes, max_fields: int = MAX_HEADER_FIELDS) -> RemotingCommand:
     end = len(raw)
     if end < _FIXED_SIZE + 8:
         raise FrameError(f"ROCKETMQ header of {end} bytes is shorter than the {_FIXED_SIZE + 8}-byte minimum")
@@ -347,6 +366,8 @@ def _decode_rocketmq_header(raw: bytes) -> RemotingCommand:
         (value_length,) = _INT32.unpack_from(raw, position)
         value, position = _read_str(raw, position + 4, value_length, ext_end, f"extFields[{key!r:.60}] value")
         ext_fields[key] = value
+        if len(ext_fields) > max_fields:
+            raise FrameError(f"ROCKETMQ header has more than {max_fields} extFields (remotingHeaderMaxFields)")
     if position != end:
         raise FrameError(f"ROCKETMQ header has {end - position} bytes after its extFields")
     return RemotingCommand(
@@ -370,7 +391,9 @@ def _http_or_tls_hint(prefix: bytes) -> str:
     return ""
 
 
-def _decode_frame(frame: bytes | bytearray, start: int, end: int) -> RemotingCommand:
+def _decode_frame(
+    frame: bytes | bytearray, start: int, end: int, max_fields: int = MAX_HEADER_FIELDS
+) -> RemotingCommand:
     """Decode the frame in ``frame[start:end]`` (after its 4-byte total length)."""
     if end - start < 4:
         raise FrameError(f"frame of {end - start} bytes has no header length")
@@ -385,9 +408,11 @@ def _decode_frame(frame: bytes | bytearray, start: int, end: int) -> RemotingCom
         )
     header = bytes(frame[header_start:body_start])
     if serialize_type == SerializeType.JSON:
-        cmd = _decode_json_header(header)
+        cmd = _decode_json_header(header, max_fields)
+        if len(cmd.ext_fields) > max_fields:
+            raise FrameError(f"JSON header has more than {max_fields} extFields (remotingHeaderMaxFields)")
     elif serialize_type == SerializeType.ROCKETMQ:
-        cmd = _decode_rocketmq_header(header)
+        cmd = _decode_rocketmq_header(header, max_fields)
     else:
         raise FrameError(f"unknown serialize type {serialize_type} (0 = JSON, 1 = ROCKETMQ)")
     if body_start < end:
@@ -408,49 +433,82 @@ class FrameDecoder:
     """Incremental frame decoder for one connection (``NettyDecoder``: a length-prefixed frame of at
     most ``max_frame_length`` bytes including the 4 length bytes, then ``RemotingCommand.decode``).
 
-    :meth:`feed` takes bytes as they arrive (frames may be split across reads or coalesced in one)
-    and returns the commands completed by them, in order. The length of a frame is checked as soon
-    as its 4 length bytes arrive, before any of its body is buffered, so memory held is at most one
-    frame plus one read. After a FrameError the decoder is unusable (the connection must close).
+    :meth:`add` takes bytes as they arrive (frames may be split across reads or coalesced in one);
+    :meth:`take` decodes up to ``limit`` of the complete frames held, in order (a server decodes a
+    bounded number per turn of its event loop); :meth:`feed` is both, decoding every complete frame.
+    The length of a frame is checked as soon as its 4 length bytes arrive, before any of its body is
+    buffered, so memory held is at most one frame plus one read. A header may carry at most
+    ``max_header_fields`` extFields (:data:`MAX_HEADER_FIELDS`). After a FrameError the decoder is
+    unusable (the connection must close).
     """
 
-    __slots__ = ("_buffer", "_failed", "max_frame_length")
+    __slots__ = ("_buffer", "_failed", "max_frame_length", "max_header_fields")
 
-    def __init__(self, max_frame_length: int = DEFAULT_FRAME_MAX_LENGTH) -> None:
+    def __init__(self, max_frame_length: int = DEFAULT_FRAME_MAX_LENGTH, max_header_fields: int = MAX_HEADER_FIELDS):
         if max_frame_length < 8:
             raise ValueError(f"max_frame_length must be at least 8 bytes, got {max_frame_length}")
         self.max_frame_length = max_frame_length
+        self.max_header_fields = max_header_fields
         self._buffer = bytearray()
         self._failed = False
 
     @property
     def buffered(self) -> int:
-        """Bytes of an incomplete frame held (non-zero at end of stream = a truncated frame)."""
+        """Bytes held: complete frames not yet taken and an incomplete one (non-zero at end of stream
+        = a truncated frame)."""
         return len(self._buffer)
 
-    def feed(self, data: bytes | bytearray | memoryview) -> list[RemotingCommand]:
-        """Add ``data`` and return every command it completes. Raises FrameError (see the module docstring)."""
+    def add(self, data: bytes | bytearray | memoryview) -> None:
+        """Hold ``data``; checks the length of the frame it starts (raises FrameError)."""
+        if self._failed:
+            raise FrameError("decoder already failed on an earlier frame")
+        self._buffer += data
+        self._complete_length()
+
+    def _complete_length(self) -> int:
+        """The total length of the first frame held when all of it is there, else 0; raises
+        FrameError for a length out of bounds."""
+        buffer = self._buffer
+        if len(buffer) < 4:
+            return 0
+        (length,) = _INT32.unpack_from(buffer, 0)
+        if length < 4:
+            self._fail()
+            raise FrameError(f"frame length {length} is too small (at least 4: the header length)")
+        if length + 4 > self.max_frame_length:
+            hint = _http_or_tls_hint(bytes(buffer[:4]))
+            self._fail()
+            raise FrameError(f"frame of {length + 4} bytes is over the {self.max_frame_length}-byte limit{hint}")
+        return length + 4 if len(buffer) >= length + 4 else 0
+
+    def _fail(self) -> None:
+        self._failed = True
+        self._buffer = bytearray()
+
+    @property
+    def has_frame(self) -> bool:
+        """Whether a complete frame is held (raises FrameError for a bad length)."""
+        return not self._failed and self._complete_length() > 0
+
+    def take(self, limit: int | None = None) -> list[RemotingCommand]:
+        """Decode and drop up to ``limit`` (None: every) complete frames held. Raises FrameError."""
         if self._failed:
             raise FrameError("decoder already failed on an earlier frame")
         buffer = self._buffer
-        buffer += data
         commands: list[RemotingCommand] = []
         try:
-            while len(buffer) >= 4:
-                (length,) = _INT32.unpack_from(buffer, 0)
-                if length < 4:
-                    raise FrameError(f"frame length {length} is too small (at least 4: the header length)")
-                if length + 4 > self.max_frame_length:
-                    hint = _http_or_tls_hint(bytes(buffer[:4]))
-                    raise FrameError(
-                        f"frame of {length + 4} bytes is over the {self.max_frame_length}-byte limit{hint}"
-                    )
-                if len(buffer) < length + 4:
+            while limit is None or len(commands) < limit:
+                total = self._complete_length()
+                if not total:
                     break
-                commands.append(_decode_frame(buffer, 4, length + 4))
-                del buffer[: length + 4]
+                commands.append(_decode_frame(buffer, 4, total, self.max_header_fields))
+                del buffer[:total]
         except FrameError:
-            self._failed = True
-            self._buffer = bytearray()
+            self._fail()
             raise
         return commands
+
+    def feed(self, data: bytes | bytearray | memoryview) -> list[RemotingCommand]:
+        """Add ``data`` and return every command it completes. Raises FrameError (see the module docstring)."""
+        self.add(data)
+        return self.take()

@@ -47,6 +47,11 @@ class RequestCode(IntEnum):
     BROKER_HEARTBEAT = 904
 
 
+NOTIFY_MIN_BROKER_ID_CHANGE: Final = 905
+"""The one request the NameServer *sends* (to brokers, one-way; RocketMQ 5.x
+``RequestCode.NOTIFY_MIN_BROKER_ID_CHANGE``, S53). Not in :class:`RequestCode`: it is never answered here."""
+
+
 class ResponseCode(IntEnum):
     """Response codes a NameServer answers with (``RemotingSysResponseCode.java`` for 0-3,
     ``ResponseCode.java`` for the rest)."""

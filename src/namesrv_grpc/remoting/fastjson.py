@@ -164,7 +164,8 @@ def _quote_integer_keys(text: str) -> str:
 def loads(data: bytes | str) -> Any:
     """Parse a JSON body written by fastjson or any standard JSON writer.
 
-    Object keys come back as ``str`` (unquoted integer keys included). Raises FastjsonDecodeError.
+    Object keys come back as ``str`` (unquoted integer keys included). Raises FastjsonDecodeError
+    (also for an integer of more than 4,300 digits, which Python refuses to convert).
     """
     if isinstance(data, bytes | bytearray | memoryview):
         try:
@@ -186,3 +187,5 @@ def loads(data: bytes | str) -> Any:
             raise FastjsonDecodeError(f"not JSON: {first_error}") from None
     except RecursionError:
         raise FastjsonDecodeError("JSON nested too deeply") from None
+    except ValueError as exc:  # a number of more than 4,300 digits (int_max_str_digits)
+        raise FastjsonDecodeError(f"not JSON this server reads: {str(exc)[:120]}") from None

@@ -37,10 +37,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import zlib
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from concurrent.futures import ThreadPoolExecutor
 
 from namesrv_grpc.core.errors import (
     BodyChecksumMismatchError,
@@ -52,23 +53,21 @@ from namesrv_grpc.core.errors import (
 )
 from namesrv_grpc.core.model import ZONE_MODE_EXT_FIELD, ZONE_NAME_EXT_FIELD, DataVersion, TopicRouteData
 from namesrv_grpc.core.processor import BrokerIdentity, DecodedBody, NameServer
+from namesrv_grpc.log_limits import printable
 from namesrv_grpc.metrics import NamesrvMetrics
 from namesrv_grpc.remoting import access, bodies, fastjson
 from namesrv_grpc.remoting.codec import RemotingCommand
 from namesrv_grpc.remoting.codes import VERSION_V4_9_4, VERSION_V5_0_0, RequestCode, ResponseCode
+from namesrv_grpc.remoting.connection import RemotingConnection
 from namesrv_grpc.remoting.errors import kv_not_found_remark, not_supported_remark, to_response
 from namesrv_grpc.remoting.remoting_metrics import RemotingMetrics
-from namesrv_grpc.remoting.server import printable
 from namesrv_grpc.security.audit import AuditLog
 from namesrv_grpc.security.authz import Guard, Principal
-
-if TYPE_CHECKING:
-    from namesrv_grpc.remoting.server import RemotingConnection
 
 log = logging.getLogger(__name__)
 
 Result = RemotingCommand | Awaitable[RemotingCommand]
-Handler = Callable[[RemotingCommand, "RemotingConnection"], Result]
+Handler = Callable[[RemotingCommand, RemotingConnection], Result]
 
 OFF_LOOP_BODY_BYTES = 256 * 1024
 """A plain (JSON) REGISTER_BROKER body larger than this is checked and decoded in a worker thread."""
@@ -77,15 +76,45 @@ OFF_LOOP_COMPRESSED_BODY_BYTES = 0
 """A compressed body larger than this goes to a worker thread: every non-empty one, since its work
 depends on what it inflates to (up to ``registerBodyMaxInflatedSize``), not on the bytes sent."""
 
+OFF_LOOP_REGISTRATIONS = 2
+"""Registrations decoded in worker threads at once, all connections together: each may inflate up to
+``registerBodyMaxInflatedSize`` (64 MiB), so pipelined deflate bombs hold at most twice that, not one
+per worker thread (issue 20). The others wait, and their connections stop being read at
+``remotingMaxRequestsInFlight``."""
+
 MAX_INFLATED_BODY_BYTES = 64 * 1024 * 1024
 """Default largest compressed REGISTER_BROKER body after inflation (64 MiB, about 1.5 million topics in
 the Deflater format; ``registerBodyMaxInflatedSize`` sets it): a deflate bomb is refused
 (SYSTEM_ERROR) after inflating at most this much."""
 
+DATA_VERSION_BODY_MAX_BYTES = 16 * 1024
+"""Largest QUERY_DATA_VERSION body (a DataVersion is about 80 bytes of JSON)."""
+
+REGISTER_TOPIC_BODY_MAX_BYTES = 64 * 1024
+"""Largest REGISTER_TOPIC_IN_NAMESRV body (one QueueData of about 150 bytes per broker name). JSON is
+parsed on the event loop in one C call: bounded, so one request cannot hold the loop for long."""
+
+CONFIG_BODY_MAX_BYTES = 1024 * 1024
+"""Largest UPDATE_NAMESRV_CONFIG body (about 70 keys of at most 4,096 characters each)."""
+
 REMOTING_FINGERPRINT_TAG = 1 << 32
 """Added to the CRC32 in a remoting body fingerprint, so it never equals a gRPC one (CRC32C < 2**32)."""
 
 CONNECTION_CLOSED = "remoting connection closed"
+
+MEMBER_GROUP_REMARK = "not set any response code"
+"""The remark of a successful GET_BROKER_MEMBER_GROUP, as RocketMQ 5.x sends it: its
+``DefaultRequestProcessor.getBrokerMemberGroup`` sets the code but keeps the remark of
+``RemotingCommand.createResponseCommand(null)`` (found by the differential suite, ``docs/compatibility.md``)."""
+
+# Keys of the answers built once per change (NameServer.answer_per_change), remoting encodings.
+_CLUSTER_INFO = "remoting cluster info"
+_ALL_TOPICS = "remoting all topics"
+_SYSTEM_TOPICS = "remoting system topics"
+_UNIT = "remoting unit topics"
+_UNIT_SUB = "remoting unit sub topics"
+_UNIT_SUB_UNUNIT = "remoting unit sub ununit topics"
+_CONFIG = "remoting config"
 
 _REQUEST_NAMES = {int(code): code.name for code in RequestCode}
 """The cause logged when a broker is removed because its connection closed (S15)."""
@@ -118,11 +147,26 @@ def _int(request: RemotingCommand, name: str, default: int | None = None) -> int
         raise InvalidFieldError(name, f"must be a whole number, got {text[:40]!r}") from None
 
 
+def _small_body(request: RemotingCommand, limit: int) -> bytes:
+    """The body of a request whose body is small by nature; a larger one is refused before parsing."""
+    if len(request.body) > limit:
+        name = _REQUEST_NAMES.get(request.code, str(request.code))
+        raise LimitExceededError("body", f"{name} body of {len(request.body)} bytes is over its {limit}-byte limit")
+    return request.body
+
+
 def _bool(request: RemotingCommand, name: str, default: bool = False) -> bool:
     text = request.ext_fields.get(name)
     if text is None or text == "":
         return default
     return text.strip().lower() == "true"  # Java Boolean.parseBoolean
+
+
+def _optional_bool(request: RemotingCommand, name: str) -> bool | None:
+    """None when the field is absent (a Java ``Boolean`` header field left null), else
+    ``Boolean.parseBoolean`` of its text."""
+    text = request.ext_fields.get(name)
+    return None if text is None else text.strip().lower() == "true"
 
 
 def _identity(request: RemotingCommand) -> BrokerIdentity:
@@ -217,6 +261,8 @@ class RemotingHandlers:
         self._namesrv_metrics = metrics
         self.metrics = remoting_metrics
         self._write_lock = asyncio.Lock()
+        self._decoders = ThreadPoolExecutor(OFF_LOOP_REGISTRATIONS, thread_name_prefix="remoting-register")
+        """Worker threads of large registrations (their own, so they take no thread from KV writes)."""
         self.table: dict[int, Handler] = {
             RequestCode.PUT_KV_CONFIG: self.put_kv_config,
             RequestCode.GET_KV_CONFIG: self.get_kv_config,
@@ -366,7 +412,9 @@ class RemotingHandlers:
         compressed: bool,
         body_crc32: int,
     ) -> RemotingCommand:
-        outcome = await asyncio.to_thread(self._register, request, connection, identity, compressed, body_crc32)
+        outcome = await asyncio.get_running_loop().run_in_executor(
+            self._decoders, self._register, request, connection, identity, compressed, body_crc32
+        )
         return self._registered(request, connection, identity, outcome)
 
     def _register(
@@ -392,7 +440,7 @@ class RemotingHandlers:
                 identity,
                 ha_server_addr=_optional(request, "haServerAddr"),
                 heartbeat_timeout_millis=_int(request, "heartbeatTimeoutMillis", 0),
-                enable_acting_master=_bool(request, "enableActingMaster"),
+                enable_acting_master=_optional_bool(request, "enableActingMaster"),  # absent: a pre-5.x broker
                 # RocketMQ 5.x: the zone is the ext field __ZONE_NAME (DynamicalExtFieldRPCHook), set
                 # again by every registration: one without it clears the zone (S39).
                 zone_name=_optional(request, ZONE_NAME_EXT_FIELD),
@@ -487,7 +535,9 @@ class RemotingHandlers:
         """S20: header ``changed``, body the stored DataVersion (none when the broker is unknown)."""
         changed, stored = self._ns.query_data_version(
             **_identity(request)._asdict(),
-            data_version=bodies.decode_data_version(request.body) if request.body else DataVersion(),
+            data_version=bodies.decode_data_version(_small_body(request, DATA_VERSION_BODY_MAX_BYTES))
+            if request.body
+            else DataVersion(),
         )
         body = bodies.encode_data_version(stored) if stored is not None else b""
         return self._ok(request, body, {"changed": "true" if changed else "false"})
@@ -495,7 +545,8 @@ class RemotingHandlers:
     def get_broker_member_group(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
         cluster_name, broker_name = _field(request, "clusterName"), _field(request, "brokerName")
         addrs = self._ns.get_broker_member_group(cluster_name, broker_name)
-        return self._ok(request, bodies.encode_broker_member_group(cluster_name, broker_name, addrs))
+        body = bodies.encode_broker_member_group(cluster_name, broker_name, addrs)
+        return request.make_response(ResponseCode.SUCCESS, MEMBER_GROUP_REMARK, body)
 
     # ------------------------------------------------------------------ routes
 
@@ -515,28 +566,56 @@ class RemotingHandlers:
         return self._ok(request, self._ns.pickup_topic_route_encoded(topic, encode))
 
     def get_broker_cluster_info(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
-        return self._ok(request, bodies.encode_cluster_info(self._ns.get_cluster_info()))
+        body = self._ns.answer_per_change(
+            _CLUSTER_INFO, lambda: bodies.encode_cluster_info(self._ns.get_cluster_info())
+        )
+        return self._ok(request, body)
 
     def get_all_topic_list(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
-        return self._ok(request, _topic_list_body(self._ns.get_all_topic_list()))
+        self._ns.check_all_topic_list_enabled()  # S41
+        table = self._ns.route_table
+        return self._ok(
+            request, self._ns.answer_per_change(_ALL_TOPICS, lambda: _topic_list_body(table.get_all_topic_list()))
+        )
 
     def get_topics_by_cluster(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
-        return self._ok(request, _topic_list_body(self._ns.get_topics_by_cluster(_field(request, "cluster"))))
+        self._ns.check_topic_list_enabled()  # S41
+        cluster = _field(request, "cluster")
+        if cluster not in self._ns.route_table.cluster_addr_table:  # no cache entry per made-up name
+            return self._ok(request, _topic_list_body(self._ns.get_topics_by_cluster(cluster)))
+        build = functools.partial(self._topics_by_cluster_body, cluster)
+        return self._ok(request, self._ns.answer_per_change(("remoting topics by cluster", cluster), build))
+
+    def _topics_by_cluster_body(self, cluster: str) -> bytes:
+        return _topic_list_body(self._ns.get_topics_by_cluster(cluster))
 
     def get_system_topic_list(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
-        topics, broker_addr = self._ns.get_system_topic_list()
-        return self._ok(request, _topic_list_body(topics, broker_addr or None))
+        def build() -> bytes:
+            topics, broker_addr = self._ns.route_table.get_system_topic_list()
+            return _topic_list_body(topics, broker_addr or None)
+
+        return self._ok(request, self._ns.answer_per_change(_SYSTEM_TOPICS, build))
 
     def get_unit_topic_list(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
-        return self._ok(request, _topic_list_body(self._ns.get_unit_topic_list()))
+        self._ns.check_topic_list_enabled()  # S41
+        table = self._ns.route_table
+        return self._ok(
+            request, self._ns.answer_per_change(_UNIT, lambda: _topic_list_body(table.get_unit_topic_list()))
+        )
 
     def get_has_unit_sub_topic_list(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
-        return self._ok(request, _topic_list_body(self._ns.get_has_unit_sub_topic_list()))
+        self._ns.check_topic_list_enabled()  # S41
+        table = self._ns.route_table
+        build = lambda: _topic_list_body(table.get_has_unit_sub_topic_list())  # noqa: E731
+        return self._ok(request, self._ns.answer_per_change(_UNIT_SUB, build))
 
     def get_has_unit_sub_ununit_topic_list(
         self, request: RemotingCommand, connection: RemotingConnection
     ) -> RemotingCommand:
-        return self._ok(request, _topic_list_body(self._ns.get_has_unit_sub_ununit_topic_list()))
+        self._ns.check_topic_list_enabled()  # S41
+        table = self._ns.route_table
+        build = lambda: _topic_list_body(table.get_has_unit_sub_ununit_topic_list())  # noqa: E731
+        return self._ok(request, self._ns.answer_per_change(_UNIT_SUB_UNUNIT, build))
 
     # ------------------------------------------------------------------ admin (S23, S25, S26)
 
@@ -560,20 +639,23 @@ class RemotingHandlers:
         """S25: the body is a TopicRouteData whose ``queueDatas`` are added; none at all is a no-op
         (as in RocketMQ)."""
         topic = _field(request, "topic")
-        queue_datas = bodies.decode_register_topic_body(request.body) if request.body else []
+        body = _small_body(request, REGISTER_TOPIC_BODY_MAX_BYTES)
+        queue_datas = bodies.decode_register_topic_body(body) if body else []
         if queue_datas:
             self._ns.register_topic(topic, queue_datas)
         return self._ok(request)
 
     def get_namesrv_config(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
         """S26: the configuration as Java properties text (``Configuration.getAllConfigsFormatString``)."""
-        return self._ok(request, bodies.encode_namesrv_config(self._ns.get_namesrv_config()))
+        build = lambda: bodies.encode_namesrv_config(self._ns.get_namesrv_config())  # noqa: E731
+        return self._ok(request, self._ns.answer_per_change(_CONFIG, build))
 
     async def update_namesrv_config(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
         """S26: the body is Java properties text; no body changes nothing (as in RocketMQ)."""
         if not request.body:
             return self._ok(request)
-        changes = bodies.decode_namesrv_config(request.body)
+        # Properties are parsed in pure Python: in a worker thread, which yields the GIL every few ms.
+        changes = await asyncio.to_thread(bodies.decode_namesrv_config, _small_body(request, CONFIG_BODY_MAX_BYTES))
         log.info("UPDATE_NAMESRV_CONFIG from %s: keys %s", connection.peer, sorted(changes)[:50])
         await self._persisting(lambda: self._ns.update_namesrv_config(changes))
         return self._ok(request)

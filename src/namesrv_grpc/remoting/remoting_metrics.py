@@ -7,6 +7,17 @@ anything else is ``unknown``), response codes by name.
 - ``namesrv_remoting_connections`` (gauge): remoting connections open now
 - ``namesrv_remoting_connections_opened_total`` (counter): connections accepted
 - ``namesrv_remoting_frame_errors_total`` (counter): connections closed because a frame could not be parsed
+- ``namesrv_remoting_max_connections`` (gauge): the connection cap (``maxConnections``)
+- ``namesrv_remoting_connections_refused_total{reason}`` (counter): connections closed by the cap:
+  ``max_connections`` (a new one refused: every open one has sent requests) or ``idle_evicted`` (an
+  open one that never sent a request, closed to make room)
+- ``namesrv_remoting_frames_refused_total{reason}`` (counter): connections closed over a frame bound:
+  ``frame_timeout`` (``remotingFrameReadTimeoutMillis``), ``partial_frames_budget``
+  (``remotingPartialFramesMaxBytes``); over-long frames and headers count in ``frame_errors``
+- ``namesrv_remoting_partial_frame_bytes`` (gauge): bytes held in frames not yet decoded
+- ``namesrv_remoting_reads_paused_total{reason}`` (counter): times a connection stopped being read:
+  ``write_buffer`` (answers not read by the peer, ``writeBufferHighWaterMark``), ``in_flight``
+  (``remotingMaxRequestsInFlight``), ``backlog`` (more than ``remotingMaxFramesPerRead`` frames in one read)
 - brokers removed because their remoting connection closed (S15) count in
   ``namesrv_broker_session_losses_total``, as gRPC session losses do (:mod:`namesrv_grpc.metrics`)
 """
@@ -47,6 +58,41 @@ class RemotingMetrics:
             "Remoting connections closed because a frame could not be parsed.",
             registry=registry,
         )
+
+        self.max_connections = Gauge(
+            "namesrv_remoting_max_connections",
+            "Remoting connections allowed at once (maxConnections).",
+            registry=registry,
+        )
+        self.connections_refused = Counter(
+            "namesrv_remoting_connections_refused",
+            "Remoting connections closed by the connection cap (maxConnections), by reason.",
+            ["reason"],
+            registry=registry,
+        )
+        self.frames_refused = Counter(
+            "namesrv_remoting_frames_refused",
+            "Remoting connections closed because a frame took too long or unfinished frames held too much memory.",
+            ["reason"],
+            registry=registry,
+        )
+        self.partial_frame_bytes = Gauge(
+            "namesrv_remoting_partial_frame_bytes",
+            "Bytes held in remoting frames not yet decoded, all connections together.",
+            registry=registry,
+        )
+        self.reads_paused = Counter(
+            "namesrv_remoting_reads_paused",
+            "Times a remoting connection stopped being read, by reason.",
+            ["reason"],
+            registry=registry,
+        )
+        for reason in ("max_connections", "idle_evicted"):
+            self.connections_refused.labels(reason)
+        for reason in ("frame_timeout", "partial_frames_budget"):
+            self.frames_refused.labels(reason)
+        for reason in ("write_buffer", "in_flight", "backlog"):
+            self.reads_paused.labels(reason)
 
     def connection_opened(self) -> None:
         """A connection was accepted."""

@@ -8,7 +8,8 @@ How, with public asyncio only: the new connection's transport stops reading at o
 its socket waits (``add_reader``) until a byte is there and peeks at it (``MSG_PEEK``, nothing is
 consumed); then either ``loop.start_tls`` wraps the transport (the ClientHello is still unread) or the
 plain transport is handed over as it is. Either way the connection becomes an ordinary
-:class:`~namesrv_grpc.remoting.server.RemotingConnection`. A peer that sends nothing within
+:class:`~namesrv_grpc.remoting.connection.RemotingConnection` (made by the factory the listener
+passes, so this module imports neither). A peer that sends nothing within
 :data:`SNIFF_TIMEOUT_SECONDS` is disconnected.
 """
 
@@ -19,10 +20,7 @@ import contextlib
 import logging
 import socket
 import ssl
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from namesrv_grpc.remoting.server import RemotingServer
+from collections.abc import Callable
 
 log = logging.getLogger(__name__)
 
@@ -34,8 +32,16 @@ HANDSHAKE_TIMEOUT_SECONDS = 10.0
 class TlsSniffer(asyncio.Protocol):
     """The first protocol of every connection on a permissive port; replaced once the first byte is known."""
 
-    def __init__(self, server: RemotingServer, context: ssl.SSLContext) -> None:
-        self._server = server
+    def __init__(
+        self,
+        make_connection: Callable[[], asyncio.Protocol],
+        sniffing: set[asyncio.Task[None]],
+        context: ssl.SSLContext,
+    ) -> None:
+        """``make_connection`` builds the protocol that takes the connection over; ``sniffing`` is
+        the listener's set of sniffing tasks (cancelled when it stops)."""
+        self._make_connection = make_connection
+        self._sniffing = sniffing
         self._context = context
         self._transport: asyncio.Transport | None = None
         self._task: asyncio.Task[None] | None = None
@@ -45,16 +51,14 @@ class TlsSniffer(asyncio.Protocol):
         self._transport = transport
         transport.pause_reading()
         self._task = asyncio.get_running_loop().create_task(self._sniff(transport))
-        self._server.sniffing.add(self._task)
-        self._task.add_done_callback(self._server.sniffing.discard)
+        self._sniffing.add(self._task)
+        self._task.add_done_callback(self._sniffing.discard)
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self._task is not None and not self._task.done():
             self._task.cancel()
 
     async def _sniff(self, transport: asyncio.Transport) -> None:
-        from namesrv_grpc.remoting.server import RemotingConnection
-
         try:
             first = await asyncio.wait_for(self._peek(transport), SNIFF_TIMEOUT_SECONDS)
         except (TimeoutError, asyncio.TimeoutError, OSError):
@@ -68,7 +72,7 @@ class TlsSniffer(asyncio.Protocol):
             transport.close()
             return
         loop = asyncio.get_running_loop()
-        connection = RemotingConnection(self._server)
+        connection = self._make_connection()
         if first == TLS_HANDSHAKE_RECORD:
             # Requests may arrive between the handshake and this coroutine resuming: a buffer takes
             # them, and hands them over once the connection is set up (synchronously, below).

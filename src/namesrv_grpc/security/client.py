@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import ssl
+import tempfile
 from collections.abc import AsyncIterable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +26,7 @@ from typing import Any, NamedTuple
 import grpc
 
 from namesrv_grpc.properties import ConfigError
-from namesrv_grpc.security.signature import grpc_signature_metadata, utc_now
+from namesrv_grpc.security.signature import grpc_signature_metadata, remoting_signature, utc_now
 
 MAX_PEM_BYTES = 1024 * 1024
 
@@ -69,6 +71,32 @@ class ClientSecurity:
         if not self.access_key or not self.secret_key:
             return ()
         return grpc_signature_metadata(self.access_key, self.secret_key, utc_now())
+
+    def ssl_context(self) -> ssl.SSLContext | None:
+        """TLS for a RocketMQ remoting connection (the same material as the gRPC channel's), or None
+        for plaintext. The server's certificate is verified against ``ca_pem`` (else the system's CAs)
+        and the host name (or ``server_name``); ``cert_pem``/``key_pem`` are presented for mutual TLS."""
+        if not self.tls:
+            return None
+        context = ssl.create_default_context(cadata=self.ca_pem.decode("ascii", "replace") if self.ca_pem else None)
+        if self.cert_pem and self.key_pem:
+            # ssl loads a certificate chain from files only: a private directory for the moment it takes.
+            with tempfile.TemporaryDirectory(prefix="namesrv-tls-") as folder:
+                cert, key = Path(folder, "cert.pem"), Path(folder, "key.pem")
+                cert.write_bytes(self.cert_pem)
+                key.touch(mode=0o600)
+                key.write_bytes(self.key_pem)
+                context.load_cert_chain(cert, key)
+        return context
+
+    def remoting_fields(self, ext_fields: dict[str, str], body: bytes) -> dict[str, str]:
+        """``ext_fields`` signed as RocketMQ's ``AclClientRPCHook`` signs a remoting request
+        (``AccessKey`` added, then ``Signature`` over the sorted field values and the body); unchanged
+        when no keys are set."""
+        if not self.access_key or not self.secret_key:
+            return ext_fields
+        signed = {**ext_fields, "AccessKey": self.access_key}
+        return {**signed, "Signature": remoting_signature(signed, body, self.secret_key)}
 
     def channel(self, address: str, options: Sequence[tuple[str, Any]] = ()) -> grpc.Channel:
         """A blocking channel to ``address`` with TLS and signing as configured."""

@@ -1,0 +1,179 @@
+"""What the remoting listener as a whole may hold (issue 20): the server-wide half of the bounds whose
+per-connection half is :class:`~namesrv_grpc.remoting.connection.RemotingConnection`.
+
+- **Connections** (``maxConnections``): at the cap, a new connection takes the place of the oldest
+  connection that never sent a complete frame; when every connection has sent one, the new one is
+  closed at once. So a flood of idle connections cannot exhaust file descriptors, and cannot lock
+  out brokers (a broker sends its registration right after connecting). The default leaves a
+  quarter of the process's file-descriptor limit (at least 256) to gRPC, files and the metrics port.
+- **Bytes held in frames not yet decoded** (``remotingPartialFramesMaxBytes``), across all
+  connections: over it, the connections holding the most are closed until the total fits again
+  (100 connections each holding most of a 16 MiB frame would otherwise pin 1.4 GB).
+
+Every refusal counts in the metrics (:class:`~.remoting_metrics.RemotingMetrics`) and logs one line
+(rate-limited by :mod:`namesrv_grpc.log_limits`).
+"""
+
+from __future__ import annotations
+
+import logging
+import resource
+from dataclasses import dataclass
+from typing import Protocol
+
+from namesrv_grpc.remoting.codec import MAX_HEADER_FIELDS
+from namesrv_grpc.remoting.codes import DEFAULT_FRAME_MAX_LENGTH
+from namesrv_grpc.remoting.remoting_metrics import RemotingMetrics
+
+log = logging.getLogger(__name__)
+
+MIB = 1024 * 1024
+
+
+def _fd_limit() -> int:
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft > 1 << 20:
+        soft = 1 << 20
+    return int(soft)
+
+
+def default_max_connections() -> int:
+    """``maxConnections`` when not configured: the soft ``RLIMIT_NOFILE`` minus a quarter of it (at
+    least 256 descriptors), kept for gRPC connections (:func:`default_grpc_max_connections`), files
+    and the metrics port; at least 16."""
+    soft = _fd_limit()
+    return max(16, soft - max(256, soft // 4))
+
+
+def default_grpc_max_connections() -> int:
+    """``grpcMaxConnections`` when not configured: an eighth of the soft ``RLIMIT_NOFILE``, at least 64
+    (the other eighth of the quarter the remoting cap leaves is for files and the metrics port)."""
+    return max(64, _fd_limit() // 8)
+
+
+@dataclass(frozen=True, slots=True)
+class RemotingLimits:
+    """The bounds of the remoting listener; each field is a configuration key (docs/limits.md)."""
+
+    frame_max_length: int = DEFAULT_FRAME_MAX_LENGTH
+    """``remotingFrameMaxLength``: largest frame, bytes, counting its 4 length bytes (RocketMQ
+    ``com.rocketmq.remoting.frameMaxLength``)."""
+    header_max_fields: int = MAX_HEADER_FIELDS
+    """``remotingHeaderMaxFields``: extFields in one header at most."""
+    max_connections: int = 0
+    """``maxConnections``: remoting connections open at once (0 = :func:`default_max_connections`)."""
+    max_frames_per_read: int = 16
+    """``remotingMaxFramesPerRead``: requests of one connection handled per turn of the event loop,
+    before the other connections get theirs."""
+    max_requests_in_flight: int = 16
+    """``remotingMaxRequestsInFlight``: requests of one connection being processed off the event loop
+    (large registrations, KV and configuration writes); at the bound the connection is not read."""
+    write_buffer_high_water_mark: int = 64 * 1024
+    """``writeBufferHighWaterMark``: bytes of answers waiting to be sent on one connection above which
+    it is not read (RocketMQ ``NettyServerConfig``, Netty's ``autoRead`` off while unwritable)."""
+    write_buffer_low_water_mark: int = 32 * 1024
+    """``writeBufferLowWaterMark``: reading resumes when the waiting answers fall to this."""
+    partial_frames_max_bytes: int = 128 * MIB
+    """``remotingPartialFramesMaxBytes``: bytes held in frames not yet decoded, all connections together."""
+    frame_read_timeout_millis: int = 30_000
+    """``remotingFrameReadTimeoutMillis``: a frame must be complete this long after its first bytes
+    arrived (more bytes do not restart it), else the connection is closed."""
+
+    def resolved_max_connections(self) -> int:
+        return self.max_connections or default_max_connections()
+
+
+class BudgetedConnection(Protocol):
+    """What the budget needs of a connection."""
+
+    peer: str
+    active: bool
+    """Whether it has sent a complete frame."""
+
+    def abort(self, reason: str) -> None: ...
+
+
+class RemotingBudget:
+    """Counts what all connections hold and decides who goes when a bound is reached."""
+
+    def __init__(self, limits: RemotingLimits, metrics: RemotingMetrics) -> None:
+        self.limits = limits
+        self.metrics = metrics
+        self.max_connections = limits.resolved_max_connections()
+        self.connections: set[BudgetedConnection] = set()
+        self._never_active: dict[BudgetedConnection, None] = {}
+        """Connections without a complete frame yet, oldest first (insertion order)."""
+        self._partial: dict[BudgetedConnection, int] = {}
+        """connection -> bytes it holds in frames not yet decoded (only non-zero entries)."""
+        self.partial_bytes = 0
+        metrics.max_connections.set(self.max_connections)
+
+    # ------------------------------------------------------------------ connections
+
+    def admit(self, connection: BudgetedConnection) -> bool:
+        """Count a new connection; False (and nothing counted) when it must be closed at once."""
+        if len(self.connections) >= self.max_connections:
+            oldest = next(iter(self._never_active), None)
+            if oldest is None:
+                self.metrics.connections_refused.labels("max_connections").inc()
+                log.warning(
+                    "remoting %s: refused, %d connections are open (maxConnections) and all have sent requests",
+                    connection.peer,
+                    len(self.connections),
+                )
+                return False
+            self.metrics.connections_refused.labels("idle_evicted").inc()
+            log.warning(
+                "remoting %s: closed to make room for a new connection (maxConnections %d reached; it has "
+                "sent no request)",
+                oldest.peer,
+                self.max_connections,
+            )
+            self.forget(oldest)
+            oldest.abort("evicted")
+        self.connections.add(connection)
+        self._never_active[connection] = None
+        self.metrics.connection_opened()
+        return True
+
+    def became_active(self, connection: BudgetedConnection) -> None:
+        """The connection completed its first frame: it is no longer the first to go."""
+        self._never_active.pop(connection, None)
+
+    def forget(self, connection: BudgetedConnection) -> None:
+        """The connection is gone (or about to be): release what it held."""
+        if connection in self.connections:
+            self.connections.discard(connection)
+            self.metrics.connection_closed()
+        self._never_active.pop(connection, None)
+        self.hold(connection, 0)
+
+    # ------------------------------------------------------------------ partial frames
+
+    def hold(self, connection: BudgetedConnection, held: int) -> bool:
+        """Record that ``connection`` now holds ``held`` bytes of frames not yet decoded; over
+        ``remotingPartialFramesMaxBytes`` close the largest holders until the total fits. Returns
+        False when ``connection`` itself was closed."""
+        before = self._partial.pop(connection, 0)
+        if held:
+            self._partial[connection] = held
+        self.partial_bytes += held - before
+        survived = True
+        while self.partial_bytes > self.limits.partial_frames_max_bytes and self._partial:
+            largest = max(self._partial, key=self._partial.__getitem__)
+            size = self._partial[largest]
+            self.metrics.frames_refused.labels("partial_frames_budget").inc()
+            log.warning(
+                "remoting %s: closed, it holds %d bytes of unfinished frames and all connections together "
+                "hold %d (remotingPartialFramesMaxBytes %d)",
+                largest.peer,
+                size,
+                self.partial_bytes,
+                self.limits.partial_frames_max_bytes,
+            )
+            self.forget(largest)
+            largest.abort("partial_frames_budget")
+            if largest is connection:
+                survived = False
+        self.metrics.partial_frame_bytes.set(self.partial_bytes)
+        return survived

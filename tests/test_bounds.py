@@ -1,0 +1,196 @@
+"""No client can starve the others (issue 20): every attack of the issue, scaled down, against a real
+NameServer process over loopback while a well-behaved client looks a topic up on both doors.
+
+Each test asserts what is stable on a loaded box: the bound acted (refusals, closed connections,
+paused reads in the metrics), the server's peak RSS and log stayed small, and the well-behaved
+client kept getting answers (a generous per-lookup timeout, no latency figure: those are measured at
+full size by ``python -m bench.remoting_hostile``, docs/benchmarks.md). The attacks are the bench's
+own functions (:mod:`bench.remoting_hostile`).
+"""
+
+from __future__ import annotations
+
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from bench import remoting_hostile as attacks
+from namesrv_grpc.remoting.codes import RequestCode, ResponseCode
+from tests.metrics_support import Scrape, free_port, parse
+from tests.support import NamesrvProcess, poll_until, running_namesrv
+
+MIB = 1024 * 1024
+
+LIMITS = {
+    "maxConnections": "40",
+    "remotingFrameReadTimeoutMillis": "1500",
+    "remotingPartialFramesMaxBytes": str(8 * MIB),
+    "peerLogLinesPerKind": "5",
+}
+"""Small enough for the scaled-down attacks to reach them."""
+
+
+class Server:
+    def __init__(self, process: NamesrvProcess, metrics_port: int) -> None:
+        self.process = process
+        self.metrics_port = metrics_port
+        self.remoting = process.remoting_address
+        self.grpc = process.address
+
+    def scrape(self) -> Scrape:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=10) as response:
+            return parse(response.read().decode())
+
+    def peak_rss(self) -> int:
+        return attacks._peak_rss(self.process.process.pid)
+
+    def log_size(self) -> int:
+        return self.process.stderr_path.stat().st_size
+
+    def log(self) -> str:
+        return self.process.stderr_path.read_text(errors="replace")
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[Server]:
+    config = tmp_path / "namesrv.conf"
+    config.write_text("".join(f"{key}={value}\n" for key, value in LIMITS.items()))
+    metrics_port = free_port()
+    with running_namesrv(tmp_path, "-c", str(config), "--metrics-port", str(metrics_port)) as process:
+        result = Server(process, metrics_port)
+        attacks.register_topics(result.remoting)
+        try:
+            yield result
+        finally:
+            for sock in attacks._KEEP:
+                sock.close()
+            attacks._KEEP.clear()
+
+
+def assert_answered(probe: attacks.ProbeResult) -> None:
+    """The well-behaved client got answers on both doors, none failed (each lookup may take up to
+    the probe's 10 s timeout: a loaded box must not fail the test; a starved server does)."""
+    for door in (probe.remoting, probe.grpc):
+        assert door.count >= 3, probe
+        assert door.failed == 0, probe
+
+
+@pytest.mark.parametrize(
+    ("code", "ext"),
+    [
+        (RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, None),
+        (RequestCode.GET_NAMESRV_CONFIG, None),
+        (RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": attacks.PROBE_TOPIC}),
+    ],
+)
+def test_pipelined_requests_whose_answers_are_never_read(server: Server, code: int, ext: dict[str, str] | None) -> None:
+    """Unbounded, 4 x 256 KiB of pipelined GET_ALL_TOPIC_LIST (about 10,000 requests, 30 KB of answer
+    each) made the server build and hold about 300 MB of answers; now each connection stops being
+    read once 64 KiB of answers wait (writeBufferHighWaterMark)."""
+    before = server.peak_rss()
+    with attacks.probing(server.remoting, server.grpc) as probe:
+        socks = attacks.pipeline_unread(server.remoting, code, 4, 256 * 1024, ext)
+        time.sleep(2)
+    assert_answered(probe)
+    assert server.peak_rss() - before < 80 * MIB
+    if code == RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER:  # the others' answers fit the kernel's buffers
+        assert server.scrape().value("namesrv_remoting_reads_paused_total", reason="write_buffer") >= 4
+    for sock in socks:
+        sock.close()
+
+
+def test_idle_connection_flood_cannot_lock_brokers_out(server: Server) -> None:
+    """maxConnections 40: a flood of 150 idle connections keeps at most 40 open (the oldest idle ones
+    make room), a broker connecting afterwards still registers, and the log stays small."""
+    log_before = server.log_size()
+    with attacks.probing(server.remoting, server.grpc) as probe:
+        socks = attacks.idle_flood(server.remoting, 150)
+        poll_until(lambda: server.scrape().value("namesrv_remoting_connections") <= 40, 10)
+        sock = attacks.connect(server.remoting)
+        answer = attacks.call(sock, attacks.frame(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, 1))
+        assert answer.code == ResponseCode.SUCCESS
+        sock.close()
+    assert_answered(probe)
+    assert attacks.open_count(socks) <= 40
+    metrics = server.scrape()
+    assert metrics.value("namesrv_remoting_connections_refused_total", reason="idle_evicted") >= 100
+    assert metrics.value("namesrv_remoting_max_connections") == 40
+    assert server.log_size() - log_before < 20_000
+    assert metrics.value("namesrv_log_lines_suppressed_total", logger="namesrv_grpc.remoting.budget") > 0
+    for flood_sock in socks:
+        flood_sock.close()
+
+
+def test_slow_frames_are_closed_and_their_memory_released(server: Server) -> None:
+    """6 connections each holding 2 MiB of a declared 16 MiB frame, one more byte every 0.3 s:
+    beyond remotingPartialFramesMaxBytes (8 MiB) the largest holders are closed at once, the rest
+    when their frame is 1.5 s old (the trickle does not restart the deadline), and the bytes held
+    return to 0."""
+    with attacks.probing(server.remoting, server.grpc) as probe:
+        socks = attacks.slow_frames(server.remoting, 6, 16 * MIB, 2 * MIB)
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and attacks.open_count(socks):
+            attacks.trickle(socks)
+            time.sleep(0.3)
+    assert_answered(probe)
+    assert attacks.open_count(socks) == 0
+    metrics = server.scrape()
+    assert metrics.value("namesrv_remoting_frames_refused_total", reason="partial_frames_budget") >= 1
+    assert metrics.value("namesrv_remoting_frames_refused_total", reason="frame_timeout") >= 1
+    assert metrics.value("namesrv_remoting_partial_frame_bytes") == 0
+    for sock in socks:
+        sock.close()
+
+
+def test_unknown_request_codes_do_not_fill_the_log(server: Server) -> None:
+    """20,000 frames of an unknown code are each answered REQUEST_CODE_NOT_SUPPORTED, but the log
+    gets a handful of lines and a count of the rest (unbounded: one WARNING line each, 2 MB)."""
+    log_before = server.log_size()
+    with attacks.probing(server.remoting, server.grpc) as probe:
+        assert attacks.unknown_codes(server.remoting, 20_000) == 20_000
+    assert_answered(probe)
+    assert server.log_size() - log_before < 10_000
+    suppressed = server.scrape().value("namesrv_log_lines_suppressed_total", logger="namesrv_grpc.remoting.handlers")
+    assert suppressed >= 19_000
+
+
+def test_pipelined_compressed_registration_bombs(server: Server) -> None:
+    """12 pipelined REGISTER_BROKER bodies of 1 MiB of zlib that inflate to 1 GiB: each is refused
+    after inflating registerBodyMaxInflatedSize (64 MiB), two at a time, so the peak RSS grows by
+    about 128 MiB, not one 64 MiB per worker thread."""
+    bomb = attacks.deflate_bomb(1)
+    before = server.peak_rss()
+    with attacks.probing(server.remoting, server.grpc) as probe:
+        codes = attacks.register_bombs(server.remoting, 12, bomb)
+    assert_answered(probe)
+    assert len(codes) == 12
+    assert ResponseCode.SUCCESS not in codes
+    assert server.peak_rss() - before < 240 * MIB
+
+
+def test_wide_json_header_is_refused_before_parsing(server: Server) -> None:
+    """A 4 MiB JSON header ``[[],[],...]`` (1.4 million values, a second of CPU to parse) is refused
+    by counting its commas and brackets (remotingHeaderMaxFields), and the connection closed."""
+    with attacks.probing(server.remoting, server.grpc) as probe:
+        for _ in range(3):
+            sock = attacks.connect(server.remoting)
+            sock.sendall(attacks.wide_header(4 * MIB))
+            sock.settimeout(10)
+            assert sock.recv(1) == b""
+            sock.close()
+    assert_answered(probe)
+    assert "remotingHeaderMaxFields" in server.log()
+
+
+def test_data_version_counter_out_of_range_is_a_clean_refusal(server: Server) -> None:
+    """A DataVersion counter of 10^5000 is answered with an error naming the problem (SYSTEM_ERROR,
+    the code RocketMQ answers a body it cannot decode with), and no traceback is logged."""
+    sock = attacks.connect(server.remoting)
+    answer = attacks.call(sock, attacks.huge_counter_query())
+    sock.close()
+    assert answer.code == ResponseCode.SYSTEM_ERROR
+    assert "4300 digits" in (answer.remark or "")
+    assert "Traceback" not in server.log()
