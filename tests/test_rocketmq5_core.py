@@ -16,7 +16,7 @@ from namesrv_grpc.core.body import encode_body, parse_body
 from namesrv_grpc.core.errors import InvalidFieldError, RegistrationRefusedError, TopicListDisabledError
 from namesrv_grpc.core.kvconfig import KVConfigManager
 from namesrv_grpc.core.model import DataVersion, TopicConfig, TopicQueueMappingInfo, TopicRouteData
-from namesrv_grpc.core.processor import NameServer
+from namesrv_grpc.core.processor import BrokerIdentity, DecodedBody, NameServer
 from namesrv_grpc.core.route_table import RouteInfoManager
 from namesrv_grpc.core.route_watch import RouteWatchHub
 from namesrv_grpc.core.zones import filter_route_by_zone, zone_key
@@ -299,19 +299,41 @@ def test_s41_switches_disable_their_lists_independently_at_run_time(tmp_path: Pa
 # --------------------------------------------------------------------- S42 one-topic registration
 
 
-def test_s42_first_registration_with_exactly_one_topic_is_refused_and_changes_nothing(tmp_path: Path) -> None:
+def register_remoting(ns: NameServer, name: str, addr: str, topics: Sequence[str], *, broker_id: int = 0,
+                      version: DataVersion = V1) -> None:  # fmt: skip
+    """REGISTER_BROKER as the remoting door hands it to the core (protocol "remoting")."""
+    configs = {t: topic(t) for t in topics}
+    ns.apply_registration(
+        BrokerIdentity("c1", name, broker_id, addr),
+        ha_server_addr="",
+        heartbeat_timeout_millis=0,
+        body_fingerprint=(hash((tuple(topics), version)) & 0xFFFF_FFFF, len(topics), False),
+        decode=lambda: DecodedBody(configs, version, ()),
+        protocol="remoting",
+    )
+
+
+def test_s42_first_remoting_registration_with_exactly_one_topic_is_refused_and_changes_nothing(
+    tmp_path: Path,
+) -> None:
     ns = make_ns(tmp_path)
     for broker_id in (0, 1):
         with pytest.raises(RegistrationRefusedError):
-            register(ns, "broker-a", f"10.0.0.{broker_id + 1}:10911", broker_id=broker_id, topics=["T1"])
+            register_remoting(ns, "broker-a", f"10.0.0.{broker_id + 1}:10911", ["T1"], broker_id=broker_id)
     assert ns.route_table.copy_tables().broker_addr_table == {}
     assert ns.route_table.cluster_addr_table == {}
     assert ns.route_table.broker_live_table == {}
-    register(ns, "broker-a", "10.0.0.1:10911", topics=[])  # none at all is fine
-    register(ns, "broker-b", "10.0.0.2:10911", topics=["T1", "T2"])  # the whole table is fine
+    register_remoting(ns, "broker-a", "10.0.0.1:10911", [])  # none at all is fine
+    register_remoting(ns, "broker-b", "10.0.0.2:10911", ["T1", "T2"])  # the whole table is fine
     # once registered, one topic (RocketMQ's topic-increment registration) is accepted
-    register(ns, "broker-b", "10.0.0.2:10911", topics=["T3"], version=V2)
+    register_remoting(ns, "broker-b", "10.0.0.2:10911", ["T3"], version=V2)
     assert "T3" in ns.route_table.topic_queue_table
+
+
+def test_s42_a_grpc_body_is_the_whole_table_even_with_one_topic(tmp_path: Path) -> None:
+    ns = make_ns(tmp_path)
+    register(ns, "broker-a", "10.0.0.1:10911", topics=["Only"])
+    assert list(ns.route_table.topic_queue_table) == ["Only"]
 
 
 # -------------------------------------------------------------------- S43 the 5.x NamesrvConfig keys

@@ -288,8 +288,8 @@ class NameServer:
         equals this broker's last one, ``decode`` is not called. ``decode`` returns the decoded body
         (raising MalformedBodyError or InvalidFieldError). Returns the registration result (S10) and
         the ORDER_TOPIC_CONFIG table (S11). Raises InvalidFieldError, MalformedBodyError,
-        StaleBrokerStateError, RegistrationRefusedError (S42: a broker's first registration carries
-        exactly one topic); nothing changes when it raises.
+        StaleBrokerStateError, RegistrationRefusedError (S42: a broker's first registration over
+        remoting carries exactly one topic); nothing changes when it raises.
 
         RocketMQ 5.x: ``zone_name`` replaces the broker name's zone, "" clears it (S39); the body's
         static-topic mappings are checked (:func:`check_topic_queue_mappings`) and kept (S40).
@@ -329,7 +329,10 @@ class NameServer:
             topics_fingerprint=topics_fingerprint,
             protocol=protocol,
             topic_queue_mappings=mappings,
-            refuse_single_topic_first=True,
+            # S42: RocketMQ's remoting protocol carries topic-increment registrations (a Java broker's
+            # registerSingleTopicAll sends REGISTER_BROKER with one topic); a gRPC body is always the
+            # broker's whole table (RegisterBrokerBody, CONTRACT.md), so only remoting ones are refused.
+            refuse_single_topic_first=protocol == "remoting",
         )
         if result.conflicting_instance_id:
             log.warning(
