@@ -6,9 +6,9 @@ registered with our NameServer, Java 5.5.0 clients using our routes.
   RocketMQ's ``DynamicalExtFieldRPCHook`` like the ``ROCKETMQ_ZONE`` / ``ROCKETMQ_ZONE_MODE``
   environment) sends only to its zone's broker; one without zone mode to both.
 - Static topics: ``mqadmin updateStaticTopic`` maps 4 logic queues onto two brokers; the brokers
-  register the mappings, our routes return them, and a producer sends to the logic queues (broker
-  name ``__syslo__...``, which a client only uses when the route has ``topicQueueMappingByBroker``)
-  and a push consumer reads every message back.
+  register the mappings, our routes return them, and a producer sends to the 4 logic queues (which a
+  client only knows from the route's ``topicQueueMappingByBroker``) and a push consumer reads every
+  message back.
 """
 
 from __future__ import annotations
@@ -139,9 +139,11 @@ def test_s40_static_topic_made_by_mqadmin_is_produced_and_consumed_through_our_r
             assert sorted(grpc_route.route.topic_queue_mapping_by_broker) == ["broker-sa", "broker-sb"]
 
         sent = send(addr, topic, 20, tmp_path / "static-producer")
-        # the client sends to logic queues only when the route carries the mappings
-        assert all(line.split()[2].startswith("__syslo__") for line in sent), sent
-        assert {int(line.split()[3]) for line in sent} == {0, 1, 2, 3}
+        # The client sends to the 4 logic queues, each on the broker the mapping names (it sees them
+        # only in the route's topicQueueMappingByBroker; without them it would see 2 physical queues,
+        # ids 0 and 1, per broker).
+        owner = {int(k): bname for bname, m in mappings.items() for k in m["currIdMap"]}
+        assert {(line.split()[2], int(line.split()[3])) for line in sent} == {(b, q) for q, b in owner.items()}
 
         consumer = JavaClient(ROCKETMQ_5, "PushConsumer", addr, "cg-static-5x", topic, workdir=tmp_path / "consumer")
         try:
