@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
+from namesrv.v1 import types_pb2
 from namesrv_grpc.core.model import PERM_READ, PERM_WRITE, DataVersion
 from namesrv_grpc.remoting import bodies, fastjson
 from namesrv_grpc.remoting.codec import FrameDecoder, RemotingCommand
@@ -28,6 +29,7 @@ from namesrv_grpc.remoting.codes import FLAG_ONEWAY, NOTIFY_MIN_BROKER_ID_CHANGE
 from tests.metrics_support import free_port, scrape
 from tests.remoting_support import RemotingTestClient
 from tests.support import NamesrvProcess, Stubs, poll_until, register_request, running_namesrv, topic
+from tests.test_watch import Watch
 
 RW = PERM_READ | PERM_WRITE
 
@@ -320,3 +322,48 @@ def test_print_config_lists_the_switches() -> None:
     ).stdout
     assert "supportActingMaster=false" in out
     assert "notifyMinBrokerIdChanged=false" in out
+
+
+def test_s51_s52_watchers_see_the_wipe_and_the_acting_master(
+    acting_server: NamesrvProcess, brokers: list[FakeBroker]
+) -> None:
+    """A WatchTopicRoutes stream is pushed the route with the slave under id 0 and the WRITE bit
+    gone when the master's connection closes, and the master's route again when it comes back."""
+    master, slave1, _ = brokers
+    m_client = RemotingTestClient(acting_server.remoting_address)
+    with RemotingTestClient(acting_server.remoting_address) as s_client, acting_server.channel() as channel:
+        remoting_register(m_client, 0, master.addr, topics=("TopicW",))
+        remoting_register(s_client, 1, slave1.addr, topics=("TopicW",))
+        watch = Watch(Stubs(channel), ["TopicW"])
+        try:
+            watch.until(lambda routes: watch_addrs(routes) == {0: master.addr, 1: slave1.addr})
+            m_client.close()
+            watch.until(lambda routes: watch_addrs(routes) == {0: slave1.addr})
+            assert watch.routes["TopicW"] is not None
+            assert watch.routes["TopicW"].queue_datas[0].perm == PERM_READ
+            with RemotingTestClient(acting_server.remoting_address) as m_again:
+                remoting_register(m_again, 0, master.addr, topics=("TopicW",))
+                watch.until(lambda routes: watch_addrs(routes) == {0: master.addr, 1: slave1.addr})
+                assert watch.routes["TopicW"] is not None
+                assert watch.routes["TopicW"].queue_datas[0].perm == RW
+        finally:
+            watch.cancel()
+
+
+def watch_addrs(routes: dict[str, types_pb2.TopicRouteData | None]) -> dict[int, str]:
+    route = routes.get("TopicW")
+    return {} if route is None else dict(route.broker_datas[0].broker_addrs)
+
+
+def test_s50_remoting_field_absent_is_an_old_broker(acting_server: NamesrvProcess, brokers: list[FakeBroker]) -> None:
+    """Over remoting ``enableActingMaster`` absent = a broker older than 5.x: a lone slave's topics
+    stay out; present (even ``false``) = 5.x: the lone slave is the prime slave and its topics enter
+    (read-only only with ``true``)."""
+    with RemotingTestClient(acting_server.remoting_address) as client:
+        remoting_register(client, 1, brokers[0].addr, acting=None, name="lone-old", topics=("TopicLoneOld",))
+        remoting_register(client, 1, brokers[1].addr, acting="false", name="lone-5x", topics=("TopicLone5x",))
+        remoting_register(client, 1, brokers[2].addr, acting="true", name="lone-acting", topics=("TopicLoneActing",))
+        missing = client.call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "TopicLoneOld"})
+        assert missing.code == ResponseCode.TOPIC_NOT_EXIST
+        assert addrs_and_perm(remoting_route(acting_server, "TopicLone5x")) == ({"1": brokers[1].addr}, RW)
+        assert addrs_and_perm(remoting_route(acting_server, "TopicLoneActing")) == ({"0": brokers[2].addr}, PERM_READ)

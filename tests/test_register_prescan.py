@@ -40,13 +40,13 @@ def test_s07_only_the_differing_topics_are_written_under_the_lock(monkeypatch: p
     table = RouteInfoManager(FakeClock())
     register(table, topics(1_000), DataVersion(0, 1, 1))
     written: list[str] = []
-    original = table._create_and_update_queue_data
+    original = table._create_and_update_queue_nums
 
-    def counting(broker_name: str, config: TopicConfig) -> None:
-        written.append(config.topic_name)
-        original(broker_name, config)
+    def counting(broker_name: str, topic: str, nums: tuple[int, int, int, int]) -> None:
+        written.append(topic)
+        original(broker_name, topic, nums)
 
-    monkeypatch.setattr(table, "_create_and_update_queue_data", counting)
+    monkeypatch.setattr(table, "_create_and_update_queue_nums", counting)
     register(table, topics(1_000, changed=10), DataVersion(0, 2, 2))
     assert sorted(written) == sorted(f"T{i}" for i in range(10))
     assert queue_datas(table)["T3"] == QueueData("broker-a", 4, 4, 6)

@@ -794,3 +794,25 @@ def test_register_body_max_topics_applies_to_java_bodies(tmp_path: Path) -> None
             assert not stubs.ns.GetAllTopicList(ns_pb2.GetAllTopicListRequest()).topics
             two = {f"lim-{i}": topic(f"lim-{i}") for i in range(2)}
             assert register(client, "c-lim", "b-lim", 0, "127.0.0.1:29901", two).code == ResponseCode.SUCCESS
+
+
+def test_register_body_max_filter_servers_applies_to_java_bodies(tmp_path: Path) -> None:
+    conf = tmp_path / "namesrv.conf"
+    conf.write_text("registerBodyMaxFilterServers=2\n")
+    with running_namesrv(tmp_path / "ns", "-c", str(conf)) as server, server.channel() as channel:
+        stubs = Stubs(channel)
+        with RemotingTestClient(server.remoting_address) as client:
+            topics = {"flt-0": topic("flt-0")}
+            servers = ["127.0.0.1:45001", "127.0.0.1:45002", "127.0.0.1:45003"]
+            for compressed in (False, True):
+                body = bodies.encode_register_broker_body(topics, DataVersion(0, 1, 1), servers, compressed=compressed)
+                answer = register(
+                    client, "c-flt", "b-flt", 0, "127.0.0.1:29911", topics, body=body, compressed=compressed
+                )
+                assert answer.code == ResponseCode.SYSTEM_ERROR
+                assert "more than 2 (registerBodyMaxFilterServers)" in (answer.remark or "")
+            assert not stubs.ns.GetAllTopicList(ns_pb2.GetAllTopicListRequest()).topics
+            body = bodies.encode_register_broker_body(topics, DataVersion(0, 1, 1), servers[:2], compressed=False)
+            assert (
+                register(client, "c-flt", "b-flt", 0, "127.0.0.1:29911", topics, body=body).code == ResponseCode.SUCCESS
+            )

@@ -589,3 +589,20 @@ def test_seeded_state_survived_every_rejection(seeded: Stubs) -> None:
     assert state.kv["ORDER_TOPIC_CONFIG"] == {"table": {"TopicTest": "broker-a:4"}}
     assert state.config["scanNotActiveBrokerInterval"] == "200"
     assert state.config["orderMessageEnable"] == "false"
+
+
+def test_filter_server_list_over_limit_is_resource_exhausted(seeded: Stubs) -> None:
+    """registerBodyMaxFilterServers (default 64): a longer list is refused and changes nothing; 64 pass."""
+    servers = [f"10.9.{i // 250}.{i % 250}:45001" for i in range(65)]
+    request = register_request(broker_addr=MASTER_A, topics=[topic("Filtered")], version=DataVersion(0, 7, 7),
+                               filter_servers=servers)  # fmt: skip
+    error = assert_rejected(
+        seeded, lambda s: s.ns.RegisterBroker(request), grpc.StatusCode.RESOURCE_EXHAUSTED, "LIMIT_EXCEEDED"
+    )
+    assert error_info(error).metadata["limit"] == "registerBodyMaxFilterServers"
+    assert "65 filter servers, more than 64 (registerBodyMaxFilterServers)" in (error.details() or "")
+    request = register_request(broker_addr=MASTER_A, topics=[topic("Filtered")], version=DataVersion(0, 7, 7),
+                               filter_servers=servers[:64])  # fmt: skip
+    seeded.ns.RegisterBroker(request)
+    route = seeded.ns.PickupTopicRoute(ns_pb2.PickupTopicRouteRequest(topic="Filtered")).route
+    assert list(route.filter_server_table[MASTER_A].filter_server_addrs) == servers[:64]

@@ -71,6 +71,7 @@ class NamesrvConfig:
     grpc_max_message_size: int = 16 * 1024 * 1024
     register_body_max_inflated_size: int = 64 * 1024 * 1024
     register_body_max_topics: int = 200_000
+    register_body_max_filter_servers: int = 64
     kv_config_max_value_size: int = 64 * 1024
     kv_config_max_total_size: int = 2 * 1024 * 1024
     broker_session_hello_timeout_millis: int = 10_000
@@ -249,6 +250,11 @@ KEYS: dict[str, _Key] = {
         "notify_min_broker_id_changed",
         _parse_bool,
         "tell a broker name's brokers over remoting when its smallest broker id changes (5.x; connects to brokers)",
+    ),
+    "registerBodyMaxFilterServers": _Key(
+        "register_body_max_filter_servers",
+        _int_parser(0, 100_000),
+        "most filter-server addresses one registration may carry (each lookup of its topics returns them all)",
     ),
     "configBlackList": _Key("config_black_list", str, "keys UpdateNamesrvConfig refuses, ';'-separated"),
     "grpcMaxMessageSize": _Key(

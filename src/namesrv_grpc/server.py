@@ -36,6 +36,7 @@ from namesrv_grpc.config import NamesrvConfig
 from namesrv_grpc.core.kvconfig import KVConfigManager
 from namesrv_grpc.core.processor import NameServer
 from namesrv_grpc.core.route_table import Clock, RouteInfoManager, wall_clock_millis
+from namesrv_grpc.decode_pool import BodyDecodePool
 from namesrv_grpc.grpc_api.grpc_metrics import GrpcServerMetrics
 from namesrv_grpc.grpc_api.handlers import add_services
 from namesrv_grpc.grpc_api.route_watches import RouteWatchCollector, new_route_watches
@@ -86,6 +87,9 @@ class NamesrvServer:
         self.route_table = RouteInfoManager(clock)
         kv_path = Path(config.kv_config_path).expanduser()
         self.nameserver = NameServer(config, self.route_table, KVConfigManager(kv_path))
+        self.body_decode_pool = BodyDecodePool()
+        """Large registration bodies are decoded in its child process (started at the first one)."""
+        self.nameserver.body_decoder = self.body_decode_pool
         self.metrics = NamesrvMetrics(self.route_table)
         self.grpc_metrics = GrpcServerMetrics(self.metrics.registry)
         self.gc_pauses = GcPauses(self.metrics.gc_pause_seconds)
@@ -341,6 +345,7 @@ class NamesrvServer:
         await self.broker_notifier.close()
         await self.loop_lag.stop()
         self.gc_pauses.uninstall()
+        self.body_decode_pool.close()
         for task in (self._scan_task, self._snapshot_task, self._tls_watch_task):
             if task is not None:
                 task.cancel()

@@ -41,6 +41,17 @@ class NamesrvError(Exception):
         self.message = message
         self.metadata = metadata or {}
 
+    def __reduce__(self) -> tuple[object, ...]:
+        """Pickled as class, message, metadata and attributes (errors of the body-decoding child
+        process come back whole, whatever the subclass's constructor takes)."""
+        return _rebuild_error, (type(self), self.message, dict(self.metadata)), dict(self.__dict__)
+
+
+def _rebuild_error(cls: type[NamesrvError], message: str, metadata: dict[str, str]) -> NamesrvError:
+    error = cls.__new__(cls)
+    NamesrvError.__init__(error, message, metadata)
+    return error
+
 
 class InvalidFieldError(NamesrvError):
     """A request field is missing or out of range; ``field`` names it (as in the .proto)."""

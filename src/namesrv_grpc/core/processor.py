@@ -13,10 +13,11 @@ import logging
 import time
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import NamedTuple, TypeVar, cast
+from typing import NamedTuple, Protocol, TypeVar, cast
 
 from namesrv_grpc.config import RESTART_KEYS, NamesrvConfig, apply_properties, persist_properties
 from namesrv_grpc.core.body import decompress_body, parse_body, split_topic_table, verify_checksum
+from namesrv_grpc.core.compact_topics import CompactTopics
 from namesrv_grpc.core.errors import (
     ConfigKeyBlacklistedError,
     InvalidFieldError,
@@ -106,6 +107,19 @@ MinBrokerIdSender = Callable[[MinBrokerIdChange], None]
 """Sends ``NOTIFY_MIN_BROKER_ID_CHANGE`` to the change's recipients without blocking (the remoting
 door's :class:`~namesrv_grpc.remoting.notifier.BrokerNotifier`); must not raise."""
 
+
+class BodyDecoder(Protocol):
+    """Where large registration bodies are decoded (:class:`namesrv_grpc.decode_pool.BodyDecodePool`)."""
+
+    def wants(self, size: int, compressed: bool) -> bool:
+        """True when a body of ``size`` bytes should be decoded by :meth:`decode`."""
+        ...
+
+    def decode(self, function: Callable[..., T], *args: object) -> T:
+        """``function(*args)``, somewhere else; raises what it raises."""
+        ...
+
+
 MasterListener = Callable[[str, str, str], None]
 """Called with (broker name, master address, master HA address) when a broker name's live master
 changes; both addresses are "" when it has none."""
@@ -136,6 +150,55 @@ def check_topic_queue_mappings(mappings: Mapping[str, TopicQueueMappingInfo], ma
                 )
 
 
+def decode_protobuf_body(
+    body: bytes,
+    compressed: bool,
+    max_inflated_bytes: int,
+    max_topics: int,
+    known_fingerprint: int | None,
+    compact: bool = False,
+) -> DecodedBody:
+    """A protobuf registration body (S01 checked before) as :class:`DecodedBody`: decompressed within
+    ``max_inflated_bytes`` and decoded within ``max_topics``. When its topic table has the fingerprint
+    ``known_fingerprint`` (the table holds what it makes: ``RouteInfoManager.stored_topics_fingerprint``),
+    only the rest is decoded and ``topic_configs`` is None. ``compact``: the topics as
+    :class:`CompactTopics` (to cross a process boundary). Pure: runs in the body-decoding child too.
+    Raises MalformedBodyError, LimitExceededError, InvalidFieldError."""
+    raw = decompress_body(body, compressed=compressed, max_bytes=max_inflated_bytes)
+    split = split_topic_table(raw)
+    topics_fingerprint = split[0] if split else None
+    decoded = None
+    topic_configs: Mapping[str, TopicConfig] | None = None
+    if split and split[0] == known_fingerprint:
+        # Same topic table as last time, only the DataVersion or filter servers differ: S07
+        # would change nothing, so only the rest of the body is decoded.
+        decoded = parse_body(split[1], compressed=False)
+    if decoded is None or decoded.topic_config_table:
+        decoded = parse_body(raw, compressed=False, max_topics=max_topics)
+        topic_configs = decoded.topic_config_table
+        if compact:
+            topic_configs = CompactTopics.from_topic_configs(topic_configs)
+    return DecodedBody(
+        topic_configs,
+        decoded.data_version,
+        decoded.filter_server_list,
+        topics_fingerprint,
+        decoded.topic_queue_mappings or None,
+    )
+
+
+def check_filter_server_count(count: int, limit: int) -> None:
+    """A registration carries at most ``limit`` filter-server addresses (``registerBodyMaxFilterServers``,
+    default 64): every lookup of the broker's topics returns them all (S09, S18), so a long list
+    multiplies every route's size. RocketMQ runs at most one filter server per broker host in
+    practice and sets no limit. Raises LimitExceededError (checked before the addresses are)."""
+    if count > limit:
+        raise LimitExceededError(
+            "registerBodyMaxFilterServers",
+            f"body lists {count} filter servers, more than {limit} (registerBodyMaxFilterServers)",
+        )
+
+
 class NameServer:
     """The NameServer's request handling: one object per server process, shared by every servicer."""
 
@@ -160,6 +223,9 @@ class NameServer:
         self.min_broker_id_senders: list[MinBrokerIdSender] = []
         """Given every MinBrokerIdChange while ``notifyMinBrokerIdChanged`` is on (S53)."""
         route_table.delete_topic_with_broker_registration = config.delete_topic_with_broker_registration
+        self.body_decoder: BodyDecoder | None = None
+        """Decodes large registration bodies elsewhere (the server sets a child-process pool,
+        :class:`namesrv_grpc.decode_pool.BodyDecodePool`); None: always in the calling thread."""
         route_table.set_support_acting_master(config.support_acting_master)
         route_table.min_broker_id_listeners.append(self._on_min_broker_id_change)
 
@@ -237,27 +303,14 @@ class NameServer:
         )
 
     def _decode_protobuf_body(self, identity: BrokerIdentity, body: bytes, compressed: bool) -> DecodedBody:
-        """Decode within ``registerBodyMaxInflatedSize`` and ``registerBodyMaxTopics``."""
+        """Decode within ``registerBodyMaxInflatedSize`` and ``registerBodyMaxTopics``; a large body in
+        :attr:`body_decoder`'s child process."""
         config = self.config
-        raw = decompress_body(body, compressed=compressed, max_bytes=config.register_body_max_inflated_size)
-        split = split_topic_table(raw)
-        topics_fingerprint = split[0] if split else None
-        decoded = None
-        topic_configs = None
-        if split and self.route_table.topics_unchanged(**identity._asdict(), topics_fingerprint=split[0]):
-            # Same topic table as last time, only the DataVersion or filter servers differ: S07
-            # would change nothing, so only the rest of the body is decoded.
-            decoded = parse_body(split[1], compressed=False)
-        if decoded is None or decoded.topic_config_table:
-            decoded = parse_body(raw, compressed=False, max_topics=config.register_body_max_topics)
-            topic_configs = decoded.topic_config_table
-        return DecodedBody(
-            topic_configs,
-            decoded.data_version,
-            decoded.filter_server_list,
-            topics_fingerprint,
-            decoded.topic_queue_mappings or None,
-        )
+        known = self.route_table.stored_topics_fingerprint(**identity._asdict())
+        limits = (config.register_body_max_inflated_size, config.register_body_max_topics, known)
+        if self.body_decoder is not None and self.body_decoder.wants(len(body), compressed):
+            return self.body_decoder.decode(decode_protobuf_body, body, compressed, *limits, True)
+        return decode_protobuf_body(body, compressed, *limits)
 
     def apply_registration(
         self,
@@ -289,7 +342,8 @@ class NameServer:
         (raising MalformedBodyError or InvalidFieldError). Returns the registration result (S10) and
         the ORDER_TOPIC_CONFIG table (S11). Raises InvalidFieldError, MalformedBodyError,
         StaleBrokerStateError, RegistrationRefusedError (S42: a broker's first registration over
-        remoting carries exactly one topic); nothing changes when it raises.
+        remoting carries exactly one topic), LimitExceededError (more than
+        ``registerBodyMaxFilterServers`` filter servers); nothing changes when it raises.
 
         RocketMQ 5.x: ``zone_name`` replaces the broker name's zone, "" clears it (S39); the body's
         static-topic mappings are checked (:func:`check_topic_queue_mappings`) and kept (S40).
@@ -309,6 +363,7 @@ class NameServer:
             topic_configs: Mapping[str, TopicConfig] | None = None
         else:
             decoded = decode()
+            check_filter_server_count(len(decoded.filter_server_list), self.config.register_body_max_filter_servers)
             for index, addr in enumerate(decoded.filter_server_list):
                 require_addr(f"body.filter_server_list[{index}]", addr)
             topic_configs, data_version, filter_servers, topics_fingerprint, mappings = decoded

@@ -55,6 +55,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from namesrv_grpc.core.compact_topics import CompactTopics
 from namesrv_grpc.core.digest import RouteDigest, broker_data_hash, queue_data_hash
 from namesrv_grpc.core.errors import (
     BrokerNameNotRegisteredError,
@@ -107,6 +108,16 @@ the route encoder adds changed, e.g. ``orderMessageEnable`` was toggled)."""
 MinBrokerIdListener = Callable[[MinBrokerIdChange], None]
 """Called after a change, outside the lock, for every broker name whose smallest broker id changed
 in a way RocketMQ tells the brokers about (S53)."""
+
+
+def queue_nums_of(topic_configs: Mapping[str, TopicConfig]) -> Iterator[tuple[str, QueueNums]]:
+    """``(topic, QueueNums)`` of each topic config: what S07 compares and stores."""
+    if isinstance(topic_configs, CompactTopics):
+        return topic_configs.queue_nums()
+    return (
+        (c.topic_name, (c.read_queue_nums, c.write_queue_nums, c.perm, c.topic_sys_flag))
+        for c in topic_configs.values()
+    )
 
 
 def wall_clock_millis() -> int:
@@ -423,13 +434,13 @@ class RouteInfoManager:
                 if self.delete_topic_with_broker_registration and not topic_queue_mappings:
                     for topic in self.topics_by_broker_name.get(broker_name, {}).keys() - topic_configs.keys():
                         self._remove_queue_data(topic, broker_name)
-                configs: Iterable[TopicConfig] = topic_configs.values()
+                pairs: Iterable[tuple[str, QueueNums]] = queue_nums_of(topic_configs)
                 if differing is not None and differing[0] == self._changes_done:
-                    configs = differing[1]  # nothing changed since: the others are equal, S07 skips them
+                    pairs = differing[1]  # nothing changed since: the others are equal, S07 skips them
                 if prime_slave and broker_data.enable_acting_master:
-                    configs = [c._replace(perm=c.perm & ~PERM_WRITE) for c in configs]
-                for topic_config in configs:
-                    self._create_and_update_queue_data(broker_name, topic_config)
+                    pairs = [(topic, (r, w, perm & ~PERM_WRITE, flag)) for topic, (r, w, perm, flag) in pairs]
+                for topic, nums in pairs:
+                    self._create_and_update_queue_nums(broker_name, topic, nums)
 
             # S08: the live entry (the session stays only with the same broker instance).
             same_instance = (
@@ -508,34 +519,33 @@ class RouteInfoManager:
             displaced.pop(next(iter(displaced)))
         return holder.instance_id if fighting else ""
 
-    def _differing(self, broker_name: str, topic_configs: Mapping[str, TopicConfig]) -> tuple[int, list[TopicConfig]]:
-        """``(changes done before the read, the topic configs whose QueueData differ from the
-        table's)``, read without the lock (single dict reads; the values are immutable tuples). The
-        list is what S07 would write as long as no change ended since."""
+    def _differing(
+        self, broker_name: str, topic_configs: Mapping[str, TopicConfig]
+    ) -> tuple[int, list[tuple[str, QueueNums]]]:
+        """``(changes done before the read, (topic, QueueNums) of the topics whose QueueData differ
+        from the table's)``, read without the lock (single dict reads; the values are immutable
+        tuples). The list is what S07 would write as long as no change ended since."""
         seen = self._changes_done
         table = self.topic_queue_nums
         differing = []
-        for topic_config in topic_configs.values():
-            queue_data_map = table.get(topic_config.topic_name)
-            old = queue_data_map.get(broker_name) if queue_data_map is not None else None
-            if old is None or old != (
-                topic_config.read_queue_nums,
-                topic_config.write_queue_nums,
-                topic_config.perm,
-                topic_config.topic_sys_flag,
-            ):
-                differing.append(topic_config)
+        for topic, nums in queue_nums_of(topic_configs):
+            queue_data_map = table.get(topic)
+            if queue_data_map is None or queue_data_map.get(broker_name) != nums:
+                differing.append((topic, nums))
         return seen, differing
 
     def _create_and_update_queue_data(self, broker_name: str, topic_config: TopicConfig) -> None:
-        """S07: create the topic, add or replace this broker name's QueueData when it differs."""
-        topic = topic_config.topic_name
+        """S07 for one TopicConfig (see :meth:`_create_and_update_queue_nums`)."""
         nums = (
             topic_config.read_queue_nums,
             topic_config.write_queue_nums,
             topic_config.perm,
             topic_config.topic_sys_flag,
         )
+        self._create_and_update_queue_nums(broker_name, topic_config.topic_name, nums)
+
+    def _create_and_update_queue_nums(self, broker_name: str, topic: str, nums: QueueNums) -> None:
+        """S07: create the topic, add or replace this broker name's QueueData when it differs."""
         queue_data_map = self.topic_queue_nums.setdefault(topic, {})
         if queue_data_map.get(broker_name) != nums:
             self._set_queue_nums(topic, queue_data_map, broker_name, nums)
@@ -954,6 +964,15 @@ class RouteInfoManager:
         with self._lock:
             live = self._matching_live(cluster_name, broker_name, broker_id, broker_addr)
             return live is not None and live.topics_fingerprint == topics_fingerprint
+
+    def stored_topics_fingerprint(
+        self, *, cluster_name: str, broker_name: str, broker_id: int, broker_addr: str
+    ) -> int | None:
+        """The topics fingerprint :meth:`topics_unchanged` compares with (None: none is kept, or the
+        broker is not registered so)."""
+        with self._lock:
+            live = self._matching_live(cluster_name, broker_name, broker_id, broker_addr)
+            return None if live is None else live.topics_fingerprint
 
     def same_body_registered(
         self,

@@ -40,9 +40,10 @@ import contextlib
 import functools
 import logging
 import zlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 
+from namesrv_grpc.core.compact_topics import CompactTopics
 from namesrv_grpc.core.errors import (
     BodyChecksumMismatchError,
     BrokerNotRegisteredError,
@@ -51,7 +52,7 @@ from namesrv_grpc.core.errors import (
     MalformedBodyError,
     NamesrvError,
 )
-from namesrv_grpc.core.model import ZONE_MODE_EXT_FIELD, ZONE_NAME_EXT_FIELD, DataVersion, TopicRouteData
+from namesrv_grpc.core.model import ZONE_MODE_EXT_FIELD, ZONE_NAME_EXT_FIELD, DataVersion, TopicConfig, TopicRouteData
 from namesrv_grpc.core.processor import BrokerIdentity, DecodedBody, NameServer
 from namesrv_grpc.log_limits import printable
 from namesrv_grpc.metrics import NamesrvMetrics
@@ -135,16 +136,25 @@ def _optional(request: RemotingCommand, name: str, default: str = "") -> str:
     return default if value is None else value
 
 
+_LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
+
+
 def _int(request: RemotingCommand, name: str, default: int | None = None) -> int:
     text = request.ext_fields.get(name)
     if text is None or (text == "" and default is not None):
         if default is None:
             raise InvalidFieldError(name, "missing from the request header (extFields)")
         return default
+    problem = f"must be a whole number that fits a Java long, got {text[:40]!r}"
+    if len(text) > 24:  # a long has at most 20 characters: refused before any conversion work
+        raise InvalidFieldError(name, f"{problem} ({len(text)} characters)")
     try:
-        return int(text)
+        value = int(text)
     except ValueError:
-        raise InvalidFieldError(name, f"must be a whole number, got {text[:40]!r}") from None
+        raise InvalidFieldError(name, problem) from None
+    if not _LONG_MIN <= value <= _LONG_MAX:  # Java Long.parseLong refuses it too
+        raise InvalidFieldError(name, problem)
+    return value
 
 
 def _small_body(request: RemotingCommand, limit: int) -> bytes:
@@ -209,18 +219,7 @@ def split_data_version(body: bytes, compressed: bool) -> tuple[int, bytes] | Non
     if not body:
         return None
     if compressed:
-        inflater = zlib.decompressobj()
-        try:
-            raw = inflater.decompress(body, MAX_INFLATED_BODY_BYTES)
-        except zlib.error:
-            return None
-        if inflater.unconsumed_tail or not inflater.eof or len(raw) < 4:
-            return None
-        length = int.from_bytes(raw[:4], "big", signed=True)
-        if not 0 < length <= len(raw) - 4:
-            return None
-        rest = memoryview(raw)[4 + length :]
-        return zlib.crc32(rest) | len(rest) << 32 | 1 << 80, raw[4 : 4 + length]
+        return _split_compressed(body)
     start = body.find(_DATA_VERSION_KEY)
     end = body.find(b"}", start) if start >= 0 else -1
     if end < 0:
@@ -229,6 +228,48 @@ def split_data_version(body: bytes, compressed: bool) -> tuple[int, bytes] | Non
     return zlib.crc32(tail, zlib.crc32(head)) | (len(head) + len(tail)) << 32 | 1 << 81, body[
         start + len(_DATA_VERSION_KEY) - 1 : end + 1
     ]
+
+
+_SPLIT_STEP = 1024 * 1024
+_DATA_VERSION_JSON_MAX_BYTES = 64 * 1024
+
+
+def _split_compressed(body: bytes) -> tuple[int, bytes] | None:
+    """:func:`split_data_version` of a compressed body, inflated 1 MiB at a time: only the DataVersion
+    is kept, the rest is fingerprinted as it comes (one call inflating up to 64 MiB held the
+    interpreter lock for about 170 ms on a deflate bomb, and the memory until it returned)."""
+    inflater = zlib.decompressobj()
+    head = b""
+    """``int32 length`` + the DataVersion JSON, while incomplete."""
+    length = -1
+    crc, rest_length, total = 0, 0, 0
+    data = body
+    try:
+        while True:
+            piece = inflater.decompress(data, _SPLIT_STEP)
+            data = inflater.unconsumed_tail
+            total += len(piece)
+            if total > MAX_INFLATED_BODY_BYTES:
+                return None
+            if length < 0 or len(head) < 4 + length:
+                head += piece
+                if length < 0 and len(head) >= 4:
+                    length = int.from_bytes(head[:4], "big", signed=True)
+                    if not 0 < length <= _DATA_VERSION_JSON_MAX_BYTES:
+                        return None
+                piece = b""
+                if length >= 0 and len(head) > 4 + length:
+                    head, piece = head[: 4 + length], head[4 + length :]
+            if piece:
+                crc = zlib.crc32(piece, crc)
+                rest_length += len(piece)
+            if inflater.eof or not data:
+                break
+    except zlib.error:
+        return None
+    if not inflater.eof or length < 0 or len(head) < 4 + length:
+        return None
+    return crc | rest_length << 32 | 1 << 80, head[4:]
 
 
 def _only_data_version(data: bytes) -> DataVersion | None:
@@ -240,6 +281,50 @@ def _only_data_version(data: bytes) -> DataVersion | None:
         return bodies.decode_data_version(data)
     except (ValueError, MalformedBodyError):
         return None
+
+
+def decode_java_register_body(
+    body: bytes,
+    compressed: bool,
+    max_inflated_bytes: int,
+    max_topics: int,
+    known_fingerprint: int | None,
+    compact: bool = False,
+    rocketmq5: bool = True,
+) -> DecodedBody:
+    """A Java REGISTER_BROKER body (``bodyCrc32`` checked before) as :class:`DecodedBody`. When only
+    its DataVersion differs from the body whose fingerprint is ``known_fingerprint`` (a broker's
+    periodic registration after a config change elsewhere), only the DataVersion is decoded:
+    ``topic_configs`` is None and the filter servers are left empty for the caller to fill in (the
+    same shortcut as the gRPC path's ``split_topic_table``). ``compact``: topics as
+    :class:`CompactTopics`. ``rocketmq5``: the sender is at least RocketMQ 5.0 (request version), so a
+    compressed body's trailing static-topic mappings are read (S40). Pure: runs in the body-decoding
+    child too. Raises MalformedBodyError, LimitExceededError, InvalidFieldError."""
+    split = split_data_version(body, compressed)
+    if split is not None:
+        fingerprint, version_json = split
+        if fingerprint == known_fingerprint:
+            data_version = _only_data_version(version_json)
+            if data_version is not None:
+                return DecodedBody(None, data_version, (), fingerprint)
+    decoded = bodies.decode_register_broker_body(
+        body, compressed=compressed, max_inflated=max_inflated_bytes, rocketmq5=rocketmq5
+    )
+    if len(decoded.topic_config_table) > max_topics:
+        raise LimitExceededError(
+            "registerBodyMaxTopics",
+            f"body holds {len(decoded.topic_config_table)} topics, more than {max_topics} (registerBodyMaxTopics)",
+        )
+    topic_configs: Mapping[str, TopicConfig] = decoded.topic_config_table
+    if compact:
+        topic_configs = CompactTopics.from_topic_configs(topic_configs)
+    return DecodedBody(
+        topic_configs,
+        decoded.data_version,
+        decoded.filter_server_list,
+        split[0] if split is not None else None,
+        decoded.topic_queue_mappings or None,
+    )
 
 
 # ---------------------------------------------------------------------------------------- handlers
@@ -462,35 +547,21 @@ class RemotingHandlers:
     def _decode_register_body(
         self, identity: BrokerIdentity, body: bytes, compressed: bool, version: int = VERSION_V5_0_0
     ) -> DecodedBody:
-        """Decode a Java body; when only its DataVersion differs from this broker's last body (a
-        broker's periodic registration after a config change elsewhere), decode just the DataVersion:
-        S07 would change nothing (the same shortcut as the gRPC path's ``split_topic_table``)."""
-        split = split_data_version(body, compressed)
-        if split is not None:
-            fingerprint, version_json = split
-            if self._ns.route_table.topics_unchanged(**identity._asdict(), topics_fingerprint=fingerprint):
-                data_version = _only_data_version(version_json)
-                if data_version is not None:
-                    filter_servers = self._ns.route_table.filter_servers_of(identity.broker_addr)
-                    return DecodedBody(None, data_version, filter_servers, fingerprint)
+        """Decode a Java body (:func:`decode_java_register_body`); a large one in the NameServer's
+        body-decoding child process. When only its DataVersion differs from this broker's last body,
+        the filter servers are the stored ones (S07 and S09 would change nothing)."""
         config = self._ns.config
-        max_inflated = config.register_body_max_inflated_size
-        decoded = bodies.decode_register_broker_body(
-            body, compressed=compressed, max_inflated=max_inflated, rocketmq5=version >= VERSION_V5_0_0
-        )
-        if len(decoded.topic_config_table) > config.register_body_max_topics:
-            raise LimitExceededError(
-                "registerBodyMaxTopics",
-                f"body holds {len(decoded.topic_config_table)} topics, more than {config.register_body_max_topics} "
-                "(registerBodyMaxTopics)",
-            )
-        return DecodedBody(
-            decoded.topic_config_table,
-            decoded.data_version,
-            decoded.filter_server_list,
-            split[0] if split is not None else None,
-            decoded.topic_queue_mappings or None,
-        )
+        known = self._ns.route_table.stored_topics_fingerprint(**identity._asdict())
+        args = (body, compressed, config.register_body_max_inflated_size, config.register_body_max_topics, known)
+        decoder = self._ns.body_decoder
+        if decoder is not None and decoder.wants(len(body), compressed):
+            decoded = decoder.decode(decode_java_register_body, *args, True, version >= VERSION_V5_0_0)
+        else:
+            decoded = decode_java_register_body(*args, False, version >= VERSION_V5_0_0)
+        if decoded.topic_configs is None:
+            filter_servers = self._ns.route_table.filter_servers_of(identity.broker_addr)
+            decoded = decoded._replace(filter_server_list=filter_servers)
+        return decoded
 
     def _registered(
         self,

@@ -1,0 +1,119 @@
+"""Large registration bodies are decoded in a child process, so lookups never wait behind them.
+
+Decoding a 100,000-topic body is about half a second of Python work. In a worker thread it still
+holds the GIL that the event loop needs for every request, and the 100,000 ``TopicConfig`` objects
+it builds make the garbage collector's full passes long: lookups waited hundreds of milliseconds
+(docs/benchmarks.md, rows 3a and 11a). :class:`BodyDecodePool` runs the decode (inflate, split,
+parse, validate: the very functions the in-thread path runs) in one child process and gets back a
+:class:`~namesrv_grpc.core.compact_topics.CompactTopics` (two objects for any number of topics);
+the server's process then only compares and applies the topics that differ (S07).
+
+The child is started at the first large body (``spawn``: nothing of the server's threads is
+copied), runs at a lower CPU priority (:data:`CHILD_NICENESS`), decodes one body at a time, and is
+stopped with the server. If it dies (killed for memory,
+say), the body is decoded in the calling thread instead and a new child is started for the next one.
+Errors raised by the decode (MalformedBodyError, InvalidFieldError, LimitExceededError) come back
+as the same exceptions.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import multiprocessing
+import os
+import threading
+from collections.abc import Callable
+from concurrent.futures import CancelledError, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from typing import TypeVar
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+LARGE_BODY_BYTES = 512 * 1024
+"""A body sent uncompressed is decoded in the child from this size on (about 12,000 topics)."""
+
+LARGE_COMPRESSED_BODY_BYTES = 8 * 1024
+"""A compressed body is decoded in the child from this size on: it inflates 10 to 400 times (a Java
+broker's compressed body of 100,000 alike topics is 225 KiB), so its size says little; 8 KiB is a few
+thousand topics."""
+
+CHILD_NICENESS = 10
+"""The child runs at a lower CPU priority: when the machine is busy, requests go first and a large
+registration takes longer."""
+
+
+def _lower_priority() -> None:
+    """Child initializer: lower its CPU priority (ignored where not allowed)."""
+    with contextlib.suppress(OSError):
+        os.nice(CHILD_NICENESS)
+
+
+class BodyDecodePool:
+    """One child process that decodes large registration bodies; thread-safe."""
+
+    def __init__(
+        self, min_bytes: int = LARGE_BODY_BYTES, min_compressed_bytes: int = LARGE_COMPRESSED_BODY_BYTES
+    ) -> None:
+        """Bodies of at least ``min_bytes`` (``min_compressed_bytes`` when compressed) go to the child."""
+        self.min_bytes = min_bytes
+        self.min_compressed_bytes = min_compressed_bytes
+        self._lock = threading.Lock()
+        self._pool: ProcessPoolExecutor | None = None
+        self._closed = False
+        self.decoded_in_child = 0
+        """Bodies decoded by the child (for tests and the benchmarks)."""
+
+    def wants(self, size: int, compressed: bool) -> bool:
+        """True when a body of ``size`` bytes is decoded in the child."""
+        return not self._closed and size >= (self.min_compressed_bytes if compressed else self.min_bytes)
+
+    def _executor(self) -> ProcessPoolExecutor:
+        with self._lock:
+            if self._pool is None:
+                self._pool = ProcessPoolExecutor(
+                    max_workers=1, mp_context=multiprocessing.get_context("spawn"), initializer=_lower_priority
+                )
+            return self._pool
+
+    def decode(self, function: Callable[..., T], *args: object) -> T:
+        """``function(*args)`` in the child (both picklable, ``function`` at module level), or in this
+        thread when the child died or the pool is closed. Blocks; call it from a worker thread.
+        Raises what ``function`` raises."""
+        if self._closed:
+            return function(*args)
+        executor = self._executor()
+        try:
+            result = executor.submit(function, *args).result()
+        except BrokenProcessPool:
+            log.warning("the body-decoding child process died; decoding this body in the server process")
+            with self._lock:
+                if self._pool is executor:
+                    self._pool = None
+            executor.shutdown(wait=False)
+            return function(*args)
+        except (RuntimeError, CancelledError):  # closed meanwhile: "cannot schedule new futures after shutdown"
+            if not self._closed:
+                raise
+            return function(*args)
+        self.decoded_in_child += 1
+        return result
+
+    def child_pid(self) -> int | None:
+        """The child's process id, None before the first large body (for tests and the benchmarks)."""
+        with self._lock:
+            pool = self._pool
+        if pool is None:
+            return None
+        processes = list(getattr(pool, "_processes", {}) or {})
+        return processes[0] if processes else None
+
+    def close(self) -> None:
+        """Stop the child (bodies still being decoded there finish in their callers' threads)."""
+        with self._lock:
+            self._closed = True
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
