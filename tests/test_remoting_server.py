@@ -802,7 +802,7 @@ def test_register_body_max_filter_servers_applies_to_java_bodies(tmp_path: Path)
     with running_namesrv(tmp_path / "ns", "-c", str(conf)) as server, server.channel() as channel:
         stubs = Stubs(channel)
         with RemotingTestClient(server.remoting_address) as client:
-            topics = {"flt-0": topic("flt-0")}
+            topics = {**SYSTEM, "flt-0": topic("flt-0")}
             servers = ["127.0.0.1:45001", "127.0.0.1:45002", "127.0.0.1:45003"]
             for compressed in (False, True):
                 body = bodies.encode_register_broker_body(topics, DataVersion(0, 1, 1), servers, compressed=compressed)
