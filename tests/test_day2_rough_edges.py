@@ -25,6 +25,7 @@ import pytest
 
 from broker_agent.client import remoting_port_message
 from broker_agent.config import load_broker_config
+from namesrv_grpc.config import NamesrvConfig
 from namesrv_grpc.properties import ConfigError
 from tests.metrics_support import scrape
 from tests.support import (
@@ -198,7 +199,7 @@ def test_update_namesrv_config_persists_where_the_start_line_says(tmp_path: Path
         config = json.loads(run_cli("namesrv_grpc.admin_cli", "-n", second.address, "config").stdout)["config"]
     finally:
         second.stop()
-    assert config["scanNotActiveBrokerInterval"] == "10000"
+    assert config["scanNotActiveBrokerInterval"] == str(NamesrvConfig().scan_not_active_broker_interval)
     assert (
         f"WARNING namesrv: {store.resolve()} (configStorePath) exists but is not read" in second.stderr_path.read_text()
     )

@@ -79,6 +79,7 @@ class NamesrvConfig:
     grpc_max_concurrent_streams: int = 1_000
     grpc_max_connection_idle_millis: int = 600_000
     grpc_max_connections: int = 0
+    grpc_max_concurrent_calls: int = 0
     shutdown_grace_period_millis: int = 5_000
     need_wait_for_service: bool = False
     wait_seconds_for_service: int = 45
@@ -297,6 +298,11 @@ KEYS: dict[str, _Key] = {
         _int_parser(0, 10_000_000),
         "gRPC connections open at once (0 = an eighth of the file-descriptor limit, at least 64)",
     ),
+    "grpcMaxConcurrentCalls": _Key(
+        "grpc_max_concurrent_calls",
+        _int_parser(0, 10_000_000),
+        "gRPC calls in flight at once, all connections (0 = routeWatchMaxWatchers + maxBrokerSessions + 10000)",
+    ),
     "shutdownGracePeriodMillis": _Key(
         "shutdown_grace_period_millis", _int_parser(0, 600_000), "drain time on SIGTERM, ms"
     ),
@@ -411,6 +417,7 @@ RESTART_KEYS = frozenset(
         "grpcMaxConcurrentStreams",
         "grpcMaxConnectionIdleMillis",
         "grpcMaxConnections",
+        "grpcMaxConcurrentCalls",
         "remotingFrameMaxLength",
         "remotingHeaderMaxFields",
         "maxConnections",
