@@ -245,3 +245,30 @@ def test_header_numbers_out_of_range_are_a_clean_refusal(server: Server, broker_
     assert "Java long" in (answer.remark or "")
     assert b"broker-big-id" not in clusters.body
     assert "Traceback" not in server.log()
+
+
+def test_grpc_calls_in_flight_are_capped(tmp_path: Path) -> None:
+    """grpcMaxConcurrentCalls 3: with three watches open a fourth call is RESOURCE_EXHAUSTED at once,
+    not queued; when a watch ends, calls are answered again."""
+    config = tmp_path / "namesrv.conf"
+    config.write_text("grpcMaxConcurrentCalls=3\n")
+    with running_namesrv(tmp_path, "-c", str(config)) as process, grpc.insecure_channel(process.address) as channel:
+        stub = ns_grpc.NameServerServiceStub(channel)
+        watches = [stub.WatchTopicRoutes(ns_pb2.WatchTopicRoutesRequest(topics=["T"]), timeout=30) for _ in range(3)]
+        for watch in watches:
+            next(iter(watch))  # the first message: the watch is open
+        with pytest.raises(grpc.RpcError) as refused:
+            stub.GetAllTopicList(ns_pb2.GetAllTopicListRequest(), timeout=10)
+        assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        watches[0].cancel()
+        poll_until(lambda: _answers(stub), 10)
+        for watch in watches[1:]:
+            watch.cancel()
+
+
+def _answers(stub: ns_grpc.NameServerServiceStub) -> bool:
+    try:
+        stub.GetAllTopicList(ns_pb2.GetAllTopicListRequest(), timeout=5)
+    except grpc.RpcError:
+        return False
+    return True
