@@ -343,3 +343,26 @@ def test_s52_support_acting_master_from_config_and_at_run_time(tmp_path: Path) -
     assert not ns.route_table.support_acting_master
     ns.update_namesrv_config({"notifyMinBrokerIdChanged": "true"})
     assert ns.config.notify_min_broker_id_changed
+
+
+def test_s53_one_message_per_broker_name_per_batch_of_removals() -> None:
+    """One expiry scan that removes the master and then the smallest slave tells the one broker
+    left once, with the last address that left (RocketMQ: one BrokerStatusChangeInfo per broker
+    name per unRegisterBroker batch, holding the live address map); a group that expires whole
+    tells nobody."""
+    world = World()
+    world.register(0, M, timeout=1_000)
+    world.register(1, S1, timeout=2_000)
+    world.register(2, S2, timeout=60_000)
+    world.changes.clear()
+    world.clock.advance(5_000)
+    assert len(world.rt.scan_not_active_broker()) == 2
+    assert world.changes == [MinBrokerIdChange("c1", "broker-a", 2, S2, S1, "", (S2,))]
+
+    world = World()
+    world.register(0, M, timeout=1_000)
+    world.register(1, S1, timeout=1_000)
+    world.changes.clear()
+    world.clock.advance(5_000)
+    assert len(world.rt.scan_not_active_broker()) == 2
+    assert world.changes == []
