@@ -14,12 +14,15 @@ bucket (the buckets around 20 ms are 15, 20 and 30 ms).
 
 from __future__ import annotations
 
+import gc
 import random
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from bench.grpc_load import grpc_load
@@ -43,7 +46,7 @@ from bench.harness import (
 )
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv.v1 import name_server_service_pb2_grpc as ns_grpc
-from namesrv_grpc.core.model import PERM_READ, DataVersion, TopicConfig
+from namesrv_grpc.core.model import PERM_READ, DataVersion, QueueData, TopicConfig
 
 
 def _lookup(topic: str) -> bytes:
@@ -112,6 +115,43 @@ class Churn:
             thread.join()
 
 
+def full_collection_ms(brokers: int, topics: int, per_topic: int, *, old_layout: bool) -> tuple[float, float]:
+    """(median ms of 5 full collections, RSS growth MiB) of a process-local table of ``topics`` x
+    ``per_topic`` QueueData laid out as the route table stores it (plain int tuples, shared; topic
+    index as dicts) or, with ``old_layout``, as it did before issue 21 (a ``QueueData`` NamedTuple
+    each; topic index as sets). Only the layout: no server, no lookups."""
+    rss_before = _rss_mib()
+    table: dict[str, dict[str, Any]] = {}
+    index: dict[str, Any] = {}
+    shared: dict[tuple[int, int, int, int], tuple[int, int, int, int]] = {}
+    for t in range(topics):
+        topic = f"topic-{t}"
+        queue_datas = table.setdefault(topic, {})
+        for k in range(per_topic):
+            name = f"broker-{(t * per_topic + k) % brokers}"
+            if old_layout:
+                queue_datas[name] = QueueData(name, 8, 8, 6, 0)
+                index.setdefault(name, set()).add(topic)
+            else:
+                queue_datas[name] = shared.setdefault((8, 8, 6, 0), (8, 8, 6, 0))
+                index.setdefault(name, {})[topic] = None
+    gc.collect()
+    times = []
+    for _ in range(5):
+        start = time.perf_counter()
+        gc.collect()
+        times.append((time.perf_counter() - start) * 1000)
+    grown = _rss_mib() - rss_before
+    del table, index
+    gc.collect()
+    return median(times), grown
+
+
+def _rss_mib() -> float:
+    status = Path("/proc/self/status").read_text()
+    return int(re.search(r"VmRSS:\s+(\d+) kB", status).group(1)) / 1024  # type: ignore[union-attr]
+
+
 def s12_big_table(p: Profile) -> Result:
     """GC pauses, loop lag, RSS per topic and lookups with 200,000 topics x 4 broker names loaded."""
     brokers, topics = p.pick((1_000, 200_000), (100, 20_000), (10, 500))
@@ -159,6 +199,10 @@ def s12_big_table(p: Profile) -> Result:
             rss.append(server.rss_bytes() / 2**20)
         loaded_rss = server.rss_bytes()
     per_topic_bytes = [(r * 2**20 - idle_rss) / topics for r in rss]
+    layouts: dict[bool, list[tuple[float, float]]] = {False: [], True: []}
+    for _ in range(p.repeats):  # alternating, so drift of a noisy machine hits both alike
+        for old_layout in (True, False):
+            layouts[old_layout].append(full_collection_ms(brokers, topics, per_topic, old_layout=old_layout))
     table = (
         f"{brokers:,} brokers, {topics:,} topics on {per_topic} broker names each ({topics * per_topic:,} QueueData)"
     )
@@ -193,8 +237,7 @@ def s12_big_table(p: Profile) -> Result:
                     "bytes per topic over idle": per_topic_bytes,
                     "bytes per QueueData over idle": [b / per_topic for b in per_topic_bytes],
                 },
-                baseline="the same process idle, before the load",
-                baseline_metrics={"RSS MiB": [idle_rss / 2**20]},
+                baseline=f"the same process idle, before the load: {idle_rss / 2**20:.1f} MiB",
                 target="reported: sizes the memory request and limit of deploy/kubernetes/namesrv.yaml",
                 met=None,
             ),
@@ -212,6 +255,25 @@ def s12_big_table(p: Profile) -> Result:
                 },
                 target=LOOKUP_TAIL_TARGET,
                 met=tail_met(p99, quiet_p99, max_ms),
+            ),
+            row(
+                "12d",
+                f"one full garbage collection (gc.collect()) in a bench process holding only the route table's "
+                f"layout for {table}: QueueData as shared plain int tuples and the topic index as dicts (as stored "
+                "since issue 21)",
+                "median of 5 collections per run",
+                {
+                    "full collection ms": [ms for ms, _ in layouts[False]],
+                    "table MiB": [mib for _, mib in layouts[False]],
+                },
+                baseline="the layout before issue 21 (a QueueData NamedTuple per entry, the topic index as sets), "
+                "built and collected in the same runs, alternately",
+                baseline_metrics={
+                    "full collection ms": [ms for ms, _ in layouts[True]],
+                    "table MiB": [mib for _, mib in layouts[True]],
+                },
+                target="reported: what the layout change bought",
+                met=None,
             ),
         ],
         "raw": {

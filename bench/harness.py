@@ -311,6 +311,30 @@ def tail_met(runs: list[float], quiet: list[float], max_ms: list[float]) -> bool
     return median(allowed) <= 1 and max(max_ms) <= 100
 
 
+def child_process_note(
+    before_id: str,
+    after_id: str,
+    before: Sequence[LoadRun],
+    after: Sequence[LoadRun],
+    before_pauses: Sequence[PauseFigures],
+    after_pauses: Sequence[PauseFigures],
+) -> str:
+    """What decoding large bodies in the child process bought, from the same runs (medians)."""
+
+    def m(values: Sequence[float]) -> str:
+        return f"{median(values):,.1f}"
+
+    return (
+        f"What decoding in the child process bought (row {before_id} -> row {after_id}, medians of the same runs): "
+        f"lookup p99 {m([r.p99_ms for r in before])} -> {m([r.p99_ms for r in after])} ms, slowest lookup "
+        f"{m([r.max_ms for r in before])} -> {m([r.max_ms for r in after])} ms, lookups/s "
+        f"{m([r.rps for r in before])} -> {m([r.rps for r in after])}, server CPU per lookup "
+        f"{m([r.server_cpu_us_per_request for r in before])} -> {m([r.server_cpu_us_per_request for r in after])} us, "
+        f"GC pauses over 20 ms {m([f.gc_over_20ms for f in before_pauses])} -> "
+        f"{m([f.gc_over_20ms for f in after_pauses])} per run."
+    )
+
+
 def pause_metrics(figures: list[PauseFigures]) -> dict[str, list[float]]:
     """The server's garbage-collection and loop-lag figures of the runs, as row metrics."""
     return {

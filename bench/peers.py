@@ -29,6 +29,7 @@ from bench.harness import (
     Profile,
     Result,
     bottleneck,
+    child_process_note,
     h2load,
     median,
     namesrv,
@@ -331,7 +332,10 @@ def s11_remoting_during_registrations(p: Profile) -> Result:
                 f"{changes}; body decoded in a worker thread (registerBodyDecodeInChildProcess=false: before)",
                 "thread",
                 False,
-            ),
+            )
+            | {
+                "note": child_process_note("11c", "11a", runs["thread"], runs["real"], pauses["thread"], pauses["real"])
+            },
         ],
         "raw": {
             "quiet": [r.as_dict() for r in quiet],

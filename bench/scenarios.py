@@ -38,6 +38,7 @@ from bench.harness import (
     Profile,
     Result,
     Server,
+    child_process_note,
     free_port,
     h2load,
     median,
@@ -393,7 +394,8 @@ def s3_lookups_during_registrations(p: Profile) -> Result:
                 "(registerBodyDecodeInChildProcess=false: how it was before)",
                 "thread",
                 False,
-            ),
+            )
+            | {"note": child_process_note("3c", "3a", runs["thread"], runs["real"], pauses["thread"], pauses["real"])},
         ],
         "raw": {
             "quiet": [r.as_dict() for r in quiet],
