@@ -1,10 +1,10 @@
-"""Scenarios 12 and 13 (issue 21): a NameServer holding a very large table, and a cluster restart.
+"""Scenarios 13 and 14 (issue 21): a NameServer holding a very large table, and a cluster restart.
 
-- 12: 200,000 topics over 1,000 brokers, each topic on 4 broker names (800,000 QueueData):
+- 13: 200,000 topics over 1,000 brokers, each topic on 4 broker names (800,000 QueueData):
   garbage-collection pauses and event-loop lag while lookups run and brokers re-register with
   changes, the RSS per topic (what ``deploy/kubernetes/namesrv.yaml``'s memory is sized from), and
   lookup latency against the same lookups with no registration running.
-- 13: ten brokers of 20,000 topics each register at the same moment (a cluster restart) while
+- 14: ten brokers of 20,000 topics each register at the same moment (a cluster restart) while
   lookups run; every registration must land.
 
 GC pauses and loop lag are read from the server's own histograms (``namesrv_gc_pause_seconds``,
@@ -152,7 +152,7 @@ def _rss_mib() -> float:
     return int(re.search(r"VmRSS:\s+(\d+) kB", status).group(1)) / 1024  # type: ignore[union-attr]
 
 
-def s12_big_table(p: Profile) -> Result:
+def s13_big_table(p: Profile) -> Result:
     """GC pauses, loop lag, RSS per topic and lookups with 200,000 topics x 4 broker names loaded."""
     brokers, topics = p.pick((1_000, 200_000), (100, 20_000), (10, 500))
     per_topic = 4
@@ -217,7 +217,7 @@ def s12_big_table(p: Profile) -> Result:
         "title": f"a NameServer holding {table} (loaded in {load_seconds:.0f} s)",
         "rows": [
             row(
-                "12a",
+                "13a",
                 f"garbage-collection pauses of the NameServer holding {table}, while lookups of random topics run and "
                 f"{churn_what} ({client})",
                 f"every collection of the run ({median([f.collections for f in pauses]):,.0f} per run, median)",
@@ -229,7 +229,7 @@ def s12_big_table(p: Profile) -> Result:
                 met=max(f.gc_over_20ms for f in pauses) == 0,
             ),
             row(
-                "12b",
+                "13b",
                 f"RSS of the NameServer holding {table}, after each run (route cache filled by the lookups)",
                 "one reading per run",
                 {
@@ -242,7 +242,7 @@ def s12_big_table(p: Profile) -> Result:
                 met=None,
             ),
             row(
-                "12c",
+                "13c",
                 f"PickupTopicRoute of random topics of {table} while {churn_what}; {client}",
                 f"{median([r.requests for r in churned]):,.0f} lookups and {median(registrations):.0f} registrations "
                 "per run (median)",
@@ -257,7 +257,7 @@ def s12_big_table(p: Profile) -> Result:
                 met=tail_met(p99, quiet_p99, max_ms),
             ),
             row(
-                "12d",
+                "13d",
                 f"one full garbage collection (gc.collect()) in a bench process holding only the route table's "
                 f"layout for {table}: QueueData as shared plain int tuples and the topic index as dicts (as stored "
                 "since issue 21)",
@@ -304,7 +304,7 @@ def _append_result(result: list[LoadRun], run: Callable[[], LoadRun]) -> None:
     result.append(run())
 
 
-def s13_cluster_restart(p: Profile) -> Result:
+def s14_cluster_restart(p: Profile) -> Result:
     """Ten brokers of 20,000 topics register at the same moment while lookups of another broker's
     topics run; every registration must land."""
     brokers, topics = p.pick((10, 20_000), (10, 5_000), (3, 300))
@@ -370,7 +370,7 @@ def s13_cluster_restart(p: Profile) -> Result:
         "title": f"{brokers} brokers of {topics:,} topics registering at the same moment (a cluster restart)",
         "rows": [
             row(
-                "13a",
+                "14a",
                 f"PickupTopicRoute of random topics of a resident broker ({resident_topics:,} topics) while {brokers} "
                 f"brokers of {topics:,} topics each ({len(requests[0].body) / 2**20:.1f} MiB bodies) send their first "
                 f"RegisterBroker at the same moment, one thread each; {client}",

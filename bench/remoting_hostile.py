@@ -1,19 +1,19 @@
 """Clients that try to starve the others (issue 20), on the remoting door, and a well-behaved client
 that looks a topic up on both doors meanwhile.
 
-Each attack is a function of its size, so ``tests/test_bounds.py`` runs it scaled down and
-``python -m bench.remoting_hostile`` at full size (``make bench`` runs it; the connection flood needs
-``ulimit -n`` raised, which this module does for itself and the server up to the hard limit)::
+Each attack is a function of its size: ``tests/test_bounds.py`` runs them scaled down, scenario 12
+of ``make bench`` (:func:`s12_hostile_clients`) at the issue's sizes::
 
-    PYTHONPATH=$PWD/src .venv/bin/python -m bench.remoting_hostile [--only NAME,...] [--json FILE]
+    .venv/bin/python -m bench.run --only 12          # full size; results in docs/benchmarks.md
 
-For each attack it prints the well-behaved client's lookup p99 and max on both doors, failed
-lookups, the server's peak RSS growth (``VmHWM``), its log growth, and whether it kept running.
+The connection flood needs ``ulimit -n`` raised: :func:`raise_fd_limit` raises this process's soft
+limit to the hard one, and the server it starts inherits it. Each run reports the well-behaved
+client's lookup p99 and max on both doors, its failed lookups, the server's peak RSS growth
+(``VmHWM``) and log growth, and what the attacker saw.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import resource
@@ -25,6 +25,7 @@ import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import grpc
 
@@ -32,6 +33,9 @@ from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv.v1 import name_server_service_pb2_grpc as ns_grpc
 from namesrv_grpc.remoting.codec import FrameDecoder, RemotingCommand, encode_command
 from namesrv_grpc.remoting.codes import RequestCode
+
+if TYPE_CHECKING:
+    from bench.harness import Profile, Result
 
 MIB = 1024 * 1024
 PROBE_TOPIC = "ProbeTopic"
@@ -379,144 +383,166 @@ def _peak_rss(pid: int) -> int:
     return 0
 
 
-@dataclass
-class Row:
-    name: str
-    what: str
-    seconds: float
-    probe: ProbeResult
-    rss_growth_mib: float
-    log_growth_kib: float
-    alive: bool
-    note: str = ""
-
-    def line(self) -> str:
-        r, g = self.probe.remoting, self.probe.grpc
-        return (
-            f"| {self.name} | {self.what} | {self.seconds:.1f} | {r.p99_ms:.1f} / {r.max_ms:.0f} ({r.failed} failed) | "
-            f"{g.p99_ms:.1f} / {g.max_ms:.0f} ({g.failed} failed) | {self.rss_growth_mib:.0f} | "
-            f"{self.log_growth_kib:.0f} | {'yes' if self.alive else 'NO'} | {self.note} |"
-        )
-
-
-def full_size_attacks() -> dict[str, tuple[str, Callable[[str], str]]]:
-    """name -> (what, run(remoting address) -> note), at the issue's sizes (what this box can make)."""
+def sized_attacks(p: Profile) -> dict[str, tuple[str, str, Callable[[str], str]]]:
+    """row id -> (name, what, run(remoting address) -> what the attacker saw), at the issue's sizes
+    for the full profile (what this box can make), smaller for quick and tiny."""
+    connections = p.pick(30, 10, 2)
+    per_connection = p.pick(MIB, 256 * 1024, 64 * 1024)
+    flood_size = p.pick(20_000, 2_000, 100)
+    slow_count, slow_held = p.pick((100, 14 * MIB), (20, 4 * MIB), (3, MIB))
+    unknown = p.pick(1_000_000, 100_000, 5_000)
+    bomb_count = p.pick(200, 20, 3)
+    header_size = p.pick(16 * MIB - 16, 4 * MIB, MIB)
 
     def pipelined(code: int, ext: dict[str, str] | None = None) -> Callable[[str], str]:
         def run(remoting: str) -> str:
-            socks = pipeline_unread(remoting, code, 30, MIB, ext)
-            time.sleep(5)
+            socks = pipeline_unread(remoting, code, connections, per_connection, ext)
+            time.sleep(p.pick(5, 2, 0.5))
             for sock in socks:
                 sock.close()
-            return ""
+            return f"{connections} connections sent {per_connection * connections // 1024:,} KiB"
 
         return run
 
     def flood(remoting: str) -> str:
-        socks = idle_flood(remoting, 20_000)
-        time.sleep(3)
+        socks = idle_flood(remoting, flood_size)
+        time.sleep(p.pick(3, 1, 0.5))
         alive = open_count(socks)
         for sock in socks:
             sock.close()
-        return f"{len(socks)} connected, {alive} still open"
+        return f"{len(socks):,} connected, {alive:,} still open after the flood"
 
     def slow(remoting: str) -> str:
-        socks = slow_frames(remoting, 100, 16 * MIB, 14 * MIB)
-        for _ in range(5):
+        socks = slow_frames(remoting, slow_count, 16 * MIB, slow_held)
+        for _ in range(p.pick(5, 3, 1)):
             time.sleep(1)
             trickle(socks)
         alive = open_count(socks)
         for sock in socks:
             sock.close()
-        return f"{alive} of 100 still open after 5 s"
+        return f"{alive} of {slow_count} still open"
 
-    def unknown(remoting: str) -> str:
-        return f"{unknown_codes(remoting, 1_000_000)} answers"
+    def unknown_run(remoting: str) -> str:
+        return f"{unknown_codes(remoting, unknown):,} of {unknown:,} answered"
+
+    bomb = deflate_bomb(1)
 
     def bombs(remoting: str) -> str:
-        codes = register_bombs(remoting, 200, deflate_bomb(1))
-        return f"{len(codes)} answers, codes {sorted(set(codes))}"
+        codes = register_bombs(remoting, bomb_count, bomb)
+        return f"{len(codes)} of {bomb_count} answered, response codes {sorted(set(codes))}"
 
     def header(remoting: str) -> str:
         closed = 0
         for _ in range(5):
             sock = connect(remoting, 30)
-            sock.sendall(wide_header(16 * MIB - 16))
             with contextlib.suppress(OSError):
+                sock.sendall(wide_header(header_size))
                 if sock.recv(1) == b"":
                     closed += 1
             sock.close()
-        return f"{closed} of 5 closed"
+        return f"{closed} of 5 connections closed"
 
     def counter(remoting: str) -> str:
         sock = connect(remoting)
         answer = call(sock, huge_counter_query())
         sock.close()
-        return f"answer {answer.code}: {(answer.remark or '')[:60]}"
+        return f"answer code {answer.code}: {(answer.remark or '')[:50]}"
 
+    mib = per_connection * connections / MIB
     return {
-        "pipelined-206": ("30 connections x 1 MiB of pipelined GET_ALL_TOPIC_LIST, answers never read", pipelined(206)),
-        "pipelined-319": ("the same with GET_NAMESRV_CONFIG", pipelined(319)),
-        "pipelined-105": ("the same with lookups", pipelined(105, {"topic": PROBE_TOPIC})),
-        "idle-flood": ("20,000 idle connections", flood),
-        "slow-frames": ("100 connections x 14 MiB of a 16 MiB frame, one byte a second", slow),
-        "unknown-codes": ("1,000,000 frames of an unknown request code", unknown),
-        "register-bombs": ("200 pipelined compressed REGISTER_BROKER bombs (1 MiB -> 1 GiB)", bombs),
-        "wide-header": ("16 MiB JSON header [[],[],...], 5 times", header),
-        "huge-counter": ("DataVersion counter 10^5000", counter),
+        "12a": (
+            "pipelined-206",
+            f"{connections} connections x {mib / connections:g} MiB of pipelined GET_ALL_TOPIC_LIST (206), "
+            "answers never read",
+            pipelined(206),
+        ),
+        "12b": ("pipelined-319", "the same with GET_NAMESRV_CONFIG (319)", pipelined(319)),
+        "12c": ("pipelined-105", "the same with lookups (105)", pipelined(105, {"topic": PROBE_TOPIC})),
+        "12d": ("idle-flood", f"{flood_size:,} idle remoting connections (ulimit -n raised to the hard limit)", flood),
+        "12e": (
+            "slow-frames",
+            f"{slow_count} connections each holding {slow_held // MIB} MiB of a declared 16 MiB frame, "
+            "one more byte a second",
+            slow,
+        ),
+        "12f": ("unknown-codes", f"{unknown:,} pipelined frames of an unknown request code", unknown_run),
+        "12g": (
+            "register-bombs",
+            f"{bomb_count} pipelined compressed REGISTER_BROKER bodies of 1 MiB inflating to 1 GiB",
+            bombs,
+        ),
+        "12h": ("wide-header", f"a {header_size / MIB:.0f} MiB JSON header [[],[],...], 5 connections", header),
+        "12i": ("huge-counter", "QUERY_DATA_VERSION with a DataVersion counter of 10^5000", counter),
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", help="comma-separated attack names")
-    parser.add_argument("--json", type=Path, help="also write the rows as JSON here")
-    args = parser.parse_args(argv)
-    from bench.harness import namesrv
+def s12_hostile_clients(p: Profile) -> Result:
+    """Each attack of issue 20 against a fresh server with 1,000 topics, while a well-behaved client
+    looks a topic up every 50 ms on both doors."""
+    from bench.harness import namesrv, row
 
-    fds = raise_fd_limit()
-    attacks = full_size_attacks()
-    names = args.only.split(",") if args.only else list(attacks)
-    print(f"RLIMIT_NOFILE {fds}")
-    print(
-        "| attack | what | seconds | remoting lookup p99 / max ms | gRPC lookup p99 / max ms | "
-        "peak RSS growth MiB | log growth KiB | alive | attacker saw |"
-    )
-    print("|---|---|---|---|---|---|---|---|---|")
-    rows = []
-    for name in names:
-        what, run = attacks[name]
-        with namesrv() as server:
-            remoting = f"127.0.0.1:{server.remoting_port}"
-            register_topics(remoting)
-            log_before = server.log_size()
-            before = _peak_rss(server.process.pid)
-            with probing(remoting, server.address) as probe:
-                time.sleep(1)
-                started = time.monotonic()
-                note = run(remoting)
-                seconds = time.monotonic() - started
-                time.sleep(1)
-            alive = server.process.poll() is None
-            row = Row(
-                name,
-                what,
-                seconds,
-                probe,
-                (_peak_rss(server.process.pid) - before) / MIB if alive else -1,
-                (server.log_size() - log_before) / 1024,
-                alive,
-                note,
+    raise_fd_limit()
+    attacks = sized_attacks(p)
+    rows: list[Result] = []
+    raw: dict[str, list[dict[str, object]]] = {}
+    for row_id, (name, what, run) in attacks.items():
+        metrics: dict[str, list[float]] = {
+            "remoting p99 ms": [], "remoting max ms": [], "gRPC p99 ms": [], "gRPC max ms": [],
+            "failed lookups": [], "peak RSS growth MiB": [], "log growth KiB": [],
+        }  # fmt: skip
+        base: dict[str, list[float]] = {"remoting p99 ms": [], "gRPC p99 ms": []}
+        alive = True
+        notes: list[str] = []
+        raw[row_id] = []
+        for _ in range(p.repeats):
+            with namesrv() as server:
+                remoting = server.remoting_address
+                register_topics(remoting)
+                with probing(remoting, server.address) as quiet:
+                    time.sleep(p.pick(2, 1, 0.3))
+                log_before = server.log_size()
+                before = _peak_rss(server.pid)
+                with probing(remoting, server.address) as probe:
+                    started = time.monotonic()
+                    note = run(remoting)
+                    seconds = time.monotonic() - started
+                alive = alive and server.process.poll() is None
+                growth = (_peak_rss(server.pid) - before) / MIB if alive else 0.0
+                for sock in _KEEP:
+                    sock.close()
+                _KEEP.clear()
+                log_growth = (server.log_size() - log_before) / 1024
+            metrics["remoting p99 ms"].append(probe.remoting.p99_ms)
+            metrics["remoting max ms"].append(probe.remoting.max_ms)
+            metrics["gRPC p99 ms"].append(probe.grpc.p99_ms)
+            metrics["gRPC max ms"].append(probe.grpc.max_ms)
+            metrics["failed lookups"].append(probe.remoting.failed + probe.grpc.failed)
+            metrics["peak RSS growth MiB"].append(growth)
+            metrics["log growth KiB"].append(log_growth)
+            base["remoting p99 ms"].append(quiet.remoting.p99_ms)
+            base["gRPC p99 ms"].append(quiet.grpc.p99_ms)
+            notes.append(f"{note} ({seconds:.1f} s)")
+            raw[row_id].append({"note": note, "seconds": seconds, "probe": asdict(probe), "quiet": asdict(quiet)})
+        met = (
+            alive
+            and max(metrics["remoting p99 ms"] + metrics["gRPC p99 ms"]) <= 50
+            and max(metrics["remoting max ms"] + metrics["gRPC max ms"]) <= 250
+            and max(metrics["failed lookups"]) == 0
+            and max(metrics["peak RSS growth MiB"]) <= 256
+            and max(metrics["log growth KiB"]) <= 1024
+        )
+        rows.append(
+            row(
+                row_id,
+                f"{name}: {what}; meanwhile one client looks a topic up every 50 ms on each door",
+                f"1,000 topics registered; a fresh server per run; {len(raw[row_id])} runs",
+                metrics,
+                baseline="the same client's lookups with no attack (same server, just before)",
+                baseline_metrics=base,
+                target="every run: lookup p99 <= 50 ms and max <= 250 ms on both doors, none failed, RSS +<= 256 MiB, "
+                "log +<= 1 MiB, server alive",
+                met=met,
+                note=f"{row_id} attacker saw: " + "; ".join(notes),
             )
-            for sock in _KEEP:
-                sock.close()
-            _KEEP.clear()
-        rows.append(row)
-        print(row.line(), flush=True)
-    if args.json:
-        args.json.write_text(json.dumps([asdict(r) for r in rows], indent=2) + "\n")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+        )
+    return {"title": "clients that try to starve the others (issue 20), both doors", "rows": rows, "raw": raw}

@@ -23,7 +23,15 @@ import pytest
 
 from namesrv.v1 import admin_service_pb2 as admin_pb2
 from namesrv.v1 import kv_config_service_pb2 as kv_pb2
-from namesrv_grpc.admin_compare import Difference, Snapshot, compare, differences, perm_text, prometheus_line
+from namesrv_grpc.admin_compare import (
+    Difference,
+    Snapshot,
+    compare,
+    differences,
+    perm_text,
+    prometheus_line,
+    summarize,
+)
 from namesrv_grpc.admin_readers import Endpoint, parse_endpoint
 from namesrv_grpc.core.model import BrokerData, ClusterInfo, DataVersion, QueueData, TopicConfig, TopicRouteData
 from namesrv_grpc.remoting import bodies
@@ -318,7 +326,7 @@ def test_compare_many_topics_with_bounded_concurrency(tmp_path: Path) -> None:
 def test_differences_and_perm_text() -> None:
     route = TopicRouteData((QueueData("b", 4, 4, 6),), (BrokerData("C", "b", {0: "h:1"}),), {})
     info = ClusterInfo({"b": BrokerData("C", "b", {0: "h:1"})}, {"C": ("b",)})
-    same = Snapshot("x", cluster_info=info, topics={"T"}, routes={"T": route}, kv={"NS": {"k": "v"}})
+    same = Snapshot("x", cluster_info=info, topics={"T"}, routes={"T": summarize(route)}, kv={"NS": {"k": "v"}})
     other = Snapshot("y", cluster_info=ClusterInfo({}, {}), topics=set(), routes={"T": None}, kv={"NS": {}})
     assert differences([same, same], ["T"], ["NS"]) == []
     found = differences([same, other], ["T"], ["NS"])

@@ -15,9 +15,12 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+import grpc
 import pytest
 
 from bench import remoting_hostile as attacks
+from namesrv.v1 import name_server_service_pb2 as ns_pb2
+from namesrv.v1 import name_server_service_pb2_grpc as ns_grpc
 from namesrv_grpc.remoting.codes import RequestCode, ResponseCode
 from tests.metrics_support import Scrape, free_port, parse
 from tests.support import NamesrvProcess, poll_until, running_namesrv
@@ -29,6 +32,7 @@ LIMITS = {
     "remotingFrameReadTimeoutMillis": "1500",
     "remotingPartialFramesMaxBytes": str(8 * MIB),
     "peerLogLinesPerKind": "5",
+    "grpcMaxConnections": "8",
 }
 """Small enough for the scaled-down attacks to reach them."""
 
@@ -96,8 +100,11 @@ def test_pipelined_requests_whose_answers_are_never_read(server: Server, code: i
         time.sleep(2)
     assert_answered(probe)
     assert server.peak_rss() - before < 80 * MIB
+    metrics = server.scrape()
+    # 256 KiB reads of thousands of requests: handled 16 per turn of the loop, the rest waits
+    assert metrics.value("namesrv_remoting_reads_paused_total", reason="backlog") >= 4
     if code == RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER:  # the others' answers fit the kernel's buffers
-        assert server.scrape().value("namesrv_remoting_reads_paused_total", reason="write_buffer") >= 4
+        assert metrics.value("namesrv_remoting_reads_paused_total", reason="write_buffer") >= 4
     for sock in socks:
         sock.close()
 
@@ -194,3 +201,74 @@ def test_data_version_counter_out_of_range_is_a_clean_refusal(server: Server) ->
     assert answer.code == ResponseCode.SYSTEM_ERROR
     assert "4300 digits" in (answer.remark or "")
     assert "Traceback" not in server.log()
+
+
+def test_grpc_connection_flood_is_capped_and_remoting_keeps_answering(server: Server) -> None:
+    """grpcMaxConnections 8: of 20 more gRPC connections some are closed at once, so a flood on the
+    gRPC door cannot take the file descriptors of the remoting door; the well-behaved client's
+    connections (made before) keep answering on both doors."""
+    channels = []
+    codes: list[grpc.StatusCode] = []
+    with attacks.probing(server.remoting, server.grpc) as probe:
+        for _ in range(20):
+            channel = grpc.insecure_channel(server.grpc, options=[("grpc.use_local_subchannel_pool", 1)])
+            channels.append(channel)
+            try:
+                stub = ns_grpc.NameServerServiceStub(channel)
+                stub.GetAllTopicList(ns_pb2.GetAllTopicListRequest(), timeout=5)
+            except grpc.RpcError as error:
+                codes.append(error.code())
+    assert_answered(probe)
+    assert len(codes) >= 12
+    assert set(codes) == {grpc.StatusCode.UNAVAILABLE}
+    for channel in channels:
+        channel.close()
+
+
+@pytest.mark.parametrize("broker_id", ["1" + "0" * 30, "9223372036854775808", "1" * 5000])
+def test_header_numbers_out_of_range_are_a_clean_refusal(server: Server, broker_id: str) -> None:
+    """A brokerId beyond a Java long (which Long.parseLong refuses) is refused naming the field;
+    before, 10^30 was stored and every route of the broker carried it."""
+    ext = {
+        "brokerName": "broker-big-id",
+        "brokerAddr": "127.0.0.1:30911",
+        "clusterName": "DefaultCluster",
+        "brokerId": broker_id,
+        "bodyCrc32": "0",
+    }
+    sock = attacks.connect(server.remoting)
+    answer = attacks.call(sock, attacks.frame(RequestCode.REGISTER_BROKER, 1, ext))
+    clusters = attacks.call(sock, attacks.frame(RequestCode.GET_BROKER_CLUSTER_INFO, 2))
+    sock.close()
+    assert answer.code != ResponseCode.SUCCESS
+    assert "brokerId" in (answer.remark or "")
+    assert "Java long" in (answer.remark or "")
+    assert b"broker-big-id" not in clusters.body
+    assert "Traceback" not in server.log()
+
+
+def test_grpc_calls_in_flight_are_capped(tmp_path: Path) -> None:
+    """grpcMaxConcurrentCalls 3: with three watches open a fourth call is RESOURCE_EXHAUSTED at once,
+    not queued; when a watch ends, calls are answered again."""
+    config = tmp_path / "namesrv.conf"
+    config.write_text("grpcMaxConcurrentCalls=3\n")
+    with running_namesrv(tmp_path, "-c", str(config)) as process, grpc.insecure_channel(process.address) as channel:
+        stub = ns_grpc.NameServerServiceStub(channel)
+        watches = [stub.WatchTopicRoutes(ns_pb2.WatchTopicRoutesRequest(topics=["T"]), timeout=30) for _ in range(3)]
+        for watch in watches:
+            next(iter(watch))  # the first message: the watch is open
+        with pytest.raises(grpc.RpcError) as refused:
+            stub.GetAllTopicList(ns_pb2.GetAllTopicListRequest(), timeout=10)
+        assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        watches[0].cancel()
+        poll_until(lambda: _answers(stub), 10)
+        for watch in watches[1:]:
+            watch.cancel()
+
+
+def _answers(stub: ns_grpc.NameServerServiceStub) -> bool:
+    try:
+        stub.GetAllTopicList(ns_pb2.GetAllTopicListRequest(), timeout=5)
+    except grpc.RpcError:
+        return False
+    return True

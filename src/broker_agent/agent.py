@@ -260,7 +260,10 @@ class BrokerAgent:
     def _register_request(self, topics: BrokerTopics) -> ns_pb2.RegisterBrokerRequest:
         """S32: the request, with the body encoded once (optionally compressed) and its CRC32C."""
         body, crc = encode_body(
-            topics.topic_config_table, topics.data_version, compress=self.config.compressed_register
+            topics.topic_config_table,
+            topics.data_version,
+            compress=self.config.compressed_register,
+            topic_queue_mappings=topics.topic_queue_mappings,
         )
         return ns_pb2.RegisterBrokerRequest(
             **self._identity(),  # type: ignore[arg-type]
@@ -278,11 +281,11 @@ class BrokerAgent:
         """One round (S31-S34). ``force`` skips the QueryDataVersion check (forceRegister)."""
         self.rounds += 1
         await self.refresh_namesrv_addrs()
-        self._start_sessions()
         topics = self.topic_source.current()
         self.metrics.observe_topics(len(topics.topic_config_table), topics.data_version.counter)
         if not force and not await self.need_register(topics):
             log.debug("round %d: no NameServer saw a change; registration skipped", self.rounds)
+            self._start_sessions()
             return RoundResult(skipped=True)
         request = self._register_request(topics)
         started = time.perf_counter()
@@ -298,7 +301,11 @@ class BrokerAgent:
             else:
                 outcome.responses[addr] = result  # type: ignore[assignment]
                 self._check_conflict(addr, result)  # type: ignore[arg-type]
-        log.info(
+        # Sessions start after the round's registration: a session's hello that reached a NameServer
+        # before the broker's first registration would make it ask for a second one at once.
+        self._start_sessions()
+        log.log(
+            logging.INFO if outcome.responses else logging.WARNING,
             "round %d: registered %d topics (dataVersion counter %d) with %d/%d NameServers in %.0f ms",
             self.rounds,
             len(topics.topic_config_table),

@@ -43,7 +43,7 @@ USED_KEYS = {
     "namesrvAddr", "brokerRole", "registerNameServerPeriod", "forceRegister", "compressedRegister",
     "registerBrokerTimeoutMills", "brokerPermission", "autoCreateTopicEnable", "defaultTopicQueueNums",
     "clusterTopicEnable", "brokerTopicEnable", "enableSlaveActingMaster", "zoneName", "storePathRootDir",
-    "brokerNotActiveTimeoutMillis", "enableDLegerCommitLog",
+    "brokerNotActiveTimeoutMillis", "enableDLegerCommitLog", "flushDiskType", "defaultMessageRequestMode",
     *("accessKey", "secretKey", "tls.enable", "tls.client.trustCertPath", "tls.client.certPath", "tls.client.keyPath"),
 }  # fmt: skip
 """broker.conf keys the agent reads; see :func:`broker_agent.config.load_broker_config`."""
@@ -210,7 +210,7 @@ async def _run(
             name = agents[0].host_name_of(address)
             if name:
                 security = dataclasses.replace(security, server_name=name)
-        return GrpcNamesrvClient(address, security)
+        return GrpcNamesrvClient(address, security, config.namesrv_addr_source)
 
     agent = BrokerAgent(config, topic_source, client_factory, sessions=sessions, metrics=metrics)
     agents.append(agent)

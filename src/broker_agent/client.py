@@ -82,14 +82,26 @@ _REPORTED_REMOTING: set[str] = set()
 """Addresses already reported as remoting ports (the line is logged once per address and process)."""
 
 
-def remoting_port_message(address: str) -> str:
-    """The one line that says ``address`` is a remoting port and what to do instead."""
+_SOURCES = {
+    "--namesrv-addr": "--namesrv-addr names",
+    "grpcNamesrvAddr": "grpcNamesrvAddr in broker.conf names",
+    "namesrvAddr": "namesrvAddr in broker.conf names (for the Java broker: keep it)",
+    "NAMESRV_ADDR": "the environment's NAMESRV_ADDR names (as every RocketMQ tool reads it)",
+}
+"""Where an address came from (``BrokerConfig.namesrv_addr_source``) -> how the hint says it."""
+
+
+def remoting_port_message(address: str, source: str = "namesrvAddr") -> str:
+    """The one line that says ``address`` is a remoting port, where that address came from
+    (``source``: a key of ``_SOURCES``) and what to give the agent instead."""
     host = address.rpartition(":")[0] or address
+    named = _SOURCES.get(source, f"{source} names")
     return (
-        f"NameServer {address} speaks RocketMQ remoting, not gRPC: the agent registers over gRPC. Give it "
-        f"the NameServer's gRPC port (grpcServerPort, default {DEFAULT_GRPC_PORT}): --namesrv-addr "
-        f"{host}:{DEFAULT_GRPC_PORT}, or grpcNamesrvAddr={host}:{DEFAULT_GRPC_PORT} in broker.conf "
-        "(namesrvAddr keeps naming the remoting ports for the Java broker)"
+        f"NameServer {address} speaks RocketMQ remoting, not gRPC: the agent registers over gRPC, and {named} "
+        f"the remoting port. Give the agent the NameServer's gRPC port (grpcServerPort, default "
+        f"{DEFAULT_GRPC_PORT}): --namesrv-addr {host}:{DEFAULT_GRPC_PORT}, or grpcNamesrvAddr={host}:"
+        f"{DEFAULT_GRPC_PORT} in broker.conf (namesrvAddr and NAMESRV_ADDR keep naming the remoting ports "
+        "for the Java broker and RocketMQ's tools)"
     )
 
 
@@ -98,8 +110,10 @@ class GrpcNamesrvClient:
     by gRPC, which reconnects by itself after failures): plaintext and unsigned, or with TLS and
     RocketMQ signatures as ``security`` says."""
 
-    def __init__(self, address: str, security: ClientSecurity | None = None) -> None:
+    def __init__(self, address: str, security: ClientSecurity | None = None, source: str = "namesrvAddr") -> None:
+        """``source``: where the address came from (``BrokerConfig.namesrv_addr_source``)."""
         self.address = address
+        self._source = source
         self._channel = (security or ClientSecurity()).aio_channel(
             address,
             [
@@ -135,7 +149,7 @@ class GrpcNamesrvClient:
                 and await speaks_remoting(self.address)
             ):
                 _REPORTED_REMOTING.add(self.address)
-                log.error("%s", remoting_port_message(self.address))
+                log.error("%s", remoting_port_message(self.address, self._source))
             raise
 
     async def register_broker(

@@ -20,6 +20,7 @@ import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Final
 
 import psutil
 
@@ -64,8 +65,13 @@ class BrokerConfig:
     broker_topic_enable: bool = True
     enable_slave_acting_master: bool = False
     zone_name: str = ""
+    """The zone sent with every registration (S44): ``ROCKETMQ_ZONE`` from the environment, as the
+    Java broker reads it; broker.conf's ``zoneName`` only as a fallback (no Java broker key)."""
     store_path_root_dir: str = str(Path.home() / "store")
     heartbeat_timeout_millis: int = 0
+    namesrv_addr_source: str = "namesrvAddr"
+    """Where ``namesrv_addrs`` came from: ``--namesrv-addr``, ``grpcNamesrvAddr``, ``namesrvAddr`` (in
+    broker.conf) or ``NAMESRV_ADDR`` (the environment); the remoting-port hint names it."""
 
     @property
     def broker_addr(self) -> str:
@@ -209,10 +215,13 @@ class _Reader:
         value = self.text(key)
         if value is None:
             return default
-        try:
-            number = int(value)
-        except ValueError:
-            raise ConfigError(self.source, key, f"{value!r} is not a whole number") from None
+        if not re.fullmatch(r"[+-]?[0-9]{1,19}", value):  # what Java's Integer/Long.parseLong accept
+            raise ConfigError(
+                self.source,
+                key,
+                f"{value!r} is not a whole number (the Java broker would ignore it without a word and use {default})",
+            )
+        number = int(value)
         if not low <= number <= high:
             raise ConfigError(self.source, key, f"{number} is out of range {low}..{high}")
         return number
@@ -222,8 +231,45 @@ class _Reader:
         if value is None:
             return default
         if value.lower() not in ("true", "false"):
-            raise ConfigError(self.source, key, f"{value!r} is not true or false")
+            raise ConfigError(
+                self.source,
+                key,
+                f"{value!r} is not true or false (the Java broker's Boolean.parseBoolean reads it as false)",
+            )
         return value.lower() == "true"
+
+
+JAVA_ENUM_KEYS: Final = {
+    "brokerRole": (ROLES, "ASYNC_MASTER"),
+    "flushDiskType": (("SYNC_FLUSH", "ASYNC_FLUSH"), "ASYNC_FLUSH"),
+    "defaultMessageRequestMode": (("PULL", "POP"), "PULL"),
+}
+"""broker.conf keys whose Java setter takes a String and calls ``Enum.valueOf`` (exact, case-sensitive
+names): ``MessageStoreConfig.setBrokerRole`` / ``setFlushDiskType``, ``BrokerConfig
+.setDefaultMessageRequestMode``, with each enum's names and the default the Java broker keeps when
+``valueOf`` throws (``MixAll.properties2Object`` swallows the error). ``metricsExporterType`` is left
+out: its setter is overloaded for int and String, and which one Java calls depends on method order."""
+
+
+def check_java_enums(properties: Mapping[str, str], source: str) -> None:
+    """Refuse (ConfigError) an enum value the Java broker beside the agent cannot parse: it would
+    ignore it without a word and keep its default (a lower-case ``slave`` starts a master)."""
+    for key, (names, default) in JAVA_ENUM_KEYS.items():
+        value = properties.get(key)
+        if value is None or value == "" or value in names:
+            continue
+        if key == "brokerRole" and value.upper() == "SLAVE":
+            silently = "a master, not the slave it asks for"
+        elif value.upper() in names and value.upper() != default:
+            silently = f"not {value.upper()}"
+        else:
+            silently = "the default"
+        raise ConfigError(
+            source,
+            key,
+            f"{value!r} is not one of {', '.join(names)} (exact, upper case): the Java broker cannot parse it and "
+            f"would silently run with {key}={default} ({silently})",
+        )
 
 
 def load_broker_config(
@@ -242,9 +288,8 @@ def load_broker_config(
     overrides) are appended to ``warnings`` when given, else logged.
     """
     r = _Reader(properties, source)
-    broker_role = (r.text("brokerRole", "ASYNC_MASTER") or "ASYNC_MASTER").upper()
-    if broker_role not in ROLES:
-        raise ConfigError(source, "brokerRole", f"{broker_role!r} is not one of {', '.join(ROLES)}")
+    check_java_enums(properties, source)
+    broker_role = r.text("brokerRole", "ASYNC_MASTER") or "ASYNC_MASTER"
     broker_id = r.integer("brokerId", 0, 0, 2**31 - 1)
     dledger = r.boolean("enableDLegerCommitLog", False)
     if not dledger:
@@ -260,13 +305,17 @@ def load_broker_config(
 
     if namesrv_addr_override is not None:
         namesrv_addrs = parse_namesrv_addr(namesrv_addr_override, "--namesrv-addr", "namesrvAddr")
+        addr_source = "--namesrv-addr"
     elif r.text("grpcNamesrvAddr") is not None:
         # The NameServers' gRPC ports; namesrvAddr keeps naming their remoting ports for the Java broker.
         namesrv_addrs = parse_namesrv_addr(r.text("grpcNamesrvAddr") or "", source, "grpcNamesrvAddr")
+        addr_source = "grpcNamesrvAddr"
     elif r.text("namesrvAddr") is not None:
         namesrv_addrs = parse_namesrv_addr(r.text("namesrvAddr") or "", source)
+        addr_source = "namesrvAddr"
     elif environ.get("NAMESRV_ADDR"):
         namesrv_addrs = parse_namesrv_addr(environ["NAMESRV_ADDR"], "environment NAMESRV_ADDR", "NAMESRV_ADDR")
+        addr_source = "NAMESRV_ADDR"
     else:
         raise ConfigError(source, "namesrvAddr", "not set: set it in the file, with --namesrv-addr or NAMESRV_ADDR")
 
@@ -287,6 +336,7 @@ def load_broker_config(
         listen_port=listen_port,
         ha_listen_port=r.integer("haListenPort", listen_port + 1 if listen_port < 65535 else 65535, 1, 65535),
         namesrv_addrs=namesrv_addrs,
+        namesrv_addr_source=addr_source,
         broker_role=broker_role,
         register_name_server_period=period,
         force_register=r.boolean("forceRegister", True),
@@ -298,11 +348,45 @@ def load_broker_config(
         cluster_topic_enable=r.boolean("clusterTopicEnable", True),
         broker_topic_enable=r.boolean("brokerTopicEnable", True),
         enable_slave_acting_master=r.boolean("enableSlaveActingMaster", False),
-        zone_name=_optional_name(r, "zoneName"),
+        zone_name=_zone_name(r, environ, warnings),
         # Only needed without --topics-json: a placeholder here is reported when it is used.
         store_path_root_dir=properties.get("storePathRootDir") or str(Path.home() / "store"),
         heartbeat_timeout_millis=_heartbeat_timeout(r),
     )
+
+
+ZONE_ENV = "ROCKETMQ_ZONE"
+"""Where a Java broker takes its zone from (RocketMQ ``MixAll.ROCKETMQ_ZONE_ENV``; or the system
+property ``rocketmq.zone``), sent as the ext field ``__ZONE_NAME`` by ``DynamicalExtFieldRPCHook``."""
+
+
+def _zone_name(r: _Reader, environ: Mapping[str, str], warnings: list[str] | None) -> str:
+    """S44: ``ROCKETMQ_ZONE`` (not blank) wins; else broker.conf's ``zoneName``, with a warning that a
+    Java broker ignores that key (its registrations would carry no zone, or another one)."""
+    env_zone = (environ.get(ZONE_ENV) or "").strip()
+    conf_zone = _optional_name(r, "zoneName")
+    if env_zone and not is_valid_name(env_zone):
+        raise ConfigError(
+            f"environment {ZONE_ENV}", ZONE_ENV, f"{quote(env_zone)} is not a valid zone name (at most 255 characters)"
+        )
+    message = None
+    if conf_zone and env_zone and conf_zone != env_zone:
+        message = (
+            f"{r.source}: zoneName: {quote(conf_zone)} ignored, {ZONE_ENV}={quote(env_zone)} is the zone "
+            "(zoneName is no RocketMQ broker key)"
+        )
+    elif conf_zone and not env_zone:
+        message = (
+            f"{r.source}: zoneName: no RocketMQ broker key, the Java broker ignores it and sends the zone of "
+            f"its environment {ZONE_ENV} (or -Drocketmq.zone); set {ZONE_ENV}={conf_zone} for the broker "
+            "and this agent alike"
+        )
+    if message is not None:
+        if warnings is None:
+            log.warning("%s", message)
+        else:
+            warnings.append(message)
+    return env_zone or conf_zone
 
 
 def _optional_name(r: _Reader, key: str) -> str:

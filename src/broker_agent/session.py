@@ -143,7 +143,12 @@ class SessionKeeper:
                     log.info("session with %s open (heartbeat every %.1f s)", self.address, heartbeat_seconds[0])
                 elif kind == "register_required":
                     self.state = "registering"
-                    log.info("NameServer %s asks to register: %s", self.address, response.register_required.reason)
+                    log.info(
+                        "NameServer %s does not have this broker (%s; it restarted or dropped it): registering "
+                        "with it now",
+                        self.address,
+                        response.register_required.reason,
+                    )
                     if not await self._register_with(self.address):
                         raise SessionEndedError(f"registration with {self.address} failed")
                     await write(ns_pb2.OpenBrokerSessionRequest(hello=self._hello))

@@ -43,7 +43,7 @@ from typing import Any, Final
 from tqdm import tqdm
 
 from namesrv_grpc.admin_readers import Endpoint, NamesrvReader, ReadError, open_reader
-from namesrv_grpc.core.model import PERM_INHERIT, PERM_READ, PERM_WRITE, ClusterInfo, TopicRouteData
+from namesrv_grpc.core.model import PERM_INHERIT, PERM_READ, PERM_WRITE, ClusterInfo, QueueData, TopicRouteData
 from namesrv_grpc.security.client import ClientSecurity
 
 __all__ = ["DEFAULT_KV_NAMESPACES", "Difference", "Snapshot", "add_compare_parser", "differences", "run_compare"]
@@ -108,6 +108,18 @@ def perm_text(perm: int) -> str:
     return f"{perm} ({flags})"
 
 
+RouteSummary = tuple[tuple[QueueData, ...], str]
+"""What a route tells clients, as compared: its QueueData (sorted) and its orderTopicConf. Small: the
+route's BrokerData repeat the cluster info, compared once (``broker`` facts)."""
+
+
+def summarize(route: TopicRouteData | None) -> RouteSummary | None:
+    """The :data:`RouteSummary` of a route (None for no route)."""
+    if route is None:
+        return None
+    return tuple(sorted(route.queue_datas)), route.order_topic_conf
+
+
 @dataclass
 class Snapshot:
     """What one NameServer said."""
@@ -116,7 +128,8 @@ class Snapshot:
     protocol: str = ""
     cluster_info: ClusterInfo = field(default_factory=lambda: ClusterInfo({}, {}))
     topics: set[str] = field(default_factory=set)
-    routes: dict[str, TopicRouteData | None] = field(default_factory=dict)
+    routes: dict[str, RouteSummary | None] = field(default_factory=dict)
+    """Topic -> what its route tells clients (:func:`summarize`); None when it has no route."""
     kv: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
@@ -136,18 +149,19 @@ def cluster_facts(info: ClusterInfo) -> dict[Fact, str]:
     return facts
 
 
-def route_facts(topic: str, route: TopicRouteData | None) -> dict[Fact, str]:
+def route_facts(topic: str, route: RouteSummary | None) -> dict[Fact, str]:
     """``queues``, ``perm``, ``topicSysFlag`` and ``orderTopicConf`` facts of one topic's route."""
     facts: dict[Fact, str] = {}
     if route is None:
         return facts
-    for queue in route.queue_datas:
+    queue_datas, order_topic_conf = route
+    for queue in queue_datas:
         where = f"topic {topic} on {queue.broker_name}"
         facts["queues", where] = f"read {queue.read_queue_nums}, write {queue.write_queue_nums}"
         facts["perm", where] = perm_text(queue.perm)
         facts["topicSysFlag", where] = str(queue.topic_sys_flag)
-    if route.order_topic_conf:
-        facts["orderTopicConf", f"topic {topic}"] = route.order_topic_conf
+    if order_topic_conf:
+        facts["orderTopicConf", f"topic {topic}"] = order_topic_conf
     return facts
 
 
@@ -183,8 +197,14 @@ class Difference:
 
 
 def differences(snapshots: Sequence[Snapshot], topics: Iterable[str], namespaces: Iterable[str]) -> list[Difference]:
-    """Facts whose values are not the same on every snapshot, sorted by kind and subject."""
-    topics = list(topics)
+    """Facts whose values are not the same on every snapshot, sorted by kind and subject. Facts are
+    made only for the topics whose listing or route differs somewhere (memory: a few per topic)."""
+    first = snapshots[0]
+    topics = [
+        t
+        for t in topics
+        if any(s.routes.get(t) != first.routes.get(t) or (t in s.topics) != (t in first.topics) for s in snapshots)
+    ]
     namespaces = list(namespaces)
     per_namesrv = [snapshot_facts(s, topics, namespaces) for s in snapshots]
     keys = sorted(set().union(*per_namesrv))
@@ -218,12 +238,16 @@ class _Progress:
             self._bar = None
 
 
-async def _gather_bounded(reader: NamesrvReader, limit: asyncio.Semaphore, calls: Iterable[Any]) -> list[Any]:
-    async def one(call: Any) -> Any:
-        async with limit:
-            return await call()
+async def _run_bounded(limit: int, calls: Iterable[Callable[[], Awaitable[None]]]) -> None:
+    """Run ``calls`` with at most ``limit`` at once: ``limit`` workers take the next call from one
+    iterator, so memory stays bounded by ``limit`` however many calls there are."""
+    pending = iter(calls)
 
-    return await asyncio.gather(*(one(c) for c in calls))
+    async def worker() -> None:
+        for call in pending:
+            await call()
+
+    await asyncio.gather(*(worker() for _ in range(limit)))
 
 
 async def _read_all(
@@ -239,7 +263,6 @@ async def _read_all(
 ) -> None:
     """Fill the snapshots (every reader at once; bounded per reader). ``topics`` None = every topic
     listed by any NameServer. Raises ReadError (the first)."""
-    limits = [asyncio.Semaphore(concurrency) for _ in readers]
 
     async def first_pass(reader: NamesrvReader, snapshot: Snapshot) -> None:
         if cluster:
@@ -253,18 +276,18 @@ async def _read_all(
     wanted = sorted(set().union(*(s.topics for s in snapshots))) if topics is None else topics
     progress.start(len(wanted) * len(readers))
 
-    async def routes(reader: NamesrvReader, snapshot: Snapshot, limit: asyncio.Semaphore) -> None:
-        def call(topic: str) -> Any:
+    async def routes(reader: NamesrvReader, snapshot: Snapshot) -> None:
+        def call(topic: str) -> Callable[[], Awaitable[None]]:
             async def read() -> None:
-                snapshot.routes[topic] = await reader.route(topic)
+                snapshot.routes[topic] = summarize(await reader.route(topic))
                 progress.step()
 
             return read
 
-        await _gather_bounded(reader, limit, (call(t) for t in wanted))
+        await _run_bounded(concurrency, (call(t) for t in wanted))
 
     try:
-        await asyncio.gather(*(routes(r, s, lim) for r, s, lim in zip(readers, snapshots, limits, strict=True)))
+        await asyncio.gather(*(routes(r, s) for r, s in zip(readers, snapshots, strict=True)))
     finally:
         progress.close()
 

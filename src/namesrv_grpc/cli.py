@@ -122,6 +122,46 @@ def load_config(args: argparse.Namespace) -> tuple[NamesrvConfig, list[str]]:
     return config, warnings
 
 
+def config_origin(args: argparse.Namespace, config: NamesrvConfig) -> list[tuple[int, str]]:
+    """The log lines (level, text) that say where the effective configuration came from and what
+    becomes of ``UpdateNamesrvConfig`` changes, as RocketMQ's ``NamesrvStartup`` does it: only the
+    ``-c`` file is read at start; changes are written to ``configStorePath``, which is read back
+    only when it is the ``-c`` file (S26)."""
+    flags = [f"--{dest.replace('_', '-')}" for dest in FLAG_KEYS if getattr(args, dest, None) is not None]
+    parts = ["defaults"]
+    if args.config_file is not None:
+        parts.append(f"{Path(args.config_file).resolve()} (-c)")
+    if flags:
+        parts.append("flags " + " ".join(flags))
+    store = Path(config.config_store_path).expanduser().resolve()
+    lines = [(logging.INFO, f"configuration from {' + '.join(parts)}")]
+    if args.config_file is not None and Path(args.config_file).resolve() == store:
+        lines.append(
+            (
+                logging.INFO,
+                f"UpdateNamesrvConfig changes are written to {store}, the -c file: kept at restart"
+                + (" (flags given at the next start override it)" if flags else ""),
+            )
+        )
+        return lines
+    lines.append(
+        (
+            logging.INFO,
+            f"UpdateNamesrvConfig changes are written to {store} (configStorePath) and are read at start only "
+            f"when the NameServer is started with -c {store}",
+        )
+    )
+    if store.exists():
+        lines.append(
+            (
+                logging.WARNING,
+                f"{store} (configStorePath) exists but is not read: changes made there with UpdateNamesrvConfig "
+                f"are not in effect; start with -c {store} to use them",
+            )
+        )
+    return lines
+
+
 @quiet_broken_pipe
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the NameServer; return the process exit code (141 when ``-p`` output goes to a closed pipe)."""
@@ -143,7 +183,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{key}={value}")
         return 0
     try:
-        return asyncio.run(_serve(config))
+        return asyncio.run(_serve(config, config_origin(args, config)))
     except (KVConfigFileError, ConfigError, TlsFileError) as exc:
         print(f"namesrv: {exc}", file=sys.stderr)
         return 2
@@ -176,9 +216,11 @@ def parse_boot_line(line: str) -> dict[str, int]:
     return {match[1]: int(match[3]) for match in _BOOT_ADDRESS.finditer(line)}
 
 
-async def _serve(config: NamesrvConfig) -> int:
+async def _serve(config: NamesrvConfig, origin: list[tuple[int, str]]) -> int:
     server = NamesrvServer(config)
     port = await server.start()
+    for level, line in origin:  # once it serves: a bad configuration stays one stderr line
+        log.log(level, "%s", line)
     print_line(boot_line(config, server.remoting_port, port))
     await server.serve_until_signalled()
     print_line("The Name Server stopped.")

@@ -191,7 +191,12 @@ class NamesrvServer:
         ]
         # No interceptors: every method is registered once, wrapped for error mapping and metrics,
         # with a serializer that passes pre-encoded bytes through (grpc_api/handlers.py).
-        server = grpc.aio.server(options=options)
+        # Calls in flight, all connections together (long ones included: watches, broker sessions);
+        # beyond it a call is RESOURCE_EXHAUSTED at once instead of queueing (issue 20).
+        max_calls = config.grpc_max_concurrent_calls or (
+            config.route_watch_max_watchers + config.max_broker_sessions + DEFAULT_GRPC_SHORT_CALLS
+        )
+        server = grpc.aio.server(options=options, maximum_concurrent_rpcs=max_calls)
         self.route_watches.attach(asyncio.get_running_loop())
         add_services(
             server,
@@ -388,6 +393,10 @@ def namesrv_identity(config: NamesrvConfig, port: int) -> str:
     if host in ("", "0.0.0.0", "::", "[::]"):
         host = socket.gethostname()
     return f"{host}:{port}"
+
+
+DEFAULT_GRPC_SHORT_CALLS = 10_000
+"""Unary calls in flight at once, beyond the watches and sessions, when ``grpcMaxConcurrentCalls`` is 0."""
 
 
 def fix_malloc_mmap_threshold(threshold: int = 1024 * 1024) -> bool:

@@ -65,6 +65,7 @@ from namesrv_grpc.core.digest import RouteDigest, broker_data_hash, queue_data_h
 from namesrv_grpc.core.errors import (
     BrokerNameNotRegisteredError,
     BrokerNotRegisteredError,
+    RegistrationRefusedError,
     StaleBrokerStateError,
 )
 from namesrv_grpc.core.model import (
@@ -84,6 +85,7 @@ from namesrv_grpc.core.model import (
     RegisterBrokerResult,
     RemovedBroker,
     TopicConfig,
+    TopicQueueMappingInfo,
     TopicRouteData,
 )
 
@@ -185,6 +187,10 @@ class RouteTableCopy:
     cluster_addr_table: dict[str, frozenset[str]]
     broker_live_table: dict[str, BrokerLiveInfo]
     filter_server_table: dict[str, tuple[str, ...]]
+    topic_queue_mapping_info_table: dict[str, dict[str, TopicQueueMappingInfo]] = dataclasses.field(
+        default_factory=dict
+    )
+    """Static topics (RocketMQ 5.x): topic -> broker name -> mapping (immutable, shared)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,6 +233,11 @@ class RouteInfoManager:
         self.filter_server_table: dict[str, list[str]] = {}
         self.topics_by_broker_name: dict[str, dict[str, None]] = {}
         """broker name -> {topic: None} (a dict used as an ordered set: untracked by the collector)."""
+        self.topic_queue_mapping_info_table: dict[str, dict[str, TopicQueueMappingInfo]] = {}
+        """Static topics (RocketMQ 5.x ``topicQueueMappingInfoTable``, S40): topic -> the mapping's
+        ``bname`` -> mapping. Written by registrations that carry topics (master, prime slave); never
+        removed (as in RocketMQ: a broker that leaves, or a deleted topic, keeps its mappings; a later
+        registration replaces them)."""
         self._session_seq = 0
         self._expiry_heap: list[tuple[int, str]] = []
         self._scheduled: dict[str, int] = {}
@@ -323,6 +334,8 @@ class RouteInfoManager:
         body_fingerprint: tuple[int, int, bool] | None = None,
         topics_fingerprint: int | None = None,
         protocol: str = "grpc",
+        topic_queue_mappings: Mapping[str, TopicQueueMappingInfo] | None = None,
+        refuse_single_topic_first: bool = False,
     ) -> RegisterBrokerResult:
         """Register (or refresh) one broker address; RocketMQ ``registerBroker``.
 
@@ -336,6 +349,12 @@ class RouteInfoManager:
         make. ``topic_configs`` None means "topics unchanged" (a fingerprint matched).
 
         ``protocol`` ("grpc" or "remoting") is recorded in the live entry for the liveness view.
+
+        RocketMQ 5.x: ``zone_name`` replaces the broker name's zone (empty clears it).
+        ``topic_queue_mappings`` (topic -> static-topic mapping) are kept per topic and per each
+        mapping's ``bname`` when the topics are applied (a master, or a prime slave, whose DataVersion
+        changed, or a first registration); a body with mappings never deletes topics
+        (``deleteTopicWithBrokerRegistration`` does not support static topics). None or empty = none.
 
         ``enable_acting_master`` None is a broker older than RocketMQ 5.x (the field was absent): none
         of the acting-master rules apply to it. Otherwise (RocketMQ 5.x ``registerBroker``): the
@@ -353,7 +372,10 @@ class RouteInfoManager:
         A broker restart (the old run never comes back) is no conflict.
 
         Raises StaleBrokerStateError (S12) before changing anything when the broker id is held by
-        another live address with a higher ``state_version``.
+        another live address with a higher ``state_version``, and, with ``refuse_single_topic_first``
+        (the NameServer's request rule S42, decided under this lock), RegistrationRefusedError when
+        the broker id is not registered under its name yet and the topic table holds exactly one
+        topic (a topic-increment registration before the full one).
 
         The S07 comparison of a master's topics is made before the lock is taken (:meth:`_differing`):
         under the lock only the QueueData that differ are written, unless another change ended in
@@ -378,6 +400,13 @@ class RouteInfoManager:
                         f"stateVersion {data_version.state_version}",
                         {"broker_name": broker_name, "broker_addr": broker_addr},
                     )
+            if refuse_single_topic_first and topic_configs is not None and len(topic_configs) == 1 and old_addr is None:
+                raise RegistrationRefusedError(
+                    f"broker {broker_name} id {broker_id} at {broker_addr} is not registered yet and its "
+                    f"registration carries one topic ({next(iter(topic_configs))!r}): a broker registers its "
+                    "whole topic table first (RocketMQ 5.x answers 'register broker failed')",
+                    {"broker_name": broker_name, "broker_addr": broker_addr},
+                )
             self.version += 1
             conflicting = self._note_displacement(
                 (cluster_name, broker_name, broker_id), old_addr or broker_addr, instance_id, now
@@ -428,23 +457,24 @@ class RouteInfoManager:
             prime_slave = new_version and broker_id != MASTER_ID and broker_id == min(broker_data.broker_addrs)
             carries_topics = broker_id == MASTER_ID or prime_slave
             topics_applied = not carries_topics or topic_configs is None
-            if carries_topics and topic_configs is not None:
-                changed = (
-                    previous is None or previous.broker_name != broker_name or previous.data_version != data_version
-                )
-                if register_first or changed:
-                    topics_applied = True
-                    if self.delete_topic_with_broker_registration:
-                        for topic in self.topics_by_broker_name.get(broker_name, {}).keys() - topic_configs.keys():
-                            self._remove_queue_data(topic, broker_name)
-                    pairs: Iterable[tuple[str, QueueNums]] = topic_configs.queue_nums()
-                    if differing is not None and differing[0] == self._changes_done:
-                        # nothing changed since: the others are equal, S07 skips them
-                        pairs = topic_configs.queue_nums(differing[1])
-                    if prime_slave and broker_data.enable_acting_master:
-                        pairs = [(topic, (r, w, perm & ~PERM_WRITE, flag)) for topic, (r, w, perm, flag) in pairs]
-                    for topic, nums in pairs:
-                        self._create_and_update_queue_nums(broker_name, topic, nums)
+            changed = previous is None or previous.broker_name != broker_name or previous.data_version != data_version
+            if carries_topics and topic_queue_mappings and (register_first or changed):
+                self._put_topic_queue_mappings(topic_queue_mappings)  # S40
+            if carries_topics and topic_configs is not None and (register_first or changed):
+                # S40: with mappings no topic is deleted; the table may then hold more than the body's
+                # topics make, so the topics fingerprint is not kept (the next body decodes in full).
+                topics_applied = not (self.delete_topic_with_broker_registration and topic_queue_mappings)
+                if self.delete_topic_with_broker_registration and not topic_queue_mappings:
+                    for topic in self.topics_by_broker_name.get(broker_name, {}).keys() - topic_configs.keys():
+                        self._remove_queue_data(topic, broker_name)
+                pairs: Iterable[tuple[str, QueueNums]] = topic_configs.queue_nums()
+                if differing is not None and differing[0] == self._changes_done:
+                    # nothing changed since: the others are equal, S07 skips them
+                    pairs = topic_configs.queue_nums(differing[1])
+                if prime_slave and broker_data.enable_acting_master:
+                    pairs = [(topic, (r, w, perm & ~PERM_WRITE, flag)) for topic, (r, w, perm, flag) in pairs]
+                for topic, nums in pairs:
+                    self._create_and_update_queue_nums(broker_name, topic, nums)
 
             # S08: the live entry (the session stays only with the same broker instance).
             same_instance = (
@@ -489,6 +519,15 @@ class RouteInfoManager:
                 if master_addr and master_live is not None:
                     return RegisterBrokerResult(master_addr, master_live.ha_server_addr, conflicting)
             return RegisterBrokerResult(conflicting_instance_id=conflicting)
+
+    def _put_topic_queue_mappings(self, mappings: Mapping[str, TopicQueueMappingInfo]) -> None:
+        """RocketMQ 5.x: keep each mapping under its topic and its own ``bname``; a changed one is
+        a change of the topic's route."""
+        for topic, mapping in mappings.items():
+            by_broker = self.topic_queue_mapping_info_table.setdefault(topic, {})
+            if by_broker.get(mapping.bname) != mapping:
+                by_broker[mapping.bname] = mapping
+                self._route_changed(topic)
 
     def _note_displacement(self, key: tuple[str, str, int], holder_addr: str, instance_id: str, now: int) -> str:
         """Remember the run whose live entry for ``key`` (cluster, broker name, id) this registration
@@ -934,6 +973,9 @@ class RouteInfoManager:
                     # pickupTopicRouteData, supportActingMaster).
                     addrs[MASTER_ID] = addrs.pop(min(addrs))
         queue_datas = tuple(QueueData(name, *queue_data_map[name]) for name in sorted(queue_data_map))
+        mappings = self.topic_queue_mapping_info_table.get(topic)
+        if mappings:  # S40
+            return TopicRouteData(queue_datas, tuple(broker_datas), filter_servers, "", dict(mappings))
         return TopicRouteData(queue_datas, tuple(broker_datas), filter_servers)
 
     def set_support_acting_master(self, enabled: bool) -> None:
@@ -1131,6 +1173,7 @@ class RouteInfoManager:
                 cluster_addr_table={c: frozenset(names) for c, names in self.cluster_addr_table.items()},
                 broker_live_table={addr: dataclasses.replace(live) for addr, live in self.broker_live_table.items()},
                 filter_server_table={addr: tuple(s) for addr, s in self.filter_server_table.items()},
+                topic_queue_mapping_info_table={t: dict(m) for t, m in self.topic_queue_mapping_info_table.items()},
             )
 
     def live_table(self) -> tuple[int, list[tuple[str, BrokerLiveInfo]]]:

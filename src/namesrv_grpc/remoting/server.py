@@ -79,7 +79,9 @@ class RemotingServer:
                 assert self.ssl_context is not None
                 context = self.ssl_context
                 self._server = await loop.create_server(
-                    lambda: TlsSniffer(lambda: RemotingConnection(self), self.sniffing, context),
+                    lambda: TlsSniffer(
+                        lambda: RemotingConnection(self), self.sniffing, context, self.budget.max_connections
+                    ),
                     host or None,
                     port,
                     reuse_address=True,

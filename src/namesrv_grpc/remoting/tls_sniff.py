@@ -37,18 +37,29 @@ class TlsSniffer(asyncio.Protocol):
         make_connection: Callable[[], asyncio.Protocol],
         sniffing: set[asyncio.Task[None]],
         context: ssl.SSLContext,
+        max_sniffing: int = 1 << 30,
     ) -> None:
         """``make_connection`` builds the protocol that takes the connection over; ``sniffing`` is
-        the listener's set of sniffing tasks (cancelled when it stops)."""
+        the listener's set of sniffing tasks (cancelled when it stops); at ``max_sniffing`` of them
+        (``maxConnections``) a new connection is closed at once: connections that have sent nothing
+        yet must not exhaust file descriptors either."""
         self._make_connection = make_connection
         self._sniffing = sniffing
         self._context = context
+        self._max_sniffing = max_sniffing
         self._transport: asyncio.Transport | None = None
         self._task: asyncio.Task[None] | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self._transport = transport
+        if len(self._sniffing) >= self._max_sniffing:
+            log.warning(
+                "remoting: %d connections have sent nothing yet (maxConnections); closing a new one",
+                len(self._sniffing),
+            )
+            transport.abort()
+            return
         transport.pause_reading()
         self._task = asyncio.get_running_loop().create_task(self._sniff(transport))
         self._sniffing.add(self._task)
