@@ -264,7 +264,9 @@ class RouteInfoManager:
         """Called after every route change, outside the lock, in the thread that made the change."""
         self.min_broker_id_listeners: list[MinBrokerIdListener] = []
         """Called with every MinBrokerIdChange (S53), outside the lock, in the thread that made it."""
-        self._min_broker_id_changes: list[MinBrokerIdChange] = []
+        self._min_broker_id_changes: dict[str, tuple[str, str, bool]] = {}
+        """broker name -> (offline address, HA address, after a departure) of the smallest-id changes
+        of the call under way; the last one per broker name counts (see _pending_min_broker_id_changes)."""
         self._changed_topics: set[str] = set()
         self._all_routes_changed = False
         self._change_depth = 0
@@ -301,7 +303,7 @@ class RouteInfoManager:
                     self._changed_topics = set()
                     self._all_routes_changed = False
                 if self._change_depth == 0 and self._min_broker_id_changes:
-                    min_broker_id_changes, self._min_broker_id_changes = self._min_broker_id_changes, []
+                    min_broker_id_changes = self._pending_min_broker_id_changes()
         if notice is not None:
             for listener in list(self.route_listeners):
                 listener(*notice)
@@ -810,26 +812,39 @@ class RouteInfoManager:
             self._min_broker_id_changed(broker_data, offline_broker_addr=offline_addr, ha_broker_addr="")
 
     def _min_broker_id_changed(self, broker_data: BrokerData, *, offline_broker_addr: str, ha_broker_addr: str) -> None:
-        """Queue a MinBrokerIdChange for the listeners (S53). Recipients as RocketMQ's
-        ``chooseBrokerAddrsToNotify``: after a departure, or when the broker name has one address,
-        every address; after an arrival, every address but the new smallest id's."""
-        addrs = broker_data.broker_addrs
-        min_id = min(addrs)
-        if offline_broker_addr or len(addrs) == 1:
-            recipients = tuple(addrs[i] for i in sorted(addrs))
-        else:
-            recipients = tuple(addrs[i] for i in sorted(addrs) if i != min_id)
-        self._min_broker_id_changes.append(
-            MinBrokerIdChange(
-                cluster=broker_data.cluster,
-                broker_name=broker_data.broker_name,
-                min_broker_id=min_id,
-                min_broker_addr=addrs[min_id],
-                offline_broker_addr=offline_broker_addr,
-                ha_broker_addr=ha_broker_addr,
-                recipients=recipients,
-            )
+        """Note that the broker name's smallest id changed (S53); told when the call ends."""
+        self._min_broker_id_changes[broker_data.broker_name] = (
+            offline_broker_addr,
+            ha_broker_addr,
+            bool(offline_broker_addr),
         )
+
+    def _pending_min_broker_id_changes(self) -> list[MinBrokerIdChange]:
+        """The MinBrokerIdChange of each broker name noted in this call, built from its BrokerData
+        as the call leaves it, as RocketMQ's ``unRegisterBroker`` does for a batch of removals (its
+        ``BrokerStatusChangeInfo`` holds the live ``brokerAddrs`` map): one message per broker name,
+        none when no address is left, none after departures when the broker name has no
+        ``enableActingMaster`` any more. Recipients as ``chooseBrokerAddrsToNotify``: after a
+        departure, or when the broker name has one address, every address; after an arrival, every
+        address but the new smallest id's."""
+        changes = []
+        for broker_name, (offline, ha, departure) in self._min_broker_id_changes.items():
+            broker_data = self.broker_addr_table.get(broker_name)
+            if broker_data is None or not broker_data.broker_addrs:
+                continue
+            if departure and not broker_data.enable_acting_master:
+                continue
+            addrs = broker_data.broker_addrs
+            min_id = min(addrs)
+            if offline or len(addrs) == 1:
+                recipients = tuple(addrs[i] for i in sorted(addrs))
+            else:
+                recipients = tuple(addrs[i] for i in sorted(addrs) if i != min_id)
+            changes.append(
+                MinBrokerIdChange(broker_data.cluster, broker_name, min_id, addrs[min_id], offline, ha, recipients)
+            )
+        self._min_broker_id_changes = {}
+        return changes
 
     def _remove_addr_from_broker_data(self, broker_name: str, broker_addr: str) -> None:
         broker_data = self.broker_addr_table.get(broker_name)
