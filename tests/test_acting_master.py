@@ -366,3 +366,28 @@ def test_s53_one_message_per_broker_name_per_batch_of_removals() -> None:
     world.clock.advance(5_000)
     assert len(world.rt.scan_not_active_broker()) == 2
     assert world.changes == []
+
+
+@pytest.mark.parametrize(("support", "seen_from_other_zone"), [(False, {1: S1}), (True, None)])
+def test_s52_zone_mode_filters_the_rewritten_route(
+    tmp_path: Path, support: bool, seen_from_other_zone: dict[int, str] | None
+) -> None:
+    """RocketMQ rewrites in ``pickupTopicRouteData`` and filters by zone afterwards
+    (``ZoneRouteRPCHook``): a master-less group is kept for every zone ("consume from slave"), but
+    once the acting master is shown under id 0 it is a group with a master, kept only in its zone."""
+    ns, _ = nameserver(tmp_path, support_acting_master=support)
+    for broker_id, addr in ((0, M), (1, S1)):
+        ns.route_table.register_broker(
+            cluster_name="c1",
+            broker_name="broker-a",
+            broker_id=broker_id,
+            broker_addr=addr,
+            topic_configs={"T1": topic("T1")},
+            enable_acting_master=True,
+            zone_name="zone-1",
+        )
+    ns.route_table.unregister_broker(cluster_name="c1", broker_name="broker-a", broker_id=0, broker_addr=M)
+    own = ns.pickup_topic_route("T1", zone_name="ZONE-1").broker_datas
+    assert [b.broker_addrs for b in own] == [{0: S1} if support else {1: S1}]
+    other = ns.pickup_topic_route("T1", zone_name="zone-2").broker_datas
+    assert [b.broker_addrs for b in other] == ([seen_from_other_zone] if seen_from_other_zone else [])
