@@ -153,7 +153,7 @@ def test_errors_are_read_by_reason(program: list[str], namesrv: NamesrvProcess) 
 def remoting_register(client: RemotingTestClient, topic_name: str, broker_addr: str, queues: int) -> None:
     """REGISTER_BROKER as a RocketMQ 4.x broker sends it (JSON body, CRC32 in bodyCrc32)."""
     body = bodies.encode_register_broker_body(
-        {topic_name: topic(topic_name, queues, queues)},
+        {topic_name: topic(topic_name, queues, queues), "SELF_TEST_TOPIC": topic("SELF_TEST_TOPIC", 1, 1)},
         DataVersion(0, int(time.time() * 1000), queues),
         compressed=False,
     )

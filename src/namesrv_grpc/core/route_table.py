@@ -60,6 +60,7 @@ from namesrv_grpc.core.digest import RouteDigest, broker_data_hash, queue_data_h
 from namesrv_grpc.core.errors import (
     BrokerNameNotRegisteredError,
     BrokerNotRegisteredError,
+    RegistrationRefusedError,
     StaleBrokerStateError,
 )
 from namesrv_grpc.core.model import (
@@ -79,6 +80,7 @@ from namesrv_grpc.core.model import (
     RegisterBrokerResult,
     RemovedBroker,
     TopicConfig,
+    TopicQueueMappingInfo,
     TopicRouteData,
 )
 
@@ -154,6 +156,10 @@ class RouteTableCopy:
     cluster_addr_table: dict[str, frozenset[str]]
     broker_live_table: dict[str, BrokerLiveInfo]
     filter_server_table: dict[str, tuple[str, ...]]
+    topic_queue_mapping_info_table: dict[str, dict[str, TopicQueueMappingInfo]] = dataclasses.field(
+        default_factory=dict
+    )
+    """Static topics (RocketMQ 5.x): topic -> broker name -> mapping (immutable, shared)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,6 +202,11 @@ class RouteInfoManager:
         self.filter_server_table: dict[str, list[str]] = {}
         self.topics_by_broker_name: dict[str, dict[str, None]] = {}
         """broker name -> {topic: None} (a dict used as an ordered set: untracked by the collector)."""
+        self.topic_queue_mapping_info_table: dict[str, dict[str, TopicQueueMappingInfo]] = {}
+        """Static topics (RocketMQ 5.x ``topicQueueMappingInfoTable``, S40): topic -> the mapping's
+        ``bname`` -> mapping. Written by registrations that carry topics (master, prime slave); never
+        removed (as in RocketMQ: a broker that leaves, or a deleted topic, keeps its mappings; a later
+        registration replaces them)."""
         self._session_seq = 0
         self._expiry_heap: list[tuple[int, str]] = []
         self._scheduled: dict[str, int] = {}
@@ -222,7 +233,9 @@ class RouteInfoManager:
         """Called after every route change, outside the lock, in the thread that made the change."""
         self.min_broker_id_listeners: list[MinBrokerIdListener] = []
         """Called with every MinBrokerIdChange (S53), outside the lock, in the thread that made it."""
-        self._min_broker_id_changes: list[MinBrokerIdChange] = []
+        self._min_broker_id_changes: dict[str, tuple[str, str, bool]] = {}
+        """broker name -> (offline address, HA address, after a departure) of the smallest-id changes
+        of the call under way; the last one per broker name counts (see _pending_min_broker_id_changes)."""
         self._changed_topics: set[str] = set()
         self._all_routes_changed = False
         self._change_depth = 0
@@ -259,7 +272,7 @@ class RouteInfoManager:
                     self._changed_topics = set()
                     self._all_routes_changed = False
                 if self._change_depth == 0 and self._min_broker_id_changes:
-                    min_broker_id_changes, self._min_broker_id_changes = self._min_broker_id_changes, []
+                    min_broker_id_changes = self._pending_min_broker_id_changes()
         if notice is not None:
             for listener in list(self.route_listeners):
                 listener(*notice)
@@ -292,6 +305,8 @@ class RouteInfoManager:
         body_fingerprint: tuple[int, int, bool] | None = None,
         topics_fingerprint: int | None = None,
         protocol: str = "grpc",
+        topic_queue_mappings: Mapping[str, TopicQueueMappingInfo] | None = None,
+        refuse_single_topic_first: bool = False,
     ) -> RegisterBrokerResult:
         """Register (or refresh) one broker address; RocketMQ ``registerBroker``.
 
@@ -305,6 +320,12 @@ class RouteInfoManager:
         make. ``topic_configs`` None means "topics unchanged" (a fingerprint matched).
 
         ``protocol`` ("grpc" or "remoting") is recorded in the live entry for the liveness view.
+
+        RocketMQ 5.x: ``zone_name`` replaces the broker name's zone (empty clears it).
+        ``topic_queue_mappings`` (topic -> static-topic mapping) are kept per topic and per each
+        mapping's ``bname`` when the topics are applied (a master, or a prime slave, whose DataVersion
+        changed, or a first registration); a body with mappings never deletes topics
+        (``deleteTopicWithBrokerRegistration`` does not support static topics). None or empty = none.
 
         ``enable_acting_master`` None is a broker older than RocketMQ 5.x (the field was absent): none
         of the acting-master rules apply to it. Otherwise (RocketMQ 5.x ``registerBroker``): the
@@ -322,7 +343,10 @@ class RouteInfoManager:
         A broker restart (the old run never comes back) is no conflict.
 
         Raises StaleBrokerStateError (S12) before changing anything when the broker id is held by
-        another live address with a higher ``state_version``.
+        another live address with a higher ``state_version``, and, with ``refuse_single_topic_first``
+        (the NameServer's request rule S42, decided under this lock), RegistrationRefusedError when
+        the broker id is not registered under its name yet and the topic table holds exactly one
+        topic (a topic-increment registration before the full one).
 
         The S07 comparison of a master's topics is made before the lock is taken (:meth:`_differing`):
         under the lock only the QueueData that differ are written, unless another change ended in
@@ -345,6 +369,13 @@ class RouteInfoManager:
                         f"stateVersion {data_version.state_version}",
                         {"broker_name": broker_name, "broker_addr": broker_addr},
                     )
+            if refuse_single_topic_first and topic_configs is not None and len(topic_configs) == 1 and old_addr is None:
+                raise RegistrationRefusedError(
+                    f"broker {broker_name} id {broker_id} at {broker_addr} is not registered yet and its "
+                    f"registration carries one topic ({next(iter(topic_configs))!r}): a broker registers its "
+                    "whole topic table first (RocketMQ 5.x answers 'register broker failed')",
+                    {"broker_name": broker_name, "broker_addr": broker_addr},
+                )
             self.version += 1
             conflicting = self._note_displacement(
                 (cluster_name, broker_name, broker_id), old_addr or broker_addr, instance_id, now
@@ -395,22 +426,23 @@ class RouteInfoManager:
             prime_slave = new_version and broker_id != MASTER_ID and broker_id == min(broker_data.broker_addrs)
             carries_topics = broker_id == MASTER_ID or prime_slave
             topics_applied = not carries_topics or topic_configs is None
-            if carries_topics and topic_configs is not None:
-                changed = (
-                    previous is None or previous.broker_name != broker_name or previous.data_version != data_version
-                )
-                if register_first or changed:
-                    topics_applied = True
-                    if self.delete_topic_with_broker_registration:
-                        for topic in self.topics_by_broker_name.get(broker_name, {}).keys() - topic_configs.keys():
-                            self._remove_queue_data(topic, broker_name)
-                    pairs: Iterable[tuple[str, QueueNums]] = queue_nums_of(topic_configs)
-                    if differing is not None and differing[0] == self._changes_done:
-                        pairs = differing[1]  # nothing changed since: the others are equal, S07 skips them
-                    if prime_slave and broker_data.enable_acting_master:
-                        pairs = [(topic, (r, w, perm & ~PERM_WRITE, flag)) for topic, (r, w, perm, flag) in pairs]
-                    for topic, nums in pairs:
-                        self._create_and_update_queue_nums(broker_name, topic, nums)
+            changed = previous is None or previous.broker_name != broker_name or previous.data_version != data_version
+            if carries_topics and topic_queue_mappings and (register_first or changed):
+                self._put_topic_queue_mappings(topic_queue_mappings)  # S40
+            if carries_topics and topic_configs is not None and (register_first or changed):
+                # S40: with mappings no topic is deleted; the table may then hold more than the body's
+                # topics make, so the topics fingerprint is not kept (the next body decodes in full).
+                topics_applied = not (self.delete_topic_with_broker_registration and topic_queue_mappings)
+                if self.delete_topic_with_broker_registration and not topic_queue_mappings:
+                    for topic in self.topics_by_broker_name.get(broker_name, {}).keys() - topic_configs.keys():
+                        self._remove_queue_data(topic, broker_name)
+                pairs: Iterable[tuple[str, QueueNums]] = queue_nums_of(topic_configs)
+                if differing is not None and differing[0] == self._changes_done:
+                    pairs = differing[1]  # nothing changed since: the others are equal, S07 skips them
+                if prime_slave and broker_data.enable_acting_master:
+                    pairs = [(topic, (r, w, perm & ~PERM_WRITE, flag)) for topic, (r, w, perm, flag) in pairs]
+                for topic, nums in pairs:
+                    self._create_and_update_queue_nums(broker_name, topic, nums)
 
             # S08: the live entry (the session stays only with the same broker instance).
             same_instance = (
@@ -455,6 +487,15 @@ class RouteInfoManager:
                 if master_addr and master_live is not None:
                     return RegisterBrokerResult(master_addr, master_live.ha_server_addr, conflicting)
             return RegisterBrokerResult(conflicting_instance_id=conflicting)
+
+    def _put_topic_queue_mappings(self, mappings: Mapping[str, TopicQueueMappingInfo]) -> None:
+        """RocketMQ 5.x: keep each mapping under its topic and its own ``bname``; a changed one is
+        a change of the topic's route."""
+        for topic, mapping in mappings.items():
+            by_broker = self.topic_queue_mapping_info_table.setdefault(topic, {})
+            if by_broker.get(mapping.bname) != mapping:
+                by_broker[mapping.bname] = mapping
+                self._route_changed(topic)
 
     def _note_displacement(self, key: tuple[str, str, int], holder_addr: str, instance_id: str, now: int) -> str:
         """Remember the run whose live entry for ``key`` (cluster, broker name, id) this registration
@@ -742,26 +783,39 @@ class RouteInfoManager:
             self._min_broker_id_changed(broker_data, offline_broker_addr=offline_addr, ha_broker_addr="")
 
     def _min_broker_id_changed(self, broker_data: BrokerData, *, offline_broker_addr: str, ha_broker_addr: str) -> None:
-        """Queue a MinBrokerIdChange for the listeners (S53). Recipients as RocketMQ's
-        ``chooseBrokerAddrsToNotify``: after a departure, or when the broker name has one address,
-        every address; after an arrival, every address but the new smallest id's."""
-        addrs = broker_data.broker_addrs
-        min_id = min(addrs)
-        if offline_broker_addr or len(addrs) == 1:
-            recipients = tuple(addrs[i] for i in sorted(addrs))
-        else:
-            recipients = tuple(addrs[i] for i in sorted(addrs) if i != min_id)
-        self._min_broker_id_changes.append(
-            MinBrokerIdChange(
-                cluster=broker_data.cluster,
-                broker_name=broker_data.broker_name,
-                min_broker_id=min_id,
-                min_broker_addr=addrs[min_id],
-                offline_broker_addr=offline_broker_addr,
-                ha_broker_addr=ha_broker_addr,
-                recipients=recipients,
-            )
+        """Note that the broker name's smallest id changed (S53); told when the call ends."""
+        self._min_broker_id_changes[broker_data.broker_name] = (
+            offline_broker_addr,
+            ha_broker_addr,
+            bool(offline_broker_addr),
         )
+
+    def _pending_min_broker_id_changes(self) -> list[MinBrokerIdChange]:
+        """The MinBrokerIdChange of each broker name noted in this call, built from its BrokerData
+        as the call leaves it, as RocketMQ's ``unRegisterBroker`` does for a batch of removals (its
+        ``BrokerStatusChangeInfo`` holds the live ``brokerAddrs`` map): one message per broker name,
+        none when no address is left, none after departures when the broker name has no
+        ``enableActingMaster`` any more. Recipients as ``chooseBrokerAddrsToNotify``: after a
+        departure, or when the broker name has one address, every address; after an arrival, every
+        address but the new smallest id's."""
+        changes = []
+        for broker_name, (offline, ha, departure) in self._min_broker_id_changes.items():
+            broker_data = self.broker_addr_table.get(broker_name)
+            if broker_data is None or not broker_data.broker_addrs:
+                continue
+            if departure and not broker_data.enable_acting_master:
+                continue
+            addrs = broker_data.broker_addrs
+            min_id = min(addrs)
+            if offline or len(addrs) == 1:
+                recipients = tuple(addrs[i] for i in sorted(addrs))
+            else:
+                recipients = tuple(addrs[i] for i in sorted(addrs) if i != min_id)
+            changes.append(
+                MinBrokerIdChange(broker_data.cluster, broker_name, min_id, addrs[min_id], offline, ha, recipients)
+            )
+        self._min_broker_id_changes = {}
+        return changes
 
     def _remove_addr_from_broker_data(self, broker_name: str, broker_addr: str) -> None:
         broker_data = self.broker_addr_table.get(broker_name)
@@ -904,6 +958,9 @@ class RouteInfoManager:
                     # pickupTopicRouteData, supportActingMaster).
                     addrs[MASTER_ID] = addrs.pop(min(addrs))
         queue_datas = tuple(QueueData(name, *queue_data_map[name]) for name in sorted(queue_data_map))
+        mappings = self.topic_queue_mapping_info_table.get(topic)
+        if mappings:  # S40
+            return TopicRouteData(queue_datas, tuple(broker_datas), filter_servers, "", dict(mappings))
         return TopicRouteData(queue_datas, tuple(broker_datas), filter_servers)
 
     def set_support_acting_master(self, enabled: bool) -> None:
@@ -1102,6 +1159,7 @@ class RouteInfoManager:
                 cluster_addr_table={c: frozenset(names) for c, names in self.cluster_addr_table.items()},
                 broker_live_table={addr: dataclasses.replace(live) for addr, live in self.broker_live_table.items()},
                 filter_server_table={addr: tuple(s) for addr, s in self.filter_server_table.items()},
+                topic_queue_mapping_info_table={t: dict(m) for t, m in self.topic_queue_mapping_info_table.items()},
             )
 
     def live_table(self) -> tuple[int, list[tuple[str, BrokerLiveInfo]]]:
