@@ -1,10 +1,10 @@
 """The Java NameServer (Apache RocketMQ 5.5.0, the jars of ``make rocketmq``) as a peer, in the same
-run as ours, driven by the same remoting load generators (scenarios 13 and 14):
+run as ours, driven by the same remoting load generators (scenarios J1 and J2):
 
-- 13: route lookups/s and server CPU per lookup; RSS at idle and with 100 broker names each
+- J1: route lookups/s and server CPU per lookup; RSS at idle and with 100 broker names each
   registering the same 10,000 topics (1,000,000 QueueData); lookup p99 while those big brokers
   re-register, one every second.
-- 14: the route workloads mxsm/rocketmq-rust publishes for its own Rust-vs-Java comparison
+- J2: the route workloads mxsm/rocketmq-rust publishes for its own Rust-vs-Java comparison
   (:mod:`bench.route_workloads`): smoke, 20k topics, 100k topics.
 
 Both servers run at once and the runs alternate, so drift of a shared machine hits both alike. The
@@ -185,7 +185,7 @@ def _rss_samples(peer: Peer, count: int = 3, gap: float = 0.5) -> list[float]:
     return samples
 
 
-# ---------------------------------------------------------------------------- 13
+# ---------------------------------------------------------------------------- J1
 
 
 def fleet_requests(brokers: int, topics: int, variant: int = 0) -> list[tuple[dict[str, str], bytes]]:
@@ -212,7 +212,7 @@ def fleet_requests(brokers: int, topics: int, variant: int = 0) -> list[tuple[di
     return out
 
 
-def s13_java_peer(p: Profile) -> Result:
+def j1_java_peer(p: Profile) -> Result:
     """Our NameServer against the Java 5.5.0 NameServer: lookups/s, CPU per lookup, RSS, p99 under re-registration."""
     seconds = p.pick(5, 2, 1)
     brokers, topics = p.pick((100, 10_000), (20, 2_000), (3, 50))
@@ -291,7 +291,7 @@ def s13_java_peer(p: Profile) -> Result:
     lat_what = f"{processes} processes x {concurrency} connections, one lookup in flight each, {seconds} s"
     rows = [
         row(
-            "13a", "remoting GET_ROUTEINFO_BY_TOPIC of one topic on one broker name (master + slave), "
+            "J1a", "remoting GET_ROUTEINFO_BY_TOPIC of one topic on one broker name (master + slave), "
             f"JSON header as the Java client sends it; {blast_what}",
             f"{median([r.requests for r in lookups_runs[o]]):,.0f} lookups per run (median)",
             lookup_metrics(lookups_runs[o]),
@@ -301,12 +301,12 @@ def s13_java_peer(p: Profile) -> Result:
             note=f"ours / Java = {ratio:.2f}x; ours bottleneck per run: {verdicts}",
         ),
         row(
-            "13b", "RSS at idle (after start, before any broker registers)", "3 samples 0.5 s apart",
+            "J1b", "RSS at idle (after start, before any broker registers)", "3 samples 0.5 s apart",
             {"RSS MiB": _mib(idle[o])}, baseline=f"the Java NameServer ({heap})",
             baseline_metrics={"RSS MiB": _mib(idle[j])}, target="", met=None,
         ),
         row(
-            "13c", f"RSS with {brokers} broker names each registering the same {topics:,} topics "
+            "J1c", f"RSS with {brokers} broker names each registering the same {topics:,} topics "
             f"({brokers * topics:,} QueueData; plain JSON bodies of {body_size})",
             f"3 samples 0.5 s apart, 2 s after the last of {brokers} registrations",
             {"RSS MiB": _mib(loaded[o]), "registration ms": register_ms[o]},
@@ -315,7 +315,7 @@ def s13_java_peer(p: Profile) -> Result:
             target="", met=None,
         ),
         row(
-            "13d", f"lookups of random topics among the {topics:,} while the big brokers re-register, one every "
+            "J1d", f"lookups of random topics among the {topics:,} while the big brokers re-register, one every "
             f"second (each body changes a different 1 % of the topics); {lat_what}",
             f"{median([r.requests for r in busy[o]]):,.0f} lookups per run (median)",
             {"p99 ms": [r.p99_ms for r in busy[o]], "lookups/s": [r.rps for r in busy[o]],
@@ -340,7 +340,7 @@ def s13_java_peer(p: Profile) -> Result:
     }  # fmt: skip
 
 
-# ---------------------------------------------------------------------------- 14
+# ---------------------------------------------------------------------------- J2
 
 
 def _workloads(p: Profile) -> list[Workload]:
@@ -351,7 +351,7 @@ def _workloads(p: Profile) -> list[Workload]:
     return [WORKLOADS[0].scaled("smoke (tiny)", 1, 8, 200)]
 
 
-def s14_route_workloads(p: Profile) -> Result:
+def j2_route_workloads(p: Profile) -> Result:
     """mxsm/rocketmq-rust's route workloads against the Java NameServer and ours."""
     processes = 2
     rows = []
@@ -403,7 +403,7 @@ def s14_route_workloads(p: Profile) -> Result:
             w = workload
             rows.append(
                 row(
-                    f"14{row_id}", f"rocketmq-rust route workload '{w.name}': {w.topics:,} topics, {w.brokers:,} "
+                    f"J2{row_id}", f"rocketmq-rust route workload '{w.name}': {w.topics:,} topics, {w.brokers:,} "
                     f"brokers, route width {w.route_width}, {w.connections} connections ({processes} processes), "
                     f"{w.write_percent} % registration writes, {w.zone_percent} % zone-mode lookups, "
                     f"{w.standard_json_percent} % standard-JSON clients, seed {SEED}",

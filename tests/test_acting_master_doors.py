@@ -112,8 +112,9 @@ def remoting_register(
     name: str = "broker-a",
     topics: tuple[str, ...] = ("TopicA",),
 ) -> None:
+    # a Java broker's body always holds its system topics: one topic alone would be refused (S42)
     body = bodies.encode_register_broker_body(
-        {t: topic(t, perm=RW) for t in topics}, DataVersion(0, 1, 1), compressed=False
+        {t: topic(t, perm=RW) for t in (*topics, "SELF_TEST_TOPIC")}, DataVersion(0, 1, 1), compressed=False
     )
     fields = {
         "clusterName": "c1",

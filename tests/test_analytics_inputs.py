@@ -13,7 +13,7 @@ from pyspark.sql import SparkSession
 
 from namesrv_analytics import synthetic, topic_distribution
 from namesrv_grpc.snapshot import commit_snapshot, list_snapshots, tables_from_copy
-from namesrv_grpc.snapshot_schema import MANIFEST, TABLES
+from namesrv_grpc.snapshot_schema import MANIFEST, SCHEMA_VERSION, TABLES
 from tests.support import FakeClock
 from tests.test_snapshot import NOW, build_table
 
@@ -24,16 +24,18 @@ def run_distribution(spark: SparkSession, snapshots: Path, out: Path, *extra: st
     return topic_distribution.main(["--snapshots", str(snapshots), "--out", str(out), *extra], spark=spark)
 
 
-def write_snapshot(directory: Path, time_ms: int, namesrv: str = "ns1:9876", schema_version: int = 1) -> str:
+def write_snapshot(
+    directory: Path, time_ms: int, namesrv: str = "ns1:9876", schema_version: int = SCHEMA_VERSION
+) -> str:
     """A real snapshot of tests.test_snapshot.build_table; an older ``schema_version`` gets a
     manifest of that version and a queue_data file of another layout (as an old release wrote it)."""
     tables = tables_from_copy(build_table(FakeClock(time_ms)).copy_tables(), snapshot_time_ms=time_ms, namesrv=namesrv)
-    if schema_version != 1:
+    if schema_version != SCHEMA_VERSION:
         tables[MANIFEST] = tables[MANIFEST].set_column(2, "schema_version", pa.array([schema_version], pa.int32()))
     info = commit_snapshot(directory, tables)
-    if schema_version != 1:
+    if schema_version != SCHEMA_VERSION:
         (path,) = (directory / "queue_data").glob(f"*/{info.file_name}")
-        old = pa.table({"topic": ["T1"], "queue_nums": ["eight"]})  # incompatible with version 1
+        old = pa.table({"topic": ["T1"], "queue_nums": ["eight"]})  # incompatible with this version
         pq.write_table(old, path)
     return info.file_name
 
@@ -59,7 +61,7 @@ def test_snapshots_of_another_schema_version_are_skipped_with_a_warning(
     assert run_distribution(spark, tmp_path / "in", tmp_path / "out") == 2  # nothing of this version: an error
     err = capsys.readouterr().err
     assert f"skipped snapshot {old}" in err
-    assert "no snapshot of schema version 1" in err
+    assert f"no snapshot of schema version {SCHEMA_VERSION}" in err
     write_snapshot(tmp_path / "in", NOW + 60_000)
     assert run_distribution(spark, tmp_path / "in", tmp_path / "out") == 0
     assert f"skipped snapshot {old}" in capsys.readouterr().err

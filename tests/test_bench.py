@@ -37,7 +37,7 @@ def run_tiny(tmp_path: Path, key: str) -> tuple[dict[str, Any], str]:
 EXPECTED_ROWS = {
     "1": ["1"],
     "2": ["2a", "2b", "2c"],
-    "3": ["3a", "3b"],
+    "3": ["3a", "3b", "3c"],
     "4": ["4a", "4b", "4c"],
     "5": ["5a", "5b", "5c", "5d"],
     "6": ["6a", "6b"],
@@ -45,12 +45,14 @@ EXPECTED_ROWS = {
     "8": ["8a", "8b"],
     "9": ["9a", "9b", "9c"],
     "10": ["10a", "10b", "10c", "10d"],
-    "11": ["11a", "11b"],
+    "11": ["11a", "11b", "11c"],
     "12": ["12a", "12b", "12c", "12d", "12e", "12f", "12g", "12h", "12i"],
     "13": ["13a", "13b", "13c", "13d"],
     "14": ["14a"],
+    "J1": ["J1a", "J1b", "J1c", "J1d"],
+    "J2": ["J2a"],
 }
-JAVA_PEER_SCENARIOS = {"13", "14"}
+JAVA_PEER_SCENARIOS = {"J1", "J2"}
 """Scenarios with the Java NameServer as a peer: they need the jars of ``make rocketmq``."""
 
 
@@ -99,6 +101,17 @@ def _row(result: dict[str, Any], row_id: str) -> dict[str, Any]:
     return next(r for r in result["rows"] if r["id"] == row_id)
 
 
+def _check_13(result: dict[str, Any]) -> None:
+    assert result["raw"]["queue_datas"] == 2_000
+    assert all(b > 0 for b in _row(result, "13b")["runs"]["bytes per topic over idle"])
+    assert all(run["extra"]["checked_answers"] >= 1 for run in result["raw"]["churned"])
+    assert len(_row(result, "13a")["runs"]["GC pauses over 20 ms"]) == 3
+
+
+def _check_14(result: dict[str, Any]) -> None:
+    assert result["raw"]["landed"] is True, "every registration of the restart must land"
+
+
 def _check_2(result: dict[str, Any]) -> None:
     assert result["raw"]["topics"] == 300
     assert "60 distinct topics drawn at random" in _row(result, "2a")["what"]
@@ -128,19 +141,19 @@ def _check_10(result: dict[str, Any]) -> None:
     assert "bottleneck per run" in _row(result, "10d")["note"]
 
 
-def _check_13(result: dict[str, Any]) -> None:
+def _check_j1(result: dict[str, Any]) -> None:
     raw = result["raw"]
     assert "-Xmx" in raw["java_heap"]
     assert set(raw["lookups"]) == {"Java 5.5.0", "ours"}
     assert all(run["grpc_ok"] > 0 for runs in raw["lookups"].values() for run in runs)
-    for row_id in ("13a", "13b", "13c", "13d"):
+    for row_id in ("J1a", "J1b", "J1c", "J1d"):
         r = _row(result, row_id)
         assert set(r["runs"]) == set(r["baseline_runs"]), r  # ours and Java measured alike
-    assert all(v > 10 for v in _row(result, "13b")["baseline_runs"]["RSS MiB"]), "a JVM uses more than 10 MiB"
+    assert all(v > 10 for v in _row(result, "J1b")["baseline_runs"]["RSS MiB"]), "a JVM uses more than 10 MiB"
 
 
-def _check_14(result: dict[str, Any]) -> None:
-    r = _row(result, "14a")
+def _check_j2(result: dict[str, Any]) -> None:
+    r = _row(result, "J2a")
     assert "smoke" in r["what"]
     assert "seed 9191" in r["what"]
     assert set(r["runs"]) == set(r["baseline_runs"])
@@ -149,6 +162,7 @@ def _check_14(result: dict[str, Any]) -> None:
 
 SCENARIO_CHECKS = {
     "2": _check_2, "4": _check_4, "6": _check_6, "9": _check_9, "10": _check_10, "13": _check_13, "14": _check_14,
+    "J1": _check_j1, "J2": _check_j2,
 }  # fmt: skip
 
 

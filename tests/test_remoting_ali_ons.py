@@ -70,7 +70,9 @@ def test_ali_ons_resolves_a_route_registered_over_remoting_and_gets_17_for_unkno
     script.write_text(SCRIPT)
     with running_namesrv(tmp_path / "ns") as server, RemotingTestClient(server.remoting_address) as broker:
         body = bodies.encode_register_broker_body(
-            {"TopicTest": topic("TopicTest", read=4, write=4)}, DataVersion(0, 1, 1), compressed=True
+            {"TopicTest": topic("TopicTest", read=4, write=4), "SELF_TEST_TOPIC": topic("SELF_TEST_TOPIC", 1, 1)},
+            DataVersion(0, 1, 1),
+            compressed=True,
         )
         answer = broker.call(
             RequestCode.REGISTER_BROKER,

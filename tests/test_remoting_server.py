@@ -32,6 +32,10 @@ from tests.metrics_support import free_port, scrape
 from tests.remoting_support import RemotingTestClient
 from tests.support import NamesrvProcess, Stubs, poll_until, register_request, running_namesrv, topic
 
+SYSTEM = {"SELF_TEST_TOPIC": topic("SELF_TEST_TOPIC", 1, 1)}
+"""What every Java broker registers besides its own topics (S38): a first REGISTER_BROKER with one
+topic alone is refused (S42)."""
+
 FAQ_LINE = "\nSee https://rocketmq.apache.org/docs/bestPractice/06FAQ for further details."
 
 
@@ -155,7 +159,7 @@ def test_rocketmq_serialization_is_answered_in_kind(client: RemotingTestClient, 
         "rb-bin",
         0,
         "127.0.0.1:21001",
-        {"T-bin": topic("T-bin")},
+        {**SYSTEM, "T-bin": topic("T-bin")},
         serialize_type=SerializeType.ROCKETMQ,
     )
     assert answer.code == ResponseCode.SUCCESS
@@ -218,7 +222,13 @@ def test_register_broker_answer_carries_master_and_order_topic_config(client: Re
     stubs.kv.PutKVConfig(kv_pb2.PutKVConfigRequest(namespace="ORDER_TOPIC_CONFIG", key="ord-T", value="b-m:4"))
     try:
         master = register(
-            client, "c-m", "b-m", 0, "127.0.0.1:23001", {"ord-T": topic("ord-T")}, ha_server_addr="127.0.0.1:23002"
+            client,
+            "c-m",
+            "b-m",
+            0,
+            "127.0.0.1:23001",
+            {**SYSTEM, "ord-T": topic("ord-T")},
+            ha_server_addr="127.0.0.1:23002",
         )
         assert master.code == ResponseCode.SUCCESS
         assert "masterAddr" not in master.ext_fields
@@ -234,7 +244,9 @@ def test_s01_wrong_body_crc32_is_system_error_and_changes_nothing(
     client: RemotingTestClient, stubs: Stubs, server: NamesrvProcess
 ) -> None:
     before = state(stubs)
-    body = bodies.encode_register_broker_body({"crc-T": topic("crc-T")}, DataVersion(0, 1, 1), compressed=False)
+    body = bodies.encode_register_broker_body(
+        {**SYSTEM, "crc-T": topic("crc-T")}, DataVersion(0, 1, 1), compressed=False
+    )
     answer = register(
         client, "c-crc", "b-crc", 0, "127.0.0.1:24001", {}, body=body, crc=(zlib.crc32(body) + 1) & 0x7FFFFFFF
     )
@@ -288,7 +300,15 @@ def test_deflate_bomb_is_refused_and_changes_nothing(
 def test_unregister_broker_and_query_data_version_and_heartbeat(client: RemotingTestClient, stubs: Stubs) -> None:
     """UNREGISTER_BROKER 104 (S16), QUERY_DATA_VERSION 322 (S20), BROKER_HEARTBEAT 904 (S14)."""
     who = identity("c-u", "b-u", 0, "127.0.0.1:25001")
-    register(client, "c-u", "b-u", 0, "127.0.0.1:25001", {"unreg-T": topic("unreg-T")}, version=DataVersion(0, 5, 7))
+    register(
+        client,
+        "c-u",
+        "b-u",
+        0,
+        "127.0.0.1:25001",
+        {**SYSTEM, "unreg-T": topic("unreg-T")},
+        version=DataVersion(0, 5, 7),
+    )
     same = client.call(RequestCode.QUERY_DATA_VERSION, who, bodies.encode_data_version(DataVersion(0, 5, 7)))
     assert same.code == ResponseCode.SUCCESS
     assert same.ext_fields["changed"] == "false"
@@ -315,7 +335,7 @@ def test_unregister_broker_and_query_data_version_and_heartbeat(client: Remoting
 
 def test_s15_connection_close_removes_its_broker_within_1s(server: NamesrvProcess, stubs: Stubs) -> None:
     with RemotingTestClient(server.remoting_address) as broker:
-        assert register(broker, "c-s15", "b-s15", 0, "127.0.0.1:26001", {"s15-T": topic("s15-T")}).code == 0
+        assert register(broker, "c-s15", "b-s15", 0, "127.0.0.1:26001", {**SYSTEM, "s15-T": topic("s15-T")}).code == 0
         assert grpc_route(stubs, "s15-T") is not None
     elapsed = poll_until(lambda: grpc_route(stubs, "s15-T") is None, timeout=1.0)
     assert elapsed <= 1.0
@@ -327,16 +347,16 @@ def test_s17_newer_registration_survives_the_old_connection_close(server: Namesr
     """A newer registration of the same address from another connection, or over gRPC, is left alone
     when the old connection closes."""
     old = RemotingTestClient(server.remoting_address)
-    assert register(old, "c-s17", "b-s17", 0, "127.0.0.1:27001", {"s17-T": topic("s17-T")}).code == 0
+    assert register(old, "c-s17", "b-s17", 0, "127.0.0.1:27001", {**SYSTEM, "s17-T": topic("s17-T")}).code == 0
     with RemotingTestClient(server.remoting_address) as new:
-        assert register(new, "c-s17", "b-s17", 0, "127.0.0.1:27001", {"s17-T": topic("s17-T")}).code == 0
+        assert register(new, "c-s17", "b-s17", 0, "127.0.0.1:27001", {**SYSTEM, "s17-T": topic("s17-T")}).code == 0
         old.close()
         time.sleep(0.5)
         assert grpc_route(stubs, "s17-T") is not None, "the newer connection's registration was wiped"
     poll_until(lambda: grpc_route(stubs, "s17-T") is None, timeout=2.0)
     # Same with a gRPC registration taking over the address.
     old = RemotingTestClient(server.remoting_address)
-    assert register(old, "c-s17", "b-s17", 0, "127.0.0.1:27001", {"s17-T": topic("s17-T")}).code == 0
+    assert register(old, "c-s17", "b-s17", 0, "127.0.0.1:27001", {**SYSTEM, "s17-T": topic("s17-T")}).code == 0
     stubs.ns.RegisterBroker(
         register_request(
             cluster="c-s17", broker_name="b-s17", broker_addr="127.0.0.1:27001", topics={"s17-T": topic("s17-T")}
@@ -356,7 +376,7 @@ def test_brokers_of_both_protocols_are_seen_by_both(
     client: RemotingTestClient, stubs: Stubs, server: NamesrvProcess
 ) -> None:
     """Issue item 5: one table; lookups on either protocol, metrics and namesrv-admin see both."""
-    register(client, "c-both", "b-remoting", 0, "127.0.0.1:28001", {"both-T": topic("both-T")})
+    register(client, "c-both", "b-remoting", 0, "127.0.0.1:28001", {**SYSTEM, "both-T": topic("both-T")})
     stubs.ns.RegisterBroker(
         register_request(
             cluster="c-both", broker_name="b-grpc", broker_addr="127.0.0.1:28002", topics={"both-T": topic("both-T")}
@@ -395,7 +415,7 @@ def test_brokers_of_both_protocols_are_seen_by_both(
 def test_get_routeinfo_forms_and_topic_not_exist(client: RemotingTestClient) -> None:
     """GET_ROUTEINFO_BY_TOPIC 105 (S18): fastjson's form for old clients (unquoted integer keys),
     standard JSON for 4.9.4+ and acceptStandardJsonOnly; TOPIC_NOT_EXIST 17 with RocketMQ's remark."""
-    register(client, "c-r", "b-r", 0, "127.0.0.1:29001", {"route-T": topic("route-T")})
+    register(client, "c-r", "b-r", 0, "127.0.0.1:29001", {**SYSTEM, "route-T": topic("route-T")})
     old = client.call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "route-T"}, version=121)
     assert b'"brokerAddrs":{0:"127.0.0.1:29001"}' in old.body
     new = client.call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "route-T"}, version=479)
@@ -411,12 +431,12 @@ def test_get_routeinfo_forms_and_topic_not_exist(client: RemotingTestClient) -> 
 
 def test_route_cache_is_invalidated_for_every_encoding(client: RemotingTestClient, stubs: Stubs) -> None:
     """A change drops the cached route in every encoding (gRPC, both JSON forms) together."""
-    register(client, "c-inv", "b-inv", 0, "127.0.0.1:29101", {"inv-T": topic("inv-T", perm=6)})
+    register(client, "c-inv", "b-inv", 0, "127.0.0.1:29101", {**SYSTEM, "inv-T": topic("inv-T", perm=6)})
     for version in (121, 479):
         client.call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "inv-T"}, version=version)
     grpc_route(stubs, "inv-T")
     wiped = client.call(RequestCode.WIPE_WRITE_PERM_OF_BROKER, {"brokerName": "b-inv"})
-    assert wiped.ext_fields["wipeTopicCount"] == "1"
+    assert wiped.ext_fields["wipeTopicCount"] == "2"
     for version in (121, 479):
         body = client.call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "inv-T"}, version=version).body
         assert route_json(body)["queueDatas"][0]["perm"] == 4
@@ -424,7 +444,7 @@ def test_route_cache_is_invalidated_for_every_encoding(client: RemotingTestClien
     assert seen is not None
     assert seen.queue_datas[0].perm == 4
     added = client.call(RequestCode.ADD_WRITE_PERM_OF_BROKER, {"brokerName": "b-inv"})
-    assert added.ext_fields["addTopicCount"] == "1"
+    assert added.ext_fields["addTopicCount"] == "2"
     seen = grpc_route(stubs, "inv-T")
     assert seen is not None
     assert seen.queue_datas[0].perm == 6
@@ -470,7 +490,7 @@ def test_topic_lists_match_grpc(client: RemotingTestClient, stubs: Stubs) -> Non
 
 def test_delete_and_register_topic(client: RemotingTestClient, stubs: Stubs) -> None:
     """DELETE_TOPIC_IN_NAMESRV 216 and REGISTER_TOPIC_IN_NAMESRV 217 (S25)."""
-    register(client, "c-t", "b-t", 0, "127.0.0.1:29301", {"del-T": topic("del-T")})
+    register(client, "c-t", "b-t", 0, "127.0.0.1:29301", {**SYSTEM, "del-T": topic("del-T")})
     assert client.call(RequestCode.DELETE_TOPIC_IN_NAMESRV, {"topic": "del-T", "clusterName": "other"}).code == 0
     assert grpc_route(stubs, "del-T") is not None, "another cluster's delete leaves it"
     assert client.call(RequestCode.DELETE_TOPIC_IN_NAMESRV, {"topic": "del-T"}).code == 0
@@ -670,7 +690,7 @@ def test_reregistration_with_a_new_data_version_only(
     suffix = "z" if compressed else "j"
     name, addr = f"b-fast-{suffix}", f"127.0.0.1:2950{int(compressed)}"
     who = identity("c-fast", name, 0, addr)
-    topics = {f"fast-{suffix}": topic(f"fast-{suffix}", perm=6)}
+    topics = {**SYSTEM, f"fast-{suffix}": topic(f"fast-{suffix}", perm=6)}
     for counter in (1, 2):
         register(client, "c-fast", name, 0, addr, topics, version=DataVersion(0, 1, counter), compressed=compressed)
         answer = client.call(
@@ -685,7 +705,7 @@ def test_reregistration_with_a_new_data_version_only(
     seen = grpc_route(stubs, f"fast-{suffix}")
     assert seen is not None
     assert seen.queue_datas[0].perm == 6, "the wiped topic was not applied again"
-    changed = {f"fast-{suffix}": topic(f"fast-{suffix}", read=2, write=2)}
+    changed = {**SYSTEM, f"fast-{suffix}": topic(f"fast-{suffix}", read=2, write=2)}
     register(client, "c-fast", name, 0, addr, changed, version=DataVersion(0, 1, 4), compressed=compressed)
     seen = grpc_route(stubs, f"fast-{suffix}")
     assert seen is not None
@@ -696,7 +716,9 @@ def test_sigterm_with_open_remoting_connections_exits_0(tmp_path: Path) -> None:
     """Orderly shutdown: the listener stops accepting, open connections are closed, exit code 0."""
     with running_namesrv(tmp_path / "ns") as server:
         client = RemotingTestClient(server.remoting_address)
-        assert register(client, "c-stop", "b-stop", 0, "127.0.0.1:29601", {"stop-T": topic("stop-T")}).code == 0
+        assert (
+            register(client, "c-stop", "b-stop", 0, "127.0.0.1:29601", {**SYSTEM, "stop-T": topic("stop-T")}).code == 0
+        )
         started = time.monotonic()
         assert server.stop() == 0
         assert time.monotonic() - started < 10
@@ -725,7 +747,7 @@ def test_s19_order_topic_conf_and_warm_up_over_remoting(tmp_path: Path) -> None:
         running_namesrv(tmp_path / "order", "--order-message-enable") as server,
         RemotingTestClient(server.remoting_address) as client,
     ):
-        register(client, "c-o", "b-o", 0, "127.0.0.1:29701", {"ordered": topic("ordered")})
+        register(client, "c-o", "b-o", 0, "127.0.0.1:29701", {**SYSTEM, "ordered": topic("ordered")})
         put = {"namespace": "ORDER_TOPIC_CONFIG", "key": "ordered", "value": "b-o:4"}
         assert client.call(RequestCode.PUT_KV_CONFIG, put).code == ResponseCode.SUCCESS
         for version in (121, 479):
@@ -747,7 +769,7 @@ def test_s19_order_topic_conf_and_warm_up_over_remoting(tmp_path: Path) -> None:
 def test_cpp_client_quirks_are_accepted(client: RemotingTestClient) -> None:
     """The C++ client: a JSON header ending in "\\n" (counted in its length), opaque 0, language CPP,
     version 63 (old route form), AccessKey/Signature/OnsChannel in extFields without an ACL."""
-    register(client, "c-cpp", "b-cpp", 0, "127.0.0.1:29801", {"cpp-T": topic("cpp-T")})
+    register(client, "c-cpp", "b-cpp", 0, "127.0.0.1:29801", {**SYSTEM, "cpp-T": topic("cpp-T")})
     header = (
         b'{"code":105,"language":"CPP","version":63,"opaque":0,"flag":0,"remark":"",'
         b'"extFields":{"topic":"cpp-T","AccessKey":"","Signature":"","OnsChannel":"ALIYUN"}}\n'
@@ -780,7 +802,7 @@ def test_register_body_max_filter_servers_applies_to_java_bodies(tmp_path: Path)
     with running_namesrv(tmp_path / "ns", "-c", str(conf)) as server, server.channel() as channel:
         stubs = Stubs(channel)
         with RemotingTestClient(server.remoting_address) as client:
-            topics = {"flt-0": topic("flt-0")}
+            topics = {**SYSTEM, "flt-0": topic("flt-0")}
             servers = ["127.0.0.1:45001", "127.0.0.1:45002", "127.0.0.1:45003"]
             for compressed in (False, True):
                 body = bodies.encode_register_broker_body(topics, DataVersion(0, 1, 1), servers, compressed=compressed)

@@ -162,11 +162,11 @@ def grpc_state(server: NamesrvProcess) -> tuple[Any, ...]:
 
 def test_hijacks_over_remoting_are_refused_and_change_nothing(acl_server: NamesrvProcess) -> None:
     with RemotingTestClient(acl_server.remoting_address) as client:
-        body = register_body(DataVersion(3, 1, 1), ("Hijacked",))
+        body = register_body(DataVersion(3, 1, 1), ("Hijacked", "SELF_TEST_TOPIC"))
         fields = sign(register_fields("broker-a", "127.0.0.1:10950", body), body, "broker-a-ak")
         assert client.call(RequestCode.REGISTER_BROKER, fields, body).code == ResponseCode.SUCCESS
         before = grpc_state(acl_server)
-        huge = register_body(DataVersion(2**62, 1, 1), ("Hijacked",))
+        huge = register_body(DataVersion(2**62, 1, 1), ("Hijacked", "SELF_TEST_TOPIC"))
         attacks: dict[str, tuple[RequestCode, dict[str, str], bytes]] = {
             "take over the master id": (
                 RequestCode.REGISTER_BROKER,

@@ -375,7 +375,11 @@ def test_remoting_port_speaks_tls_with_certificate_identities(pki: Pki, mtls_ser
     for cert in (None, pki.rogue_client):
         with pytest.raises((ssl.SSLError, OSError)):
             remoting_call(pki, port, cert, RequestCode.GET_BROKER_CLUSTER_INFO)
-    body = bodies.encode_register_broker_body({"Remote": topic("Remote")}, DataVersion(0, 1, 1), compressed=False)
+    body = bodies.encode_register_broker_body(
+        {"Remote": topic("Remote"), "SELF_TEST_TOPIC": topic("SELF_TEST_TOPIC", 1, 1)},
+        DataVersion(0, 1, 1),
+        compressed=False,
+    )
     fields = {
         "clusterName": "DefaultCluster",
         "brokerId": "0",

@@ -13,7 +13,7 @@ import pytest
 
 from namesrv_grpc import snapshot as snapshot_module
 from namesrv_grpc.core.errors import SnapshotWriteError
-from namesrv_grpc.core.model import DataVersion
+from namesrv_grpc.core.model import DataVersion, TopicQueueMappingInfo
 from namesrv_grpc.core.route_table import RouteInfoManager
 from namesrv_grpc.snapshot import (
     COMMIT_MARKER,
@@ -46,6 +46,9 @@ def build_table(clock: FakeClock) -> RouteInfoManager:
         topic_configs={"T1": topic("T1", 8, 8), "T2": topic("T2", 4, 2, perm=4)},
         filter_server_list=["10.0.0.1:30000"],
         zone_name="z1",
+        topic_queue_mappings={
+            "T2": TopicQueueMappingInfo("T2", "broker-a", total_queues=6, epoch=99, curr_id_map={3: 1, 0: 0})
+        },
     )
     table.register_broker(
         cluster_name="c1",
@@ -136,6 +139,11 @@ def test_export_writes_every_table_with_its_schema_and_rows(tmp_path: Path) -> N
     assert strip(pq.read_table(only_file(tmp_path, "cluster_data")).to_pylist()) == [
         {"cluster": "c1", "broker_name": "broker-a"},
         {"cluster": "c1", "broker_name": "broker-b"},
+    ]
+    # RocketMQ 5.x static topics (S40): one row per topic and broker name, currIdMap as two lists
+    assert strip(pq.read_table(only_file(tmp_path, "topic_queue_mapping")).to_pylist()) == [
+        {"topic": "T2", "broker_name": "broker-a", "scope": "__global__", "total_queues": 6, "epoch": 99}
+        | {"dirty": False, "logic_queue_ids": [0, 3], "queue_ids": [0, 1]}
     ]
     assert strip(pq.read_table(only_file(tmp_path, "snapshots")).to_pylist()) == [
         {

@@ -11,6 +11,7 @@ import pytest
 
 from namesrv.v1 import admin_service_pb2 as admin_pb2
 from namesrv_grpc.snapshot import list_snapshots
+from namesrv_grpc.snapshot_schema import SCHEMA_VERSION
 from tests.support import Stubs, error_info, poll_until, register_request, run_cli, running_namesrv, topic
 
 LIVE_COLUMNS = (
@@ -62,7 +63,7 @@ def test_export_rpc_periodic_export_and_namesrv_snapshot(tmp_path: Path) -> None
             stubs = Stubs(channel)
             register_two_brokers(stubs)
             answer = stubs.admin.ExportRouteSnapshot(admin_pb2.ExportRouteSnapshotRequest(), timeout=30)
-            assert (answer.namesrv, answer.snapshot_dir, answer.schema_version) == (identity, str(out), 1)
+            assert (answer.namesrv, answer.snapshot_dir, answer.schema_version) == (identity, str(out), SCHEMA_VERSION)
             assert (answer.topics, answer.queue_datas, answer.broker_names, answer.broker_addrs, answer.clusters) == (
                 2,
                 3,
@@ -75,11 +76,13 @@ def test_export_rpc_periodic_export_and_namesrv_snapshot(tmp_path: Path) -> None
             assert via_admin.returncode == 0, via_admin.stderr
             assert f"{identity}: OK snapshot of {identity}: " in via_admin.stdout
             assert rows(out, "queue_data", answer.file_name) == [
-                {"schema_version": 1, "topic": "Solo", "broker_name": "broker-a", "read_queue_nums": 4}
+                {"schema_version": SCHEMA_VERSION, "topic": "Solo", "broker_name": "broker-a", "read_queue_nums": 4}
                 | {"write_queue_nums": 4, "perm": 6, "topic_sys_flag": 0},
-                {"schema_version": 1, "topic": "TopicTest", "broker_name": "broker-a", "read_queue_nums": 8}
+                {"schema_version": SCHEMA_VERSION, "topic": "TopicTest", "broker_name": "broker-a"}
+                | {"read_queue_nums": 8}
                 | {"write_queue_nums": 8, "perm": 6, "topic_sys_flag": 0},
-                {"schema_version": 1, "topic": "TopicTest", "broker_name": "broker-b", "read_queue_nums": 4}
+                {"schema_version": SCHEMA_VERSION, "topic": "TopicTest", "broker_name": "broker-b"}
+                | {"read_queue_nums": 4}
                 | {"write_queue_nums": 4, "perm": 6, "topic_sys_flag": 0},
             ]
             # snapshotInterval=1: more snapshots follow on their own (two so far came from RPCs).

@@ -241,7 +241,8 @@ def test_remoting_registrations_and_connection_close_reach_grpc_watchers(namesrv
 
     watch = Watch(stubs, ["RemotingTopic"])
     watch.until(lambda r: "RemotingTopic" in r and r["RemotingTopic"] is None)
-    topics = {"RemotingTopic": topic("RemotingTopic")}
+    # a Java broker always carries its system topics: one topic alone would be refused (S42)
+    topics = {"RemotingTopic": topic("RemotingTopic"), "SELF_TEST_TOPIC": topic("SELF_TEST_TOPIC", 1, 1)}
     body = bodies.encode_register_broker_body(topics, DataVersion(0, 1, 1), compressed=False)
     fields = {
         "clusterName": "DefaultCluster", "brokerName": "broker-r", "brokerId": "0", "brokerAddr": "127.0.0.1:10777",

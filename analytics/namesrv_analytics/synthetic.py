@@ -37,6 +37,7 @@ from namesrv_grpc.snapshot_schema import (
     QUEUE_DATA,
     SCHEMA_VERSION,
     SNAPSHOT_TIME_TYPE,
+    TOPIC_QUEUE_MAPPING,
 )
 
 DEFAULT_START = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -169,6 +170,7 @@ def generate(
                     "queue_data": queue_data,
                     "broker_data": broker_data,
                     "cluster_data": cluster_data,
+                    "topic_queue_mapping": TOPIC_QUEUE_MAPPING.empty_table(),  # no static topics
                     MANIFEST: manifest,
                 },
             )

@@ -260,7 +260,10 @@ class BrokerAgent:
     def _register_request(self, topics: BrokerTopics) -> ns_pb2.RegisterBrokerRequest:
         """S32: the request, with the body encoded once (optionally compressed) and its CRC32C."""
         body, crc = encode_body(
-            topics.topic_config_table, topics.data_version, compress=self.config.compressed_register
+            topics.topic_config_table,
+            topics.data_version,
+            compress=self.config.compressed_register,
+            topic_queue_mappings=topics.topic_queue_mappings,
         )
         return ns_pb2.RegisterBrokerRequest(
             **self._identity(),  # type: ignore[arg-type]

@@ -65,6 +65,8 @@ class BrokerConfig:
     broker_topic_enable: bool = True
     enable_slave_acting_master: bool = False
     zone_name: str = ""
+    """The zone sent with every registration (S44): ``ROCKETMQ_ZONE`` from the environment, as the
+    Java broker reads it; broker.conf's ``zoneName`` only as a fallback (no Java broker key)."""
     store_path_root_dir: str = str(Path.home() / "store")
     heartbeat_timeout_millis: int = 0
     namesrv_addr_source: str = "namesrvAddr"
@@ -346,11 +348,45 @@ def load_broker_config(
         cluster_topic_enable=r.boolean("clusterTopicEnable", True),
         broker_topic_enable=r.boolean("brokerTopicEnable", True),
         enable_slave_acting_master=r.boolean("enableSlaveActingMaster", False),
-        zone_name=_optional_name(r, "zoneName"),
+        zone_name=_zone_name(r, environ, warnings),
         # Only needed without --topics-json: a placeholder here is reported when it is used.
         store_path_root_dir=properties.get("storePathRootDir") or str(Path.home() / "store"),
         heartbeat_timeout_millis=_heartbeat_timeout(r),
     )
+
+
+ZONE_ENV = "ROCKETMQ_ZONE"
+"""Where a Java broker takes its zone from (RocketMQ ``MixAll.ROCKETMQ_ZONE_ENV``; or the system
+property ``rocketmq.zone``), sent as the ext field ``__ZONE_NAME`` by ``DynamicalExtFieldRPCHook``."""
+
+
+def _zone_name(r: _Reader, environ: Mapping[str, str], warnings: list[str] | None) -> str:
+    """S44: ``ROCKETMQ_ZONE`` (not blank) wins; else broker.conf's ``zoneName``, with a warning that a
+    Java broker ignores that key (its registrations would carry no zone, or another one)."""
+    env_zone = (environ.get(ZONE_ENV) or "").strip()
+    conf_zone = _optional_name(r, "zoneName")
+    if env_zone and not is_valid_name(env_zone):
+        raise ConfigError(
+            f"environment {ZONE_ENV}", ZONE_ENV, f"{quote(env_zone)} is not a valid zone name (at most 255 characters)"
+        )
+    message = None
+    if conf_zone and env_zone and conf_zone != env_zone:
+        message = (
+            f"{r.source}: zoneName: {quote(conf_zone)} ignored, {ZONE_ENV}={quote(env_zone)} is the zone "
+            "(zoneName is no RocketMQ broker key)"
+        )
+    elif conf_zone and not env_zone:
+        message = (
+            f"{r.source}: zoneName: no RocketMQ broker key, the Java broker ignores it and sends the zone of "
+            f"its environment {ZONE_ENV} (or -Drocketmq.zone); set {ZONE_ENV}={conf_zone} for the broker "
+            "and this agent alike"
+        )
+    if message is not None:
+        if warnings is None:
+            log.warning("%s", message)
+        else:
+            warnings.append(message)
+    return env_zone or conf_zone
 
 
 def _optional_name(r: _Reader, key: str) -> str:

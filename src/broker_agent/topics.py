@@ -15,10 +15,22 @@ field: anything that is not that shape or out of range.
 As the broker does, the system topics it creates in memory (``TopicConfigManager``'s constructor)
 come first and the file's topics override them, so a broker with no topics.json yet registers just
 the system topics (S38).
+
+Static topics (RocketMQ 5.x, S44): beside topics.json the broker keeps ``topicQueueMapping.json``
+(``TopicQueueMappingManager``)::
+
+    {"dataVersion": {...}, "topicQueueMappingInfoMap": {"T": {"topic": "T", "scope": "__global__",
+      "totalQueues": 8, "bname": "broker-a", "epoch": 1700000000000, "dirty": false,
+      "hostedQueues": {"0": [{"bname": "broker-a", "queueId": 0, "gen": 0, ...}], ...}}}}
+
+and registers, per topic, ``TopicQueueMappingDetail.cloneAsMappingInfo``: topic, totalQueues,
+bname, epoch, dirty false, the default scope, and ``currIdMap`` built from ``hostedQueues``: each
+logic queue whose last item is on this broker (``bname``), mapped to that item's ``queueId``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from collections.abc import Callable
@@ -27,8 +39,16 @@ from pathlib import Path
 from typing import Any
 
 from broker_agent.config import BrokerConfig
-from namesrv_grpc.core.model import PERM_INHERIT, PERM_READ, PERM_WRITE, DataVersion, TopicConfig
+from namesrv_grpc.core.model import (
+    PERM_INHERIT,
+    PERM_READ,
+    PERM_WRITE,
+    DataVersion,
+    TopicConfig,
+    TopicQueueMappingInfo,
+)
 from namesrv_grpc.core.validation import MAX_PERM, MAX_QUEUE_NUMS, is_valid_topic, quote
+from namesrv_grpc.remoting import fastjson
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +57,8 @@ DEFAULT_TOPIC = "TBW102"
 BENCHMARK_TOPIC = "BenchmarkTest"
 OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
 FILTER_TYPES = ("SINGLE_TAG", "MULTI_TAG")
+MAPPING_FILE_NAME = "topicQueueMapping.json"
+"""The broker's static-topic mappings, beside topics.json (``BrokerPathConfigHelper.getTopicQueueMappingPath``)."""
 
 
 class TopicsFileError(Exception):
@@ -45,10 +67,12 @@ class TopicsFileError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class BrokerTopics:
-    """What the broker registers: topic name -> TopicConfig, and its DataVersion."""
+    """What the broker registers: topic name -> TopicConfig, its DataVersion, and (S44) topic name
+    -> its static-topic mapping on this broker."""
 
     topic_config_table: dict[str, TopicConfig]
     data_version: DataVersion
+    topic_queue_mappings: dict[str, TopicQueueMappingInfo] = dataclasses.field(default_factory=dict)
 
 
 def system_topics(config: BrokerConfig) -> dict[str, TopicConfig]:
@@ -188,6 +212,75 @@ def read_topics_file(path: Path) -> tuple[dict[str, TopicConfig], DataVersion] |
     return parse_topics_json(text, str(path))
 
 
+def parse_topic_queue_mapping_json(text: str, source: str) -> dict[str, TopicQueueMappingInfo]:
+    """Parse topicQueueMapping.json text into what the broker registers (module docstring): topic ->
+    ``cloneAsMappingInfo`` of its detail. Raises TopicsFileError naming the file, topic and field."""
+    try:
+        document = fastjson.loads(text.encode())  # fastjson writes hostedQueues' integer keys unquoted
+    except fastjson.FastjsonDecodeError as exc:
+        raise TopicsFileError(f"{source}: not valid JSON: {exc}") from None
+    if not isinstance(document, dict):
+        raise TopicsFileError(f"{source}: expected a JSON object with topicQueueMappingInfoMap")
+    table = document.get("topicQueueMappingInfoMap") or {}
+    if not isinstance(table, dict):
+        raise TopicsFileError(f"{source}: topicQueueMappingInfoMap: expected an object of topic -> mapping")
+    mappings: dict[str, TopicQueueMappingInfo] = {}
+    for key, raw in table.items():
+        where = f"{source}: topicQueueMappingInfoMap[{quote(key)}]"
+        if not isinstance(raw, dict):
+            raise TopicsFileError(f"{where}: expected an object")
+        name = raw.get("topic") or key
+        bname = raw.get("bname")
+        if not isinstance(name, str) or not is_valid_topic(name):
+            raise TopicsFileError(f"{where}.topic: {name!r:.80} is not a topic name")
+        if not isinstance(bname, str) or not bname:
+            raise TopicsFileError(f"{where}.bname: expected the broker name, got {bname!r:.80}")
+        epoch = raw.get("epoch", 0)
+        if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
+            raise TopicsFileError(f"{where}.epoch: {epoch!r:.60} is not a time in ms")
+        hosted = raw.get("hostedQueues") or {}
+        if not isinstance(hosted, dict):
+            raise TopicsFileError(f"{where}.hostedQueues: expected an object of logic queue id -> items")
+        ids: dict[int, int] = {}
+        for logic_id, items in hosted.items():
+            if not str(logic_id).isdigit() or not isinstance(items, list):
+                raise TopicsFileError(f"{where}.hostedQueues[{quote(str(logic_id))}]: expected a list of items")
+            if not items:
+                continue
+            last = items[-1]
+            if not isinstance(last, dict):
+                raise TopicsFileError(f"{where}.hostedQueues[{logic_id}]: items must be objects")
+            if last.get("bname") == bname:  # TopicQueueMappingDetail.buildIdMap, LEVEL_0
+                ids[int(logic_id)] = _int(last, "queueId", 0, MAX_QUEUE_NUMS, f"{where}.hostedQueues[{logic_id}]")
+        mappings[name] = TopicQueueMappingInfo(
+            topic=name,
+            bname=bname,
+            total_queues=_int(raw, "totalQueues", 0, 2**31 - 1, where),
+            epoch=epoch,
+            curr_id_map=ids,
+        )
+    return mappings
+
+
+def read_topic_queue_mapping_file(path: Path) -> dict[str, TopicQueueMappingInfo] | None:
+    """Read topicQueueMapping.json at ``path``; None when it does not exist. Raises TopicsFileError
+    when it exists but cannot be read or parsed (an empty file is no mappings, as RocketMQ's
+    ``ConfigManager`` treats it)."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise TopicsFileError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise TopicsFileError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    if not text.strip():
+        return {}
+    return parse_topic_queue_mapping_json(text, str(path))
+
+
 def apply_broker_permission(topics: dict[str, TopicConfig], broker_permission: int) -> dict[str, TopicConfig]:
     """S35: when the broker is not both readable and writable, every topic carries its permission."""
     if broker_permission & PERM_READ and broker_permission & PERM_WRITE:
@@ -229,9 +322,12 @@ class TopicSource:
         ``.bak``) at start is an error instead of a fresh broker (S38)."""
         self.config = config
         self.path = path
+        self.mapping_path = path.with_name(MAPPING_FILE_NAME)
+        """The static-topic mappings beside the topics (S44); absent = none."""
         self.must_exist = must_exist
+        self._mappings: dict[str, TopicQueueMappingInfo] = {}
         self._clock = clock_millis
-        self._signature: tuple[int, int, int] | None = None
+        self._signature: tuple[int, ...] | None = None
         self._file_topics: dict[str, TopicConfig] | None = None
         self._file_version: DataVersion | None = None
         self.topics = BrokerTopics({}, DataVersion())
@@ -259,6 +355,7 @@ class TopicSource:
         if loaded is None:
             log.info("%s does not exist: registering the system topics of a fresh broker", self.path)
             loaded = ({}, DataVersion(0, self._clock(), 0))
+        self._mappings = self._read_mappings()
         self._apply(*loaded)
         return self.topics
 
@@ -273,6 +370,7 @@ class TopicSource:
             return self.topics
         try:
             loaded = read_topics_file(self.path)
+            mappings = self._read_mappings()
         except TopicsFileError as exc:
             self._report(f"{exc}; keeping the {len(self.topics.topic_config_table)} topics read before")
             return self.topics
@@ -281,6 +379,7 @@ class TopicSource:
             return self.topics
         self._signature = signature
         self.last_error = None
+        self._mappings = mappings
         self._apply(*loaded)
         return self.topics
 
@@ -293,7 +392,25 @@ class TopicSource:
                 log.warning("%s changed without a new dataVersion; registering it as %s", self.path, version)
         self._file_topics, self._file_version = file_topics, file_version
         topics = {**system_topics(self.config), **file_topics}
-        self.topics = BrokerTopics(apply_broker_permission(topics, self.config.broker_permission), version)
+        self.topics = BrokerTopics(
+            apply_broker_permission(topics, self.config.broker_permission), version, dict(self._mappings)
+        )
+
+    def _read_mappings(self) -> dict[str, TopicQueueMappingInfo]:
+        """S44: the mapping file, else its ``.bak``, else none. Raises TopicsFileError when the file
+        is broken and its ``.bak`` too (or missing)."""
+        try:
+            mappings = read_topic_queue_mapping_file(self.mapping_path)
+        except TopicsFileError as exc:
+            try:
+                backup = read_topic_queue_mapping_file(self.mapping_path.with_name(MAPPING_FILE_NAME + ".bak"))
+            except TopicsFileError:
+                backup = None
+            if backup is None:
+                raise
+            log.warning("%s; using %s.bak", exc, MAPPING_FILE_NAME)
+            return backup
+        return mappings or {}
 
     def _read_bak(self) -> tuple[dict[str, TopicConfig], DataVersion] | None:
         """The ``.bak`` copy RocketMQ keeps, or None when it is missing or unusable."""
@@ -307,9 +424,14 @@ class TopicSource:
             log.error("%s", message)
         self.last_error = message
 
-    def _stat(self) -> tuple[int, int, int] | None:
+    def _stat(self) -> tuple[int, ...] | None:
+        """(inode, size, mtime) of topics.json, and of topicQueueMapping.json when it exists."""
         try:
             st = self.path.stat()
         except OSError:
             return None
-        return (st.st_ino, st.st_size, st.st_mtime_ns)
+        try:
+            mapping = self.mapping_path.stat()
+        except OSError:
+            return (st.st_ino, st.st_size, st.st_mtime_ns)
+        return (st.st_ino, st.st_size, st.st_mtime_ns, mapping.st_ino, mapping.st_size, mapping.st_mtime_ns)

@@ -72,6 +72,8 @@ class NamesrvConfig:
     register_body_max_inflated_size: int = 64 * 1024 * 1024
     register_body_max_topics: int = 200_000
     register_body_max_filter_servers: int = 64
+    register_body_decode_in_child_process: bool = True
+    """Large registration bodies are decoded in a child process (namesrv_grpc.decode_pool)."""
     kv_config_max_value_size: int = 64 * 1024
     kv_config_max_total_size: int = 2 * 1024 * 1024
     broker_session_hello_timeout_millis: int = 10_000
@@ -126,6 +128,24 @@ class NamesrvConfig:
     audit_log_file: str = ""
     health_port: int = 0
     """A plaintext port serving only ``grpc.health.v1`` (Kubernetes probes with TLS on); 0 = off."""
+    enable_all_topic_list: bool = True
+    """GET_ALL_TOPIC_LIST_FROM_NAMESERVER / GetAllTopicList answer (RocketMQ 5.x, S41); read per request."""
+    enable_topic_list: bool = True
+    """Topic lists by cluster and by unit flags answer (RocketMQ 5.x, S41); read per request."""
+    enable_controller_in_namesrv: bool = False
+    """RocketMQ 5.x's embedded controller: not part of this NameServer, only false is accepted."""
+    cluster_test: bool = False
+    """RocketMQ's ``ClusterTestRequestProcessor``: not part of this NameServer, only false is accepted."""
+    rocketmq_home: str = ""
+    product_env_name: str = "center"
+    client_request_thread_pool_nums: int = 8
+    default_thread_pool_nums: int = 16
+    client_request_thread_pool_queue_capacity: int = 50_000
+    default_thread_pool_queue_capacity: int = 10_000
+    un_register_broker_queue_capacity: int = 3_000
+    """RocketMQ 5.x ``NamesrvConfig`` keys accepted so a Java NameServer's file starts this one
+    unchanged, without effect here (docs/rocketmq-5x.md says why): requests are served by one event
+    loop and worker threads, not by Java thread pools with bounded queues."""
 
     def to_properties(self) -> dict[str, str]:
         """The configuration as RocketMQ key -> text, sorted by key (``-p``, ``GetNamesrvConfig``)."""
@@ -179,6 +199,31 @@ def _choice(*choices: str) -> Callable[[str], str]:
     return parse
 
 
+def _only_false(explanation: str) -> Callable[[str], bool]:
+    """A boolean key of which only ``false`` is accepted; ``true`` raises ValueError(explanation)."""
+
+    def parse(text: str) -> bool:
+        if _parse_bool(text):
+            raise ValueError(explanation)
+        return False
+
+    return parse
+
+
+CONTROLLER_REFUSAL = (
+    "is not supported: the embedded controller is not part of this NameServer; run RocketMQ's standalone "
+    "controller (bin/mqcontroller) and point the brokers' controllerAddr at it"
+)
+"""Why ``enableControllerInNamesrv=true`` is refused, at start and by UpdateNamesrvConfig."""
+
+CLUSTER_TEST_REFUSAL = (
+    "is not supported: RocketMQ's cluster-test mode (route lookups answered from another environment's "
+    "NameServers, ClusterTestRequestProcessor) is not part of this NameServer"
+)
+
+NO_OP_NOTE = "accepted for RocketMQ 5.x compatibility, no effect here (docs/rocketmq-5x.md)"
+
+
 def _non_empty(text: str) -> str:
     if not text.strip():
         raise ValueError("must not be empty")
@@ -213,6 +258,11 @@ KEYS: dict[str, _Key] = {
         "register_body_max_filter_servers",
         _int_parser(0, 100_000),
         "most filter-server addresses one registration may carry (each lookup of its topics returns them all)",
+    ),
+    "registerBodyDecodeInChildProcess": _Key(
+        "register_body_decode_in_child_process",
+        _parse_bool,
+        "decode large registration bodies in a child process, so lookups never wait behind them",
     ),
     "configBlackList": _Key("config_black_list", str, "keys UpdateNamesrvConfig refuses, ';'-separated"),
     "grpcMaxMessageSize": _Key(
@@ -341,6 +391,25 @@ KEYS: dict[str, _Key] = {
     "aclFile": _Key("acl_file", str.strip, "accounts and what they may do, YAML (empty = open)"),
     "auditLogFile": _Key("audit_log_file", str.strip, "also write audit lines to this file"),
     "healthPort": _Key("health_port", _int_parser(0, 65535), "plaintext grpc.health.v1-only port (0 = off)"),
+    "enableAllTopicList": _Key(
+        "enable_all_topic_list", _parse_bool, "answer the list of every topic (false: 'disable', S41)"
+    ),
+    "enableTopicList": _Key(
+        "enable_topic_list", _parse_bool, "answer topic lists by cluster and unit flags (false: 'disable', S41)"
+    ),
+    "enableControllerInNamesrv": _Key(
+        "enable_controller_in_namesrv", _only_false(CONTROLLER_REFUSAL), "only false: no embedded controller"
+    ),
+    "clusterTest": _Key("cluster_test", _only_false(CLUSTER_TEST_REFUSAL), "only false: no cluster-test mode"),
+    "rocketmqHome": _Key("rocketmq_home", str.strip, NO_OP_NOTE),
+    "productEnvName": _Key("product_env_name", str.strip, NO_OP_NOTE),
+    "clientRequestThreadPoolNums": _Key("client_request_thread_pool_nums", _int_parser(1, 100_000), NO_OP_NOTE),
+    "defaultThreadPoolNums": _Key("default_thread_pool_nums", _int_parser(1, 100_000), NO_OP_NOTE),
+    "clientRequestThreadPoolQueueCapacity": _Key(
+        "client_request_thread_pool_queue_capacity", _int_parser(1, 2**31 - 1), NO_OP_NOTE
+    ),
+    "defaultThreadPoolQueueCapacity": _Key("default_thread_pool_queue_capacity", _int_parser(1, 2**31 - 1), NO_OP_NOTE),
+    "unRegisterBrokerQueueCapacity": _Key("un_register_broker_queue_capacity", _int_parser(1, 2**31 - 1), NO_OP_NOTE),
 }
 """Every configuration key, in RocketMQ spelling."""
 

@@ -46,6 +46,7 @@ from namesrv_grpc.snapshot_schema import (
     SNAPSHOTS,
     STAGING_DIR,
     TABLES,
+    TOPIC_QUEUE_MAPPING,
     with_metadata,
 )
 
@@ -219,7 +220,38 @@ def tables_from_copy(
         broker_addrs=len(broker_rows),
         clusters=len(copy.cluster_addr_table),
     )
-    return {"queue_data": queue_data, "broker_data": broker_data, "cluster_data": cluster_data, MANIFEST: manifest}
+    return {
+        "queue_data": queue_data,
+        "broker_data": broker_data,
+        "cluster_data": cluster_data,
+        "topic_queue_mapping": mapping_table(copy, snapshot_time_ms, namesrv),
+        MANIFEST: manifest,
+    }
+
+
+def mapping_table(copy: RouteTableCopy, snapshot_time_ms: int, namesrv: str) -> pa.Table:
+    """``topic_queue_mapping`` (RocketMQ 5.x static topics): one row per topic and broker name,
+    sorted by both."""
+    rows = sorted(
+        (topic, bname, mapping)
+        for topic, by_broker in copy.topic_queue_mapping_info_table.items()
+        for bname, mapping in by_broker.items()
+    )
+    ids = [sorted(mapping.curr_id_map.items()) for _, _, mapping in rows]
+    return pa.Table.from_arrays(
+        [
+            *_common(len(rows), snapshot_time_ms, namesrv),
+            pa.array([topic for topic, _, _ in rows], pa.string()),
+            pa.array([bname for _, bname, _ in rows], pa.string()),
+            pa.array([m.scope for _, _, m in rows], pa.string()),
+            pa.array([m.total_queues for _, _, m in rows], pa.int32()),
+            pa.array([m.epoch for _, _, m in rows], pa.int64()),
+            pa.array([m.dirty for _, _, m in rows], pa.bool_()),
+            pa.array([[logic for logic, _ in pairs] for pairs in ids], pa.list_(pa.int32())),
+            pa.array([[queue for _, queue in pairs] for pairs in ids], pa.list_(pa.int32())),
+        ],
+        schema=TOPIC_QUEUE_MAPPING,
+    )
 
 
 def manifest_table(

@@ -26,7 +26,8 @@ import grpc
 
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv.v1 import name_server_service_pb2_grpc as ns_grpc
-from namesrv_grpc.core.model import BrokerData, QueueData
+from namesrv_grpc.core.body import mapping_from_proto
+from namesrv_grpc.core.model import BrokerData, QueueData, TopicQueueMappingInfo
 from namesrv_grpc.core.route_table import RouteTableCopy, wall_clock_millis
 from namesrv_grpc.grpc_api.convert import queue_data_from_proto
 from namesrv_grpc.pipes import quiet_broken_pipe
@@ -56,6 +57,7 @@ async def collect_route_table(
         topics = (await stub.GetAllTopicList(ns_pb2.GetAllTopicListRequest(), timeout=timeout)).topics
         topic_queue_table: dict[str, dict[str, QueueData]] = {}
         filter_servers: dict[str, tuple[str, ...]] = {}
+        mappings: dict[str, dict[str, TopicQueueMappingInfo]] = {}
         semaphore = asyncio.Semaphore(concurrency)
 
         async def fetch(topic: str) -> None:
@@ -70,6 +72,8 @@ async def collect_route_table(
             topic_queue_table[topic] = {q.broker_name: queue_data_from_proto(q) for q in route.queue_datas}
             for addr, servers in route.filter_server_table.items():
                 filter_servers[addr] = tuple(servers.filter_server_addrs)
+            if route.topic_queue_mapping_by_broker:
+                mappings[topic] = {b: mapping_from_proto(m) for b, m in route.topic_queue_mapping_by_broker.items()}
 
         await asyncio.gather(*(fetch(topic) for topic in topics))
     return RouteTableCopy(
@@ -87,6 +91,7 @@ async def collect_route_table(
         cluster_addr_table={c: frozenset(names.broker_names) for c, names in info.cluster_addr_table.items()},
         broker_live_table={},
         filter_server_table=filter_servers,
+        topic_queue_mapping_info_table=mappings,
     )
 
 

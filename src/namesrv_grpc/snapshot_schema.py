@@ -8,6 +8,7 @@ Layout under a snapshot directory (Hive-style partitions; every file is one snap
     queue_data/snapshot_date=YYYY-MM-DD/<file_name>     one row per (topic, broker name)
     broker_data/snapshot_date=YYYY-MM-DD/<file_name>    one row per (broker name, broker id, address)
     cluster_data/snapshot_date=YYYY-MM-DD/<file_name>   one row per (cluster, broker name)
+    topic_queue_mapping/snapshot_date=YYYY-MM-DD/<file_name>  one row per static topic and broker (5.x)
     _staging/                                           work in progress; readers never look here
 
 ``file_name`` is ``<UTC time, yyyymmddThhmmssfffZ>-<namesrv slug>.parquet`` and is the same in every
@@ -19,8 +20,11 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 1
-"""Version of these schemas; in every row (``schema_version``) and in each file's metadata."""
+SCHEMA_VERSION = 2
+"""Version of these schemas; in every row (``schema_version``) and in each file's metadata. A reader
+skips snapshots of another version (``namesrv_analytics.common``), so every change of a table or of
+the set of tables bumps it. 2: the ``topic_queue_mapping`` table (RocketMQ 5.x static topics) was
+added; version 1 snapshots have none."""
 
 PARTITION_COLUMN = "snapshot_date"
 """The Hive partition key (``snapshot_date=YYYY-MM-DD``, UTC date of ``snapshot_time``); in paths only."""
@@ -96,10 +100,27 @@ CLUSTER_DATA = pa.schema(
 )
 """clusterAddrTable: one row per (cluster, broker name); a broker name may be in two clusters."""
 
+TOPIC_QUEUE_MAPPING = pa.schema(
+    [
+        *_COMMON,
+        pa.field("topic", pa.string(), nullable=False),
+        pa.field("broker_name", pa.string(), nullable=False),  # the mapping's bname
+        pa.field("scope", pa.string(), nullable=False),
+        pa.field("total_queues", pa.int32(), nullable=False),  # logic queues of the topic, all brokers
+        pa.field("epoch", pa.int64(), nullable=False),  # ms since the epoch
+        pa.field("dirty", pa.bool_(), nullable=False),
+        # currIdMap as two lists of equal length, sorted by logic queue id: logic id -> physical id.
+        pa.field("logic_queue_ids", pa.list_(pa.int32()), nullable=False),
+        pa.field("queue_ids", pa.list_(pa.int32()), nullable=False),
+    ]
+)
+"""topicQueueMappingInfoTable (RocketMQ 5.x static topics, rule S40): one row per (topic, broker name)."""
+
 TABLES: dict[str, pa.Schema] = {
     "queue_data": QUEUE_DATA,
     "broker_data": BROKER_DATA,
     "cluster_data": CLUSTER_DATA,
+    "topic_queue_mapping": TOPIC_QUEUE_MAPPING,
     "snapshots": SNAPSHOTS,
 }
 """Every dataset, in commit order: the manifest (``snapshots``) last."""

@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from types import MappingProxyType
 
 import google_crc32c
 from google.protobuf.message import DecodeError
 
 from namesrv.v1 import types_pb2
 from namesrv_grpc.core.errors import BodyChecksumMismatchError, LimitExceededError, MalformedBodyError
-from namesrv_grpc.core.model import DataVersion, TopicConfig
+from namesrv_grpc.core.model import DataVersion, TopicConfig, TopicQueueMappingInfo
 from namesrv_grpc.core.validation import (
     MAX_PERM,
     MAX_QUEUE_NUMS,
@@ -56,11 +57,40 @@ _FILTER_NAME_TO_TYPE = {
 
 @dataclass(frozen=True, slots=True)
 class RegisterBrokerBody:
-    """A decoded body: topic name -> TopicConfig, the DataVersion, the filter-server addresses."""
+    """A decoded body: topic name -> TopicConfig, the DataVersion, the filter-server addresses, and
+    (RocketMQ 5.x static topics, S40) topic name -> TopicQueueMappingInfo."""
 
     topic_config_table: dict[str, TopicConfig]
     data_version: DataVersion
     filter_server_list: tuple[str, ...]
+    topic_queue_mappings: Mapping[str, TopicQueueMappingInfo] = field(default_factory=dict)
+
+
+def mapping_to_proto(mapping: TopicQueueMappingInfo) -> types_pb2.TopicQueueMappingInfo:
+    """TopicQueueMappingInfo -> ``namesrv.v1.TopicQueueMappingInfo``."""
+    return types_pb2.TopicQueueMappingInfo(
+        topic=mapping.topic,
+        scope=mapping.scope,
+        total_queues=mapping.total_queues,
+        bname=mapping.bname,
+        epoch=mapping.epoch,
+        dirty=mapping.dirty,
+        curr_id_map=mapping.curr_id_map,
+    )
+
+
+def mapping_from_proto(message: types_pb2.TopicQueueMappingInfo) -> TopicQueueMappingInfo:
+    """``namesrv.v1.TopicQueueMappingInfo`` -> TopicQueueMappingInfo (not validated; an empty
+    ``scope`` reads as RocketMQ's default ``__global__``)."""
+    return TopicQueueMappingInfo(
+        topic=message.topic,
+        bname=message.bname,
+        scope=message.scope or "__global__",
+        total_queues=message.total_queues,
+        epoch=message.epoch,
+        dirty=message.dirty,
+        curr_id_map=MappingProxyType(dict(message.curr_id_map)),
+    )
 
 
 def crc32c(data: bytes) -> int:
@@ -100,8 +130,12 @@ def encode_body(
     filter_server_list: Iterable[str] = (),
     *,
     compress: bool = False,
+    topic_queue_mappings: Mapping[str, TopicQueueMappingInfo] | None = None,
 ) -> tuple[bytes, int]:
     """Serialize a registration body (S32); return ``(body, crc32c of body)``.
+
+    ``topic_queue_mappings`` (topic -> mapping, RocketMQ 5.x static topics, S40) go into
+    ``topic_queue_mapping_info_map``.
 
     With ``compress`` the serialized message is zlib-compressed (RocketMQ ``compressedRegister``) and
     the checksum covers the compressed bytes, as sent. Serialization is deterministic (map keys sorted),
@@ -112,6 +146,8 @@ def encode_body(
     )
     for name, config in topic_configs.items():
         message.topic_config_table[name].CopyFrom(topic_config_to_proto(config))
+    for topic, mapping in (topic_queue_mappings or {}).items():
+        message.topic_queue_mapping_info_map[topic].CopyFrom(mapping_to_proto(mapping))
     body = message.SerializeToString(deterministic=True)
     if compress:
         body = zlib.compress(body)
@@ -160,8 +196,10 @@ def parse_body(
     long, and counting stops at ``max_topics`` entries: the work is bounded by the limits, not by
     what the body claims.
 
+    Static-topic mappings (field 4, S40) are decoded in batches too, at most ``max_topics`` of them.
+
     Raises MalformedBodyError (not zlib, not a RegisterBrokerBody, more than ``max_inflated_bytes``
-    decompressed), LimitExceededError (more than ``max_topics`` topic entries,
+    decompressed), LimitExceededError (more than ``max_topics`` topic entries or mapping entries,
     ``registerBodyMaxTopics``) or InvalidFieldError (a topic's name, queue numbers, perm or sys flag
     out of range; the field path names the topic).
     """
@@ -169,7 +207,10 @@ def parse_body(
         return RegisterBrokerBody({}, DataVersion(), ())
     raw = decompress_body(body, compressed=compressed, max_bytes=max_inflated_bytes)
     topics: dict[str, TopicConfig] = {}
+    mappings: dict[str, TopicQueueMappingInfo] = {}
     rest: list[bytes] = []
+    mapping_entries: list[bytes] = []
+    mapping_count = 0
     position, size = 0, len(raw)
     batch_start = batch_entries = entries = 0
     while position < size:
@@ -205,12 +246,36 @@ def parse_body(
             if batch_entries:
                 _decode_topics(raw[batch_start:start], topics)
                 batch_entries = 0
-            rest.append(raw[start:end])
+            if tag == 0x22:  # field 4, topic_queue_mapping_info_map entry
+                mapping_count += 1
+                if mapping_count > max_topics:
+                    raise LimitExceededError(
+                        "registerBodyMaxTopics",
+                        f"body holds more than {max_topics} topic queue mappings (registerBodyMaxTopics)",
+                    )
+                mapping_entries.append(raw[start:end])
+                if len(mapping_entries) == PARSE_BATCH_TOPICS:
+                    _decode_mappings(b"".join(mapping_entries), mappings)
+                    mapping_entries.clear()
+            else:
+                rest.append(raw[start:end])
         position = end
     if batch_entries:
         _decode_topics(raw[batch_start:size], topics)
+    if mapping_entries:
+        _decode_mappings(b"".join(mapping_entries), mappings)
     message = _parse_message(b"".join(rest), raw)
-    return RegisterBrokerBody(topics, data_version_from_proto(message.data_version), tuple(message.filter_server_list))
+    return RegisterBrokerBody(
+        topics, data_version_from_proto(message.data_version), tuple(message.filter_server_list), mappings
+    )
+
+
+def _decode_mappings(entries: bytes, mappings: dict[str, TopicQueueMappingInfo]) -> None:
+    """Decode serialized ``topic_queue_mapping_info_map`` entries into ``mappings`` (later entries
+    win). Raises MalformedBodyError."""
+    message = _parse_message(entries, entries)
+    for topic, mapping in message.topic_queue_mapping_info_map.items():
+        mappings[topic] = mapping_from_proto(mapping)
 
 
 def _read_varint(raw: bytes, position: int) -> tuple[int, int]:

@@ -13,6 +13,8 @@
     ├── BrokerNameNotRegisteredError BROKER_NAME_NOT_REGISTERED   NOT_FOUND
     ├── KVConfigNotFoundError       KV_CONFIG_NOT_FOUND           NOT_FOUND
     ├── StaleBrokerStateError       STALE_BROKER_STATE            FAILED_PRECONDITION
+    ├── RegistrationRefusedError    REGISTRATION_REFUSED          FAILED_PRECONDITION
+    ├── TopicListDisabledError      TOPIC_LIST_DISABLED           FAILED_PRECONDITION
     ├── ConfigKeyBlacklistedError   CONFIG_KEY_BLACKLISTED        PERMISSION_DENIED
     ├── AccessDeniedError           ACCESS_DENIED                 PERMISSION_DENIED (--acl-file)
     ├── BadSignatureError           BAD_SIGNATURE                 UNAUTHENTICATED (--acl-file)
@@ -110,6 +112,22 @@ class StaleBrokerStateError(NamesrvError):
     """A registration from a new address carries a lower stateVersion than the stored one (S12)."""
 
     reason = "STALE_BROKER_STATE"
+
+
+class RegistrationRefusedError(NamesrvError):
+    """RocketMQ 5.x: a broker's first registration (its id not registered under its name yet) carries
+    exactly one topic, i.e. a topic-increment registration came before the full one; the broker must
+    register its whole topic table first (``RouteInfoManager.registerBroker`` returns null,
+    "register broker failed")."""
+
+    reason = "REGISTRATION_REFUSED"
+
+
+class TopicListDisabledError(NamesrvError):
+    """RocketMQ 5.x: a topic list was asked for while ``enableAllTopicList`` (the list of every topic)
+    or ``enableTopicList`` (the lists by cluster and unit flags) is false (remark ``disable``)."""
+
+    reason = "TOPIC_LIST_DISABLED"
 
 
 class ConfigKeyBlacklistedError(NamesrvError):

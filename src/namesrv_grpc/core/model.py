@@ -8,6 +8,7 @@ Pure data: no gRPC, no I/O. Times are milliseconds since the Unix epoch (``int``
 - :class:`BrokerData` -- per broker name in ``brokerAddrTable``.
 - :class:`BrokerLiveInfo` -- per broker address in ``brokerLiveTable``.
 - :class:`TopicRouteData` -- what a route lookup returns.
+- :class:`TopicQueueMappingInfo` -- how one broker holds a static topic's logic queues (RocketMQ 5.x).
 - :class:`MinBrokerIdChange` -- a broker name's smallest broker id changed (slave acting master).
 """
 
@@ -144,14 +145,47 @@ class BrokerLiveInfo:
         return self.last_update_timestamp + self.heartbeat_timeout_millis < now_millis
 
 
+METADATA_SCOPE_GLOBAL = "__global__"
+"""Default ``scope`` of a static topic's mapping (RocketMQ ``MixAll.METADATA_SCOPE_GLOBAL``)."""
+
+ZONE_NAME_EXT_FIELD = "__ZONE_NAME"
+"""Remoting ext field carrying the sender's zone (RocketMQ ``MixAll.ZONE_NAME``): Java brokers and
+clients started with ``ROCKETMQ_ZONE`` (or ``-Drocketmq.zone``) add it to every request."""
+
+ZONE_MODE_EXT_FIELD = "__ZONE_MODE"
+"""Remoting ext field asking for a zone-filtered route (RocketMQ ``MixAll.ZONE_MODE``, ``true``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TopicQueueMappingInfo:
+    """How one broker holds a static topic's logic queues (RocketMQ 5.x ``TopicQueueMappingInfo``).
+
+    ``bname`` is the broker name the mapping belongs to (the route is keyed by it),
+    ``total_queues`` the topic's logic queue count across brokers, ``epoch`` ms since the epoch of the
+    mapping's last change, ``curr_id_map`` logic queue id -> physical queue id on ``bname`` (must not
+    be mutated). The NameServer keeps and returns it; it never interprets it."""
+
+    topic: str
+    bname: str
+    scope: str = METADATA_SCOPE_GLOBAL
+    total_queues: int = 0
+    epoch: int = 0
+    dirty: bool = False
+    curr_id_map: Mapping[int, int] = field(default_factory=dict)
+
+
 @dataclass(frozen=True, slots=True)
 class TopicRouteData:
-    """A topic's route (RocketMQ ``TopicRouteData``): copies, safe to hand out."""
+    """A topic's route (RocketMQ ``TopicRouteData``): copies, safe to hand out.
+
+    ``topic_queue_mapping_by_broker`` (RocketMQ 5.x ``topicQueueMappingByBroker``): broker name -> its
+    static-topic mapping of this topic; empty for a topic that is not static (Java: absent)."""
 
     queue_datas: tuple[QueueData, ...]
     broker_datas: tuple[BrokerData, ...]
     filter_server_table: dict[str, tuple[str, ...]]
     order_topic_conf: str = ""
+    topic_queue_mapping_by_broker: Mapping[str, TopicQueueMappingInfo] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

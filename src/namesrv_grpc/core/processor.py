@@ -8,6 +8,7 @@ before changing anything.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
@@ -23,6 +24,7 @@ from namesrv_grpc.core.errors import (
     LimitExceededError,
     PersistError,
     ServiceWarmingUpError,
+    TopicListDisabledError,
     TopicRouteNotFoundError,
 )
 from namesrv_grpc.core.kvconfig import KVConfigManager
@@ -36,6 +38,7 @@ from namesrv_grpc.core.model import (
     RegisterBrokerResult,
     RemovedBroker,
     TopicConfig,
+    TopicQueueMappingInfo,
     TopicRouteData,
 )
 from namesrv_grpc.core.route_table import RouteInfoManager
@@ -53,6 +56,7 @@ from namesrv_grpc.core.validation import (
     require_topic,
     safe_for_log,
 )
+from namesrv_grpc.core.zones import filter_route_by_zone, zone_key, zone_requested
 from namesrv_grpc.properties import ConfigError
 
 log = logging.getLogger(__name__)
@@ -88,12 +92,15 @@ class DecodedBody(NamedTuple):
 
     ``topic_configs`` None means "the topics are known unchanged, do not apply them";
     ``topics_fingerprint`` (or None) lets the next registration skip decoding an unchanged topic table.
+    ``topic_queue_mappings`` (RocketMQ 5.x static topics): topic -> mapping; None when the body
+    carries none or they are known unchanged (they come with the topics' fingerprint).
     """
 
     topic_configs: Mapping[str, TopicConfig] | None
     data_version: DataVersion
     filter_server_list: Sequence[str]
     topics_fingerprint: int | None = None
+    topic_queue_mappings: Mapping[str, TopicQueueMappingInfo] | None = None
 
 
 MinBrokerIdSender = Callable[[MinBrokerIdChange], None]
@@ -116,6 +123,31 @@ class BodyDecoder(Protocol):
 MasterListener = Callable[[str, str, str], None]
 """Called with (broker name, master address, master HA address) when a broker name's live master
 changes; both addresses are "" when it has none."""
+
+
+def check_topic_queue_mappings(mappings: Mapping[str, TopicQueueMappingInfo], max_mappings: int) -> None:
+    """S40: a registration's static-topic mappings are at most ``max_mappings``
+    (``registerBodyMaxTopics``), keyed by topic names, each naming its broker (``bname``), with
+    non-negative queue counts and ids. Raises InvalidFieldError (path under
+    ``body.topic_queue_mapping_info_map``), LimitExceededError."""
+    if len(mappings) > max_mappings:
+        raise LimitExceededError(
+            "registerBodyMaxTopics",
+            f"body holds {len(mappings)} topic queue mappings, more than {max_mappings} (registerBodyMaxTopics)",
+        )
+    for topic, mapping in mappings.items():
+        path = f"body.topic_queue_mapping_info_map[{topic[:80]!r}]"
+        require_name(path, topic)
+        require_name(f"{path}.bname", mapping.bname)
+        require_optional_name(f"{path}.topic", mapping.topic)
+        require_optional_name(f"{path}.scope", mapping.scope)
+        require_non_negative(f"{path}.total_queues", mapping.total_queues)
+        require_non_negative(f"{path}.epoch", mapping.epoch)
+        for logic_id, physical_id in mapping.curr_id_map.items():
+            if logic_id < 0 or physical_id < 0:
+                raise InvalidFieldError(
+                    f"{path}.curr_id_map", f"queue ids must not be negative, got {logic_id} -> {physical_id}"
+                )
 
 
 def decode_protobuf_body(
@@ -146,7 +178,13 @@ def decode_protobuf_body(
         topic_configs = decoded.topic_config_table
         if compact:
             topic_configs = CompactTopics.from_topic_configs(topic_configs)
-    return DecodedBody(topic_configs, decoded.data_version, decoded.filter_server_list, topics_fingerprint)
+    return DecodedBody(
+        topic_configs,
+        decoded.data_version,
+        decoded.filter_server_list,
+        topics_fingerprint,
+        decoded.topic_queue_mappings or None,
+    )
 
 
 def check_filter_server_count(count: int, limit: int) -> None:
@@ -270,8 +308,9 @@ class NameServer:
         config = self.config
         known = self.route_table.stored_topics_fingerprint(**identity._asdict())
         limits = (config.register_body_max_inflated_size, config.register_body_max_topics, known)
-        if self.body_decoder is not None and self.body_decoder.wants(len(body), compressed):
-            return self.body_decoder.decode(decode_protobuf_body, body, compressed, *limits, True)
+        decoder = self.body_decoder if config.register_body_decode_in_child_process else None
+        if decoder is not None and decoder.wants(len(body), compressed):
+            return decoder.decode(decode_protobuf_body, body, compressed, *limits, True)
         return decode_protobuf_body(body, compressed, *limits)
 
     def apply_registration(
@@ -303,8 +342,12 @@ class NameServer:
         equals this broker's last one, ``decode`` is not called. ``decode`` returns the decoded body
         (raising MalformedBodyError or InvalidFieldError). Returns the registration result (S10) and
         the ORDER_TOPIC_CONFIG table (S11). Raises InvalidFieldError, MalformedBodyError,
-        StaleBrokerStateError, LimitExceededError (more than ``registerBodyMaxFilterServers`` filter
-        servers); nothing changes when it raises.
+        StaleBrokerStateError, RegistrationRefusedError (S42: a broker's first registration over
+        remoting carries exactly one topic), LimitExceededError (more than
+        ``registerBodyMaxFilterServers`` filter servers); nothing changes when it raises.
+
+        RocketMQ 5.x: ``zone_name`` replaces the broker name's zone, "" clears it (S39); the body's
+        static-topic mappings are checked (:func:`check_topic_queue_mappings`) and kept (S40).
         """
         _require_broker(*identity)
         require_addr("ha_server_addr", ha_server_addr, allow_empty=True)
@@ -313,6 +356,7 @@ class NameServer:
         require_optional_name("instance_id", instance_id)
         kv_table = self._order_topic_config_for_reply()
         filter_servers: Sequence[str]
+        mappings: Mapping[str, TopicQueueMappingInfo] | None = None
         same = self.route_table.same_body_registered(**identity._asdict(), fingerprint=body_fingerprint)
         if same is not None:
             # The same bytes as last time: decoding them would change nothing (S06, S07, S09).
@@ -323,7 +367,9 @@ class NameServer:
             check_filter_server_count(len(decoded.filter_server_list), self.config.register_body_max_filter_servers)
             for index, addr in enumerate(decoded.filter_server_list):
                 require_addr(f"body.filter_server_list[{index}]", addr)
-            topic_configs, data_version, filter_servers, topics_fingerprint = decoded
+            topic_configs, data_version, filter_servers, topics_fingerprint, mappings = decoded
+            if mappings:
+                check_topic_queue_mappings(mappings, self.config.register_body_max_topics)
         master_before = self.route_table.master_of(identity.broker_name)
         result = self.route_table.register_broker(
             **identity._asdict(),
@@ -338,6 +384,11 @@ class NameServer:
             body_fingerprint=body_fingerprint,
             topics_fingerprint=topics_fingerprint,
             protocol=protocol,
+            topic_queue_mappings=mappings,
+            # S42: RocketMQ's remoting protocol carries topic-increment registrations (a Java broker's
+            # registerSingleTopicAll sends REGISTER_BROKER with one topic); a gRPC body is always the
+            # broker's whole table (RegisterBrokerBody, CONTRACT.md), so only remoting ones are refused.
+            refuse_single_topic_first=protocol == "remoting",
         )
         if result.conflicting_instance_id:
             log.warning(
@@ -459,38 +510,45 @@ class NameServer:
 
     # ------------------------------------------------------------------ routes
 
-    def pickup_topic_route(self, topic: str) -> TopicRouteData:
-        """GET_ROUTEINFO_BY_TOPIC (S18, S19). Raises InvalidFieldError, TopicRouteNotFoundError,
-        ServiceWarmingUpError (``needWaitForService``: for ``waitSecondsForService`` after start)."""
-        return self.pickup_topic_route_encoded(topic, _as_is)
+    def pickup_topic_route(self, topic: str, zone_name: str = "") -> TopicRouteData:
+        """GET_ROUTEINFO_BY_TOPIC (S18, S19; zone mode S39). Raises InvalidFieldError,
+        TopicRouteNotFoundError, ServiceWarmingUpError (``needWaitForService``: for
+        ``waitSecondsForService`` after start)."""
+        return self.pickup_topic_route_encoded(topic, _as_is, zone_name)
 
-    def pickup_topic_route_encoded(self, topic: str, encode: Callable[[TopicRouteData], T]) -> T:
+    def pickup_topic_route_encoded(self, topic: str, encode: Callable[[TopicRouteData], T], zone_name: str = "") -> T:
         """:meth:`pickup_topic_route`, returning ``encode(route)`` cached per topic and per ``encode``
         by the route table (the gRPC servicer passes a protobuf encoder, the remoting handler a JSON
         one: a lookup costs a dict hit). ``encode`` must be a stable function (it keys the cache).
+        ``zone_name`` not blank = the route filtered to that zone (S39, :mod:`namesrv_grpc.core.zones`).
         Same errors.
 
         As in RocketMQ, a lookup does not apply the topic rule (a name no broker could register is
         simply not found); it only bounds the name (255 characters, no control characters)."""
         require_name("topic", topic)
+        if zone_requested(zone_name):
+            require_name("zone_name", zone_name)
         self.check_serving()
-        value = self.topic_route_encoded(topic, encode)
+        value = self.topic_route_encoded(topic, encode, zone_name)
         if value is None:
             raise TopicRouteNotFoundError(topic)
         return value
 
     def pickup_topic_routes_encoded(
-        self, topics: Sequence[str], encode: Callable[[TopicRouteData], T]
+        self, topics: Sequence[str], encode: Callable[[TopicRouteData], T], zone_name: str = ""
     ) -> list[tuple[str, T | None]]:
-        """Many lookups in one call (``PickupTopicRoutes``; S18 per topic): ``[(topic, encode(route)
-        or None when it has no route)]`` in request order, duplicates answered once.
+        """Many lookups in one call (``PickupTopicRoutes``; S18 per topic, zone mode S39 when
+        ``zone_name`` is not blank): ``[(topic, encode(route) or None when it has no route)]`` in
+        request order, duplicates answered once.
 
         Raises InvalidFieldError (empty list, more than ``routeWatchMaxTopics``, an invalid name as
-        ``topics[i]``), ServiceWarmingUpError.
+        ``topics[i]``, an invalid ``zone_name``), ServiceWarmingUpError.
         """
         unique = watched_topics(topics, self.config.route_watch_max_topics)
+        if zone_requested(zone_name):
+            require_name("zone_name", zone_name)
         self.check_serving()
-        return [(topic, self.topic_route_encoded(topic, encode)) for topic in unique]
+        return [(topic, self.topic_route_encoded(topic, encode, zone_name)) for topic in unique]
 
     def check_serving(self) -> None:
         """Raise ServiceWarmingUpError during the warm-up after start (``needWaitForService``: for
@@ -504,19 +562,38 @@ class NameServer:
                     {"retry_after_seconds": f"{remaining:.0f}"},
                 )
 
-    def topic_route_encoded(self, topic: str, encode: Callable[[TopicRouteData], T]) -> T | None:
+    def topic_route_encoded(self, topic: str, encode: Callable[[TopicRouteData], T], zone_name: str = "") -> T | None:
         """``encode(route)`` of a topic's route with its order config (S19), cached per topic and per
         ``encode`` by the route table; None when it has no route. No checks: ``topic`` must be a valid
-        name; ``encode`` a stable function (it keys the cache)."""
+        name; ``encode`` a stable function (it keys the cache).
+
+        ``zone_name`` not blank (S39): the route as a client of that zone sees it. Cached per topic,
+        ``encode`` and :func:`~namesrv_grpc.core.zones.zone_key`, so whatever zone names clients
+        send, a topic holds at most one filtered encoding per zone of its brokers, plus one."""
+        order_conf_enabled = self.config.order_message_enable
+        if zone_requested(zone_name):
+            plain = self.route_table.pickup_topic_route_cached(topic, _as_is)
+            if plain is None:
+                return None
+            key = zone_key(plain, zone_name)
+
+            def build_in_zone(route: TopicRouteData) -> T:
+                route = filter_route_by_zone(route, key)
+                if order_conf_enabled:
+                    order_conf = self.kv_config.get_or_none(ORDER_TOPIC_CONFIG_NAMESPACE, topic) or ""
+                    route = dataclasses.replace(route, order_topic_conf=order_conf)
+                return encode(route)
+
+            return cast(
+                "T | None", self.route_table.pickup_topic_route_cached(topic, build_in_zone, key=(encode, "zone", key))
+            )
         build = encode
-        if self.config.order_message_enable:
+        if order_conf_enabled:
 
             def build(route: TopicRouteData) -> T:
                 # KV changes of ORDER_TOPIC_CONFIG and toggling orderMessageEnable drop cached routes.
                 order_conf = self.kv_config.get_or_none(ORDER_TOPIC_CONFIG_NAMESPACE, topic) or ""
-                return encode(
-                    TopicRouteData(route.queue_datas, route.broker_datas, route.filter_server_table, order_conf)
-                )
+                return encode(dataclasses.replace(route, order_topic_conf=order_conf))
 
         return cast("T | None", self.route_table.pickup_topic_route_cached(topic, build, key=encode))
 
@@ -550,9 +627,53 @@ class NameServer:
         return self.route_table.broker_addrs_of(broker_name)
 
     def get_topics_by_cluster(self, cluster_name: str) -> list[str]:
-        """GET_TOPICS_BY_CLUSTER (S24). Raises InvalidFieldError."""
+        """GET_TOPICS_BY_CLUSTER (S24). Raises TopicListDisabledError (``enableTopicList=false``,
+        S41), InvalidFieldError."""
+        self.check_topic_list_enabled()
         require_name("cluster_name", cluster_name)
         return self.route_table.get_topics_by_cluster(cluster_name)
+
+    def get_all_topic_list(self) -> list[str]:
+        """GET_ALL_TOPIC_LIST_FROM_NAMESERVER (S24). Raises TopicListDisabledError when
+        ``enableAllTopicList`` is false (S41: big clusters turn it off)."""
+        self.check_all_topic_list_enabled()
+        return self.route_table.get_all_topic_list()
+
+    def get_system_topic_list(self) -> tuple[list[str], str]:
+        """GET_SYSTEM_TOPIC_LIST_FROM_NS (S24); never disabled (S41)."""
+        return self.route_table.get_system_topic_list()
+
+    def get_unit_topic_list(self) -> list[str]:
+        """GET_UNIT_TOPIC_LIST (S24). Raises TopicListDisabledError (``enableTopicList=false``, S41)."""
+        self.check_topic_list_enabled()
+        return self.route_table.get_unit_topic_list()
+
+    def get_has_unit_sub_topic_list(self) -> list[str]:
+        """GET_HAS_UNIT_SUB_TOPIC_LIST (S24). Raises TopicListDisabledError (S41)."""
+        self.check_topic_list_enabled()
+        return self.route_table.get_has_unit_sub_topic_list()
+
+    def get_has_unit_sub_ununit_topic_list(self) -> list[str]:
+        """GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST (S24). Raises TopicListDisabledError (S41)."""
+        self.check_topic_list_enabled()
+        return self.route_table.get_has_unit_sub_ununit_topic_list()
+
+    def check_all_topic_list_enabled(self) -> None:
+        """S41: raise TopicListDisabledError when ``enableAllTopicList`` is false (read at every
+        request, changeable at run time); for doors that cache the list's encoding."""
+        if not self.config.enable_all_topic_list:
+            raise TopicListDisabledError(
+                "the list of all topics is disabled on this NameServer (enableAllTopicList=false)",
+                {"key": "enableAllTopicList"},
+            )
+
+    def check_topic_list_enabled(self) -> None:
+        """S41: raise TopicListDisabledError when ``enableTopicList`` is false (read at every request,
+        changeable at run time); for doors that cache the lists' encodings."""
+        if not self.config.enable_topic_list:
+            raise TopicListDisabledError(
+                "topic lists are disabled on this NameServer (enableTopicList=false)", {"key": "enableTopicList"}
+            )
 
     # ------------------------------------------------------------------ KV config (S21)
 

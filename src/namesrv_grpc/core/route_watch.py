@@ -10,7 +10,9 @@ changed topic (coalesced, latest wins).
 Per topic the hub keeps one encoded value (``encode(topic)``, e.g. a serialized
 ``TopicRouteChange``) with the revision it is known to be at least as new as; a change drops it, the
 next watcher that needs it encodes it again, and every other watcher of the topic reuses it (one
-change fanned out to 10,000 watchers is encoded once).
+change fanned out to 10,000 watchers is encoded once). A watch in zone mode (S39, ``zone_name``) gets
+the routes filtered to its zone: the hub keeps one encoded value per topic and watched zone (zones
+compared in lower case), so watchers of one zone share it too.
 
 Revisions and threads: changes may be made in a worker thread (large registrations); the listener
 hops to the event loop with ``loop.call_soon_threadsafe``, so all hub state belongs to the loop's
@@ -34,6 +36,7 @@ from typing import Generic, TypeVar
 
 from namesrv_grpc.core.errors import InvalidFieldError, TooManyRouteWatchersError
 from namesrv_grpc.core.validation import require_name
+from namesrv_grpc.core.zones import zone_requested
 
 T = TypeVar("T")
 
@@ -70,6 +73,8 @@ class RouteWatcher:
     """Revision of the last message taken; messages never go back."""
     closed: bool = False
     """The server is shutting down: the stream should end."""
+    zone_name: str = ""
+    """Zone mode (S39): routes filtered to this zone; "" = whole routes."""
 
 
 class RouteWatchHub(Generic[T]):
@@ -83,16 +88,22 @@ class RouteWatchHub(Generic[T]):
         *,
         max_watchers: Callable[[], int],
         max_topics: Callable[[], int],
+        encode_in_zone: Callable[[str, str], T] | None = None,
     ) -> None:
         """``encode(topic)`` returns what a watcher is sent for the topic's current route (it must
         read the route table, which is at least at ``revision()`` when called); ``max_watchers`` and
-        ``max_topics`` return the current bounds."""
+        ``max_topics`` return the current bounds. ``encode_in_zone(topic, zone name)`` does the same
+        for a watch in zone mode (S39); without it zone-mode watches are refused."""
         self._encode = encode
+        self._encode_in_zone = encode_in_zone
+        self._zones: dict[str, dict[str, int]] = {}
+        """topic -> {lower-case zone -> open zone-mode watches of the topic in that zone}."""
         self._revision = revision
         self._max_watchers = max_watchers
         self._max_topics = max_topics
         self._by_topic: dict[str, set[RouteWatcher]] = {}
-        self._encoded: dict[str, tuple[int, T]] = {}
+        self._encoded: dict[tuple[str, str], tuple[int, T]] = {}
+        """(topic, lower-case zone or "") -> (revision the value is at least as new as, value)."""
         self._watchers: set[RouteWatcher] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread = 0
@@ -114,11 +125,17 @@ class RouteWatchHub(Generic[T]):
 
     # ------------------------------------------------------------------ watches
 
-    def open(self, topics: Sequence[str]) -> RouteWatcher:
+    def open(self, topics: Sequence[str], zone_name: str = "") -> RouteWatcher:
         """Start a watch of ``topics``: every topic is pending, so the first :meth:`take` returns
-        the current route of each. Raises InvalidFieldError (see :func:`watched_topics`) and
+        the current route of each. ``zone_name`` not blank = the routes filtered to that zone (S39).
+        Raises InvalidFieldError (see :func:`watched_topics`; ``zone_name`` not a name) and
         TooManyRouteWatchersError, keeping nothing."""
         unique = watched_topics(topics, self._max_topics())
+        zone = ""
+        if zone_requested(zone_name):
+            zone = require_name("zone_name", zone_name)
+            if self._encode_in_zone is None:
+                raise InvalidFieldError("zone_name", "zone mode is not served by this watch hub")
         limit = self._max_watchers()
         if len(self._watchers) >= limit:
             raise TooManyRouteWatchersError(
@@ -128,11 +145,14 @@ class RouteWatchHub(Generic[T]):
             )
         if self._loop is None:
             self.attach(asyncio.get_running_loop())
-        watcher = RouteWatcher(unique, pending=dict.fromkeys(unique, 0))
+        watcher = RouteWatcher(unique, pending=dict.fromkeys(unique, 0), zone_name=zone)
         watcher.wake.set()
         self._watchers.add(watcher)
         for topic in unique:
             self._by_topic.setdefault(topic, set()).add(watcher)
+            if zone:
+                zones = self._zones.setdefault(topic, {})
+                zones[zone.lower()] = zones.get(zone.lower(), 0) + 1
         return watcher
 
     def close(self, watcher: RouteWatcher) -> None:
@@ -140,13 +160,23 @@ class RouteWatchHub(Generic[T]):
         if watcher not in self._watchers:
             return
         self._watchers.discard(watcher)
+        zone = watcher.zone_name.lower()
         for topic in watcher.topics:
+            if zone:
+                zones = self._zones.get(topic)
+                if zones is not None and zone in zones:
+                    zones[zone] -= 1
+                    if not zones[zone]:
+                        del zones[zone]
+                        self._encoded.pop((topic, zone), None)
+                    if not zones:
+                        del self._zones[topic]
             watchers = self._by_topic.get(topic)
             if watchers is not None:
                 watchers.discard(watcher)
                 if not watchers:
                     del self._by_topic[topic]
-                    self._encoded.pop(topic, None)
+                    self._encoded.pop((topic, ""), None)
         watcher.pending.clear()
         watcher.sent.clear()
 
@@ -168,16 +198,21 @@ class RouteWatchHub(Generic[T]):
         revision = watcher.revision
         changes: list[tuple[str, T]] = []
         now: int | None = None
+        zone_name = watcher.zone_name
+        zone = zone_name.lower()
         for topic in watcher.topics if len(pending) == len(watcher.topics) else pending:
             wanted = pending.get(topic)
             if wanted is None or (wanted and sent.get(topic, -1) >= wanted):
                 continue  # already sent a route at least that new
-            cached = self._encoded.get(topic)
+            cached = self._encoded.get((topic, zone))
             if cached is None or cached[0] < wanted:
                 if now is None:
                     now = self._revision()  # read before encoding: the route is at least this new
-                cached = (now, self._encode(topic))
-                self._encoded[topic] = cached
+                if zone and self._encode_in_zone is not None:
+                    cached = (now, self._encode_in_zone(topic, zone_name))
+                else:
+                    cached = (now, self._encode(topic))
+                self._encoded[(topic, zone)] = cached
             sent[topic] = cached[0]
             revision = max(revision, cached[0])
             changes.append((topic, cached[1]))
@@ -223,7 +258,9 @@ class RouteWatchHub(Generic[T]):
             watchers = by_topic.get(topic)
             if not watchers:
                 continue
-            self._encoded.pop(topic, None)
+            self._encoded.pop((topic, ""), None)
+            for zone in self._zones.get(topic, ()):
+                self._encoded.pop((topic, zone), None)
             for watcher in watchers:
                 pending = watcher.pending
                 if pending.get(topic, 0) < revision:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from namesrv.v1 import admin_service_pb2 as admin_pb2
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv.v1 import types_pb2
-from namesrv_grpc.core.body import data_version_to_proto
+from namesrv_grpc.core.body import data_version_to_proto, mapping_to_proto
 from namesrv_grpc.core.model import BrokerData, BrokerLiveInfo, ClusterInfo, QueueData, TopicRouteData
 
 PROTOCOL_TO_PROTO = {
@@ -57,6 +57,8 @@ def route_to_proto(route: TopicRouteData) -> types_pb2.TopicRouteData:
     )
     for addr, servers in route.filter_server_table.items():
         message.filter_server_table[addr].filter_server_addrs.extend(servers)
+    for bname, mapping in route.topic_queue_mapping_by_broker.items():
+        message.topic_queue_mapping_by_broker[bname].CopyFrom(mapping_to_proto(mapping))
     return message
 
 

@@ -27,6 +27,8 @@ STATUS_CODES: dict[type[errors.NamesrvError], grpc.StatusCode] = {
     errors.BrokerNameNotRegisteredError: grpc.StatusCode.NOT_FOUND,
     errors.KVConfigNotFoundError: grpc.StatusCode.NOT_FOUND,
     errors.StaleBrokerStateError: grpc.StatusCode.FAILED_PRECONDITION,
+    errors.RegistrationRefusedError: grpc.StatusCode.FAILED_PRECONDITION,
+    errors.TopicListDisabledError: grpc.StatusCode.FAILED_PRECONDITION,
     errors.ConfigKeyBlacklistedError: grpc.StatusCode.PERMISSION_DENIED,
     errors.AccessDeniedError: grpc.StatusCode.PERMISSION_DENIED,
     errors.BadSignatureError: grpc.StatusCode.UNAUTHENTICATED,

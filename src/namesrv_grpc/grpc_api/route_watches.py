@@ -25,11 +25,15 @@ def new_route_watches(nameserver: NameServer) -> RouteWatches:
     def encode(topic: str) -> bytes:
         return route_change_bytes(topic, nameserver.topic_route_encoded(topic, encode_route_response))
 
+    def encode_in_zone(topic: str, zone_name: str) -> bytes:
+        return route_change_bytes(topic, nameserver.topic_route_encoded(topic, encode_route_response, zone_name))
+
     hub: RouteWatches = RouteWatchHub(
         encode,
         lambda: nameserver.route_table.route_revision,
         max_watchers=lambda: nameserver.config.route_watch_max_watchers,
         max_topics=lambda: nameserver.config.route_watch_max_topics,
+        encode_in_zone=encode_in_zone,
     )
     nameserver.route_table.route_listeners.append(hub.routes_changed)
     return hub

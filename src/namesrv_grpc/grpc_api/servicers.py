@@ -184,14 +184,16 @@ class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[mis
         started = perf_counter()
         try:
             # The serialized PickupTopicRouteResponse, cached per topic (see encoded_responses).
-            return self._ns.pickup_topic_route_encoded(request.topic, encode_route_response)
+            return self._ns.pickup_topic_route_encoded(request.topic, encode_route_response, request.zone_name)
         finally:
             self._metrics.route_lookup_seconds.observe(perf_counter() - started)
 
     async def PickupTopicRoutes(self, request: ns_pb2.PickupTopicRoutesRequest, context: Context) -> bytes:
         self._guard.require(context, Action.READ_ROUTES)
         # The cached PickupTopicRoute bytes of each topic, framed as map entries.
-        return routes_response_bytes(self._ns.pickup_topic_routes_encoded(request.topics, encode_route_response))
+        return routes_response_bytes(
+            self._ns.pickup_topic_routes_encoded(request.topics, encode_route_response, request.zone_name)
+        )
 
     async def WatchTopicRoutes(self, request: ns_pb2.WatchTopicRoutesRequest, context: Context) -> AsyncIterator[bytes]:
         # Serialized WatchTopicRoutesResponse messages; a slow reader holds back this generator, and
@@ -199,7 +201,7 @@ class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[mis
         self._guard.require(context, Action.READ_ROUTES)
         self._ns.check_serving()
         hub = self.route_watches
-        watcher = hub.open(request.topics)
+        watcher = hub.open(request.topics, request.zone_name)
         try:
             while True:
                 taken = await hub.next(watcher)
@@ -223,6 +225,7 @@ class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[mis
         self, request: ns_pb2.GetAllTopicListRequest, context: Context
     ) -> ns_pb2.GetAllTopicListResponse | bytes:
         self._guard.require(context, Action.READ_ROUTES)
+        self._ns.check_all_topic_list_enabled()  # S41
         table = self._ns.route_table
         return self._ns.answer_per_change(
             "grpc all topics",
@@ -239,26 +242,26 @@ class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[mis
         self, request: ns_pb2.GetSystemTopicListRequest, context: Context
     ) -> ns_pb2.GetSystemTopicListResponse:
         self._guard.require(context, Action.READ_ROUTES)
-        topics, broker_addr = self._ns.route_table.get_system_topic_list()
+        topics, broker_addr = self._ns.get_system_topic_list()
         return ns_pb2.GetSystemTopicListResponse(topics=topics, broker_addr=broker_addr)
 
     async def GetUnitTopicList(
         self, request: ns_pb2.GetUnitTopicListRequest, context: Context
     ) -> ns_pb2.GetUnitTopicListResponse:
         self._guard.require(context, Action.READ_ROUTES)
-        return ns_pb2.GetUnitTopicListResponse(topics=self._ns.route_table.get_unit_topic_list())
+        return ns_pb2.GetUnitTopicListResponse(topics=self._ns.get_unit_topic_list())
 
     async def GetHasUnitSubTopicList(
         self, request: ns_pb2.GetHasUnitSubTopicListRequest, context: Context
     ) -> ns_pb2.GetHasUnitSubTopicListResponse:
         self._guard.require(context, Action.READ_ROUTES)
-        return ns_pb2.GetHasUnitSubTopicListResponse(topics=self._ns.route_table.get_has_unit_sub_topic_list())
+        return ns_pb2.GetHasUnitSubTopicListResponse(topics=self._ns.get_has_unit_sub_topic_list())
 
     async def GetHasUnitSubUnUnitTopicList(
         self, request: ns_pb2.GetHasUnitSubUnUnitTopicListRequest, context: Context
     ) -> ns_pb2.GetHasUnitSubUnUnitTopicListResponse:
         self._guard.require(context, Action.READ_ROUTES)
-        topics = self._ns.route_table.get_has_unit_sub_ununit_topic_list()
+        topics = self._ns.get_has_unit_sub_ununit_topic_list()
         return ns_pb2.GetHasUnitSubUnUnitTopicListResponse(topics=topics)
 
 

@@ -15,7 +15,11 @@ Java class (``remoting/.../protocol``)  shape
                                         "topicSysFlag":0,"writeQueueNums":4}``
 ``DataVersion``                         ``{"counter":1,"stateVersion":0,"timestamp":1700000000000}``
 ``route/TopicRouteData``                ``{"brokerDatas":[BrokerData],"filterServerTable":{},
-                                        "orderTopicConf":"..","queueDatas":[QueueData]}``
+                                        "orderTopicConf":"..","queueDatas":[QueueData],
+                                        "topicQueueMappingByBroker":{bname:TopicQueueMappingInfo}}``
+                                        (5.x; the last only for static topics)
+``statictopic/TopicQueueMappingInfo``   ``{"bname":"b","currIdMap":{0:0},"dirty":false,"epoch":..,
+                                        "scope":"__global__","topic":"T","totalQueues":8}``
 ``route/BrokerData``                    ``{"brokerAddrs":{0:"h:p"},"brokerName":"b","cluster":"c",
                                         "enableActingMaster":false,"zoneName":"z"}``
 ``route/QueueData``                     ``{"brokerName":"b","perm":6,"readQueueNums":4,
@@ -34,7 +38,8 @@ The compressed ``RegisterBrokerBody`` (``RegisterBrokerBody.encode(true)`` / ``d
     topic count, then per topic: len, TopicConfig.encode()  ("name read write perm FILTER {attrs JSON}";
                                                              4.x stops after FILTER; no sysFlag/order)
     len, filter-server list JSON
-    5.x only: mapping count, then per mapping: len, TopicQueueMappingInfo JSON   (read and ignored)
+    5.x only: mapping count, then per mapping: len, TopicQueueMappingInfo JSON   (read when the
+                                                             request's version is at least V5_0_0)
 
 Every decoder raises :class:`~namesrv_grpc.core.errors.MalformedBodyError` with a message naming the
 field (``topicConfigTable['T'].perm``) for a body that does not parse or holds a value of the wrong
@@ -54,7 +59,16 @@ import jproperties
 
 from namesrv_grpc.core.body import DEFAULT_MAX_INFLATED_BODY_BYTES, RegisterBrokerBody
 from namesrv_grpc.core.errors import MalformedBodyError
-from namesrv_grpc.core.model import BrokerData, ClusterInfo, DataVersion, QueueData, TopicConfig, TopicRouteData
+from namesrv_grpc.core.model import (
+    METADATA_SCOPE_GLOBAL,
+    BrokerData,
+    ClusterInfo,
+    DataVersion,
+    QueueData,
+    TopicConfig,
+    TopicQueueMappingInfo,
+    TopicRouteData,
+)
 from namesrv_grpc.core.validation import MAX_PERM, MAX_QUEUE_NUMS, MAX_TOPIC_LENGTH, is_valid_name, is_valid_topic
 from namesrv_grpc.remoting.fastjson import FastjsonDecodeError, dumps, loads
 
@@ -67,6 +81,7 @@ __all__ = [
     "decode_register_broker_body",
     "decode_register_topic_body",
     "decode_topic_list",
+    "decode_topic_queue_mapping_info",
     "decode_topic_route_data",
     "encode_broker_member_group",
     "encode_cluster_info",
@@ -290,7 +305,64 @@ def _decode_json_register_body(body: bytes) -> RegisterBrokerBody:
             config = _topic_config(key, value)
             topics[config.topic_name] = config
     filter_servers = _string_list(root.get("filterServerList"), "filterServerList")
-    return RegisterBrokerBody(topics, data_version, tuple(filter_servers))
+    mappings: dict[str, TopicQueueMappingInfo] = {}
+    raw_mappings = wrapper.get("topicQueueMappingInfoMap")
+    if raw_mappings:
+        for key, value in _object(raw_mappings, f"{path}.topicQueueMappingInfoMap").items():
+            mappings[key] = _mapping(value, f"{path}.topicQueueMappingInfoMap[{key!r:.80}]")
+    return RegisterBrokerBody(topics, data_version, tuple(filter_servers), mappings)
+
+
+_INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
+
+
+def _mapping(value: Any, path: str) -> TopicQueueMappingInfo:
+    """A ``TopicQueueMappingInfo`` JSON object (either JSON form; unknown fields such as
+    ``TopicQueueMappingDetail.hostedQueues`` ignored). Raises MalformedBodyError naming the field."""
+    table = _object(value, path)
+    topic = table.get("topic")
+    scope = table.get("scope")
+    bname = table.get("bname")
+    dirty = table.get("dirty", False)
+    if type(dirty) is not bool:
+        raise MalformedBodyError(f"{path}.dirty must be true or false, got {dirty!r:.60}")
+    ids: dict[int, int] = {}
+    raw_ids = table.get("currIdMap")
+    if raw_ids is not None:
+        for key, physical in _object(raw_ids, f"{path}.currIdMap").items():
+            if not isinstance(key, str) or not _JAVA_INT.fullmatch(key):
+                raise MalformedBodyError(f"{path}.currIdMap key must be a queue id, got {key!r:.60}")
+            ids[_bounded(int(key), f"{path}.currIdMap key", 0, _INT32_MAX, 0)] = _bounded(
+                physical, f"{path}.currIdMap[{key}]", 0, _INT32_MAX, 0
+            )
+    return TopicQueueMappingInfo(
+        topic="" if topic is None else _text(topic, f"{path}.topic"),
+        bname="" if bname is None else _text(bname, f"{path}.bname"),
+        scope=METADATA_SCOPE_GLOBAL if scope is None else _text(scope, f"{path}.scope"),
+        total_queues=_bounded(table.get("totalQueues"), f"{path}.totalQueues", 0, _INT32_MAX, 0),
+        epoch=_long(table.get("epoch"), f"{path}.epoch"),
+        dirty=dirty,
+        curr_id_map=ids,
+    )
+
+
+def decode_topic_queue_mapping_info(body: bytes) -> TopicQueueMappingInfo:
+    """One ``TopicQueueMappingInfo`` JSON document (``topicQueueMapping.json`` entries, compressed
+    bodies). Raises MalformedBodyError naming the field."""
+    return _mapping(_parse_json(body, "TopicQueueMappingInfo"), "topicQueueMappingInfo")
+
+
+def _mapping_json(mapping: TopicQueueMappingInfo) -> dict[str, Any]:
+    """``TopicQueueMappingInfo`` as fastjson writes it (properties in alphabetical order)."""
+    return {
+        "bname": mapping.bname,
+        "currIdMap": dict(sorted(mapping.curr_id_map.items())),
+        "dirty": mapping.dirty,
+        "epoch": mapping.epoch,
+        "scope": mapping.scope,
+        "topic": mapping.topic,
+        "totalQueues": mapping.total_queues,
+    }
 
 
 def _inflate(body: bytes, max_inflated: int) -> bytearray:
@@ -383,7 +455,7 @@ def _decode_topic_config_text(raw: bytes, path: str) -> TopicConfig:
     return TopicConfig(name, read, write, perm, 0, False, filter_type, attributes)
 
 
-def _decode_compressed_register_body(body: bytes, max_inflated: int) -> RegisterBrokerBody:
+def _decode_compressed_register_body(body: bytes, max_inflated: int, with_mappings: bool) -> RegisterBrokerBody:
     reader = _Reader(_inflate(body, max_inflated))
     data_version = _data_version(_parse_json(reader.chunk("dataVersion"), "dataVersion"), "dataVersion")
     count = reader.int32("the topic count")
@@ -423,24 +495,30 @@ def _decode_compressed_register_body(body: bytes, max_inflated: int) -> Register
         position = reader.position
     reader.position = position
     filter_servers = _string_list(_parse_json(reader.chunk("filterServerList"), "filterServerList"), "filterServerList")
-    if reader.left:  # RocketMQ 5.x: the topic-queue mappings (static topics); not used by a NameServer
-        mappings = reader.int32("the topic queue mapping count")
-        if mappings < 0 or mappings * 4 > reader.left:
+    mappings: dict[str, TopicQueueMappingInfo] = {}
+    if with_mappings and reader.left:  # RocketMQ 5.x: the topic-queue mappings (static topics, S40)
+        count = reader.int32("the topic queue mapping count")
+        if count < 0 or count * 4 > reader.left:
             raise MalformedBodyError(
-                f"compressed body: topic queue mapping count {mappings} does not fit the {reader.left} bytes left"
+                f"compressed body: topic queue mapping count {count} does not fit the {reader.left} bytes left"
             )
-        for index in range(mappings):
-            _object(
+        for index in range(count):
+            mapping = _mapping(
                 _parse_json(reader.chunk(f"topic queue mapping #{index}"), "topicQueueMappingInfo"),
                 f"topicQueueMappingInfo #{index}",
             )
+            mappings[mapping.topic] = mapping  # keyed by the mapping's own topic, as RocketMQ does
         if reader.left:
             raise MalformedBodyError(f"compressed body has {reader.left} bytes after its last section")
-    return RegisterBrokerBody(topics, data_version, tuple(filter_servers))
+    return RegisterBrokerBody(topics, data_version, tuple(filter_servers), mappings)
 
 
 def decode_register_broker_body(
-    body: bytes, *, compressed: bool, max_inflated: int = DEFAULT_MAX_INFLATED_BODY_BYTES
+    body: bytes,
+    *,
+    compressed: bool,
+    max_inflated: int = DEFAULT_MAX_INFLATED_BODY_BYTES,
+    rocketmq5: bool = True,
 ) -> RegisterBrokerBody:
     """A REGISTER_BROKER body as a Java broker sends it (``RegisterBrokerBody.decode``): JSON, or with
     ``compressed`` (header ``compressed=true``) the Deflater format of the module docstring.
@@ -448,14 +526,17 @@ def decode_register_broker_body(
     An empty body is no topics and ``DataVersion()`` (S02). A topic without ``topicName`` takes its
     map key. The compressed form is inflated with at most ``max_inflated`` bytes of output (a deflate
     bomb costs no more than that) and carries no ``topicSysFlag``/``order`` (they read as 0/false, as
-    in RocketMQ). Unknown JSON fields (5.x ``topicQueueMappingInfoMap`` ...) are ignored.
+    in RocketMQ). Static-topic mappings (S40) come from the wrapper's ``topicQueueMappingInfoMap``
+    (JSON, keyed by topic) or the compressed body's trailing section, read only with ``rocketmq5``
+    (the request's version is at least ``V5_0_0``; older senders' trailing bytes are ignored, as
+    RocketMQ does) and keyed by each mapping's ``topic``. Other unknown JSON fields are ignored.
 
     CPU-heavy for large bodies (100,000 topics): call it off the event loop. Raises MalformedBodyError.
     """
     if not body:
         return RegisterBrokerBody({}, DataVersion(), ())
     if compressed:
-        return _decode_compressed_register_body(body, max_inflated)
+        return _decode_compressed_register_body(body, max_inflated, rocketmq5)
     return _decode_json_register_body(body)
 
 
@@ -498,8 +579,12 @@ def encode_register_broker_body(
     *,
     compressed: bool,
     rocketmq5: bool = True,
+    topic_queue_mappings: Mapping[str, TopicQueueMappingInfo] | None = None,
 ) -> bytes:
     """A REGISTER_BROKER body exactly as a Java broker writes it (``RegisterBrokerBody.encode(compressed)``).
+
+    ``topic_queue_mappings`` (topic -> mapping, 5.x static topics) fill ``topicQueueMappingInfoMap``
+    (JSON) or the trailing mapping section (compressed).
 
     JSON: ``{"filterServerList":[],"topicConfigSerializeWrapper":{"dataVersion":..,
     "mappingDataVersion":..,"topicConfigTable":..,"topicQueueMappingDetailMap":{},
@@ -521,7 +606,10 @@ def encode_register_broker_body(
             chunk(encode_topic_config_text(config, rocketmq5=rocketmq5).encode("utf-8", "replace"))
         chunk(dumps(filters))
         if rocketmq5:
-            parts.append(_INT32.pack(0))
+            mappings = list((topic_queue_mappings or {}).values())
+            parts.append(_INT32.pack(len(mappings)))
+            for mapping in mappings:
+                chunk(dumps(_mapping_json(mapping)))
         return zlib.compress(b"".join(parts), 9)
     wrapper: dict[str, Any] = {"dataVersion": _data_version_json(data_version, rocketmq5=rocketmq5)}
     if rocketmq5:
@@ -531,7 +619,9 @@ def encode_register_broker_body(
     }
     if rocketmq5:
         wrapper["topicQueueMappingDetailMap"] = {}
-        wrapper["topicQueueMappingInfoMap"] = {}
+        wrapper["topicQueueMappingInfoMap"] = {
+            topic: _mapping_json(mapping) for topic, mapping in sorted((topic_queue_mappings or {}).items())
+        }
     return dumps({"filterServerList": filters, "topicConfigSerializeWrapper": wrapper})
 
 
@@ -559,7 +649,8 @@ def _queue_data_json(queue: QueueData) -> dict[str, Any]:
 
 
 def encode_topic_route_data(route: TopicRouteData, *, standard_json: bool = False) -> bytes:
-    """GET_ROUTEINFO_BY_TOPIC's body (``TopicRouteData.encode()``), ``orderTopicConf`` only when set.
+    """GET_ROUTEINFO_BY_TOPIC's body (``TopicRouteData.encode()``), ``orderTopicConf`` only when set,
+    ``topicQueueMappingByBroker`` only for a static topic (S40; RocketMQ leaves it null otherwise).
 
     ``standard_json`` gives the form ``ClientRequestProcessor`` writes when the request's version is
     at least ``V4_9_4`` or its header says ``acceptStandardJsonOnly=true`` (quoted integer keys,
@@ -571,6 +662,11 @@ def encode_topic_route_data(route: TopicRouteData, *, standard_json: bool = Fals
             "filterServerTable": {addr: list(servers) for addr, servers in route.filter_server_table.items()},
             "orderTopicConf": route.order_topic_conf or None,
             "queueDatas": [_queue_data_json(queue) for queue in route.queue_datas],
+            "topicQueueMappingByBroker": {
+                bname: _mapping_json(mapping) for bname, mapping in sorted(route.topic_queue_mapping_by_broker.items())
+            }
+            if route.topic_queue_mapping_by_broker
+            else None,
         },
         standard=standard_json,
     )
@@ -621,6 +717,11 @@ def decode_topic_route_data(body: bytes) -> TopicRouteData:
     root = _object(_parse_json(body, "TopicRouteData"), "TopicRouteData")
     filters = _object(root.get("filterServerTable") or {}, "filterServerTable")
     order_conf = root.get("orderTopicConf")
+    raw_mappings = root.get("topicQueueMappingByBroker")
+    mappings = {
+        bname: _mapping(value, f"topicQueueMappingByBroker[{bname!r:.60}]")
+        for bname, value in _object(raw_mappings or {}, "topicQueueMappingByBroker").items()
+    }
     return TopicRouteData(
         tuple(_queue_data(q, f"queueDatas[{i}]") for i, q in enumerate(_list(root.get("queueDatas"), "queueDatas"))),
         tuple(
@@ -628,6 +729,7 @@ def decode_topic_route_data(body: bytes) -> TopicRouteData:
         ),
         {addr: tuple(_string_list(servers, f"filterServerTable[{addr!r:.60}]")) for addr, servers in filters.items()},
         "" if order_conf is None else _text(order_conf, "orderTopicConf"),
+        mappings,
     )
 
 

@@ -106,6 +106,10 @@ FLAG_ONEWAY: Final = 1 << 1
 """Flag bit of a oneway request, which gets no answer (``RemotingCommand.RPC_ONEWAY`` = bit 1)."""
 
 VERSION_V4_9_4: Final = 401
+
+VERSION_V5_0_0: Final = 413
+"""Ordinal of ``MQVersion.Version.V5_0_0``: a compressed REGISTER_BROKER body of a sender at least
+this new carries static-topic mappings after its filter servers (``RegisterBrokerBody.decode``)."""
 """``MQVersion.Version.V4_9_4.ordinal()``: a GET_ROUTEINFO_BY_TOPIC request with ``version`` at
 least this gets standard JSON (quoted integer keys) back (``ClientRequestProcessor``)."""
 

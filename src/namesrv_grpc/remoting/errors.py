@@ -14,6 +14,8 @@ the connection. The codes and remarks below are the ones ``DefaultRequestProcess
     ├── AccessDeniedError           NO_PERMISSION 16     the ACL's reason (who may not do what)
     ├── BadSignatureError           NO_PERMISSION 16     what is wrong with AccessKey/Signature
     ├── ServiceWarmingUpError       SYSTEM_ERROR 1       name server not ready
+    ├── RegistrationRefusedError    SYSTEM_ERROR 1       register broker failed
+    ├── TopicListDisabledError      SYSTEM_ERROR 1       disable
     └── anything else               SYSTEM_ERROR 1       the error's message (what is wrong, which field)
 
 RocketMQ answers a request it cannot decode (missing header field, bad body) with SYSTEM_ERROR and the
@@ -69,4 +71,8 @@ def to_response(error: errors.NamesrvError) -> tuple[int, str]:
         return ResponseCode.NO_PERMISSION, error.message
     if isinstance(error, errors.ServiceWarmingUpError):
         return ResponseCode.SYSTEM_ERROR, "name server not ready"
+    if isinstance(error, errors.RegistrationRefusedError):
+        return ResponseCode.SYSTEM_ERROR, "register broker failed"
+    if isinstance(error, errors.TopicListDisabledError):
+        return ResponseCode.SYSTEM_ERROR, "disable"
     return ResponseCode.SYSTEM_ERROR, error.message

@@ -10,18 +10,18 @@ Request code -> handler -> NameServer method (rule)::
     DELETE_KV_CONFIG 102                  delete_kv_config         delete_kv_config (S21)
     REGISTER_BROKER 103                   register_broker          apply_registration (S01-S12, S15)
     UNREGISTER_BROKER 104                 unregister_broker        unregister_broker (S16, S17)
-    GET_ROUTEINFO_BY_TOPIC 105            get_routeinfo_by_topic   pickup_topic_route_encoded (S18, S19)
+    GET_ROUTEINFO_BY_TOPIC 105            get_routeinfo_by_topic   pickup_topic_route_encoded (S18, S19, S39)
     GET_BROKER_CLUSTER_INFO 106           get_broker_cluster_info  get_cluster_info (S22)
     WIPE_WRITE_PERM_OF_BROKER 205         wipe_write_perm_of_broker  wipe_write_perm_of_broker (S23)
-    GET_ALL_TOPIC_LIST_FROM_NAMESERVER 206  get_all_topic_list     route_table.get_all_topic_list (S24)
+    GET_ALL_TOPIC_LIST_FROM_NAMESERVER 206  get_all_topic_list     get_all_topic_list (S24, S41)
     DELETE_TOPIC_IN_NAMESRV 216           delete_topic             delete_topic (S25)
     REGISTER_TOPIC_IN_NAMESRV 217         register_topic           register_topic (S25)
     GET_KVLIST_BY_NAMESPACE 219           get_kv_list_by_namespace get_kv_list_by_namespace (S21)
-    GET_TOPICS_BY_CLUSTER 224             get_topics_by_cluster    get_topics_by_cluster (S24)
-    GET_SYSTEM_TOPIC_LIST_FROM_NS 304     get_system_topic_list    route_table.get_system_topic_list (S24)
-    GET_UNIT_TOPIC_LIST 311               get_unit_topic_list      route_table.get_unit_topic_list (S24)
-    GET_HAS_UNIT_SUB_TOPIC_LIST 312       get_has_unit_sub_topic_list  (S24)
-    GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST 313  get_has_unit_sub_ununit_topic_list  (S24)
+    GET_TOPICS_BY_CLUSTER 224             get_topics_by_cluster    get_topics_by_cluster (S24, S41)
+    GET_SYSTEM_TOPIC_LIST_FROM_NS 304     get_system_topic_list    get_system_topic_list (S24)
+    GET_UNIT_TOPIC_LIST 311               get_unit_topic_list      get_unit_topic_list (S24, S41)
+    GET_HAS_UNIT_SUB_TOPIC_LIST 312       get_has_unit_sub_topic_list  (S24, S41)
+    GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST 313  get_has_unit_sub_ununit_topic_list  (S24, S41)
     UPDATE_NAMESRV_CONFIG 318             update_namesrv_config    update_namesrv_config (S26)
     GET_NAMESRV_CONFIG 319                get_namesrv_config       get_namesrv_config (S26)
     QUERY_DATA_VERSION 322                query_data_version       query_data_version (S20, S14)
@@ -52,13 +52,13 @@ from namesrv_grpc.core.errors import (
     MalformedBodyError,
     NamesrvError,
 )
-from namesrv_grpc.core.model import DataVersion, TopicConfig, TopicRouteData
+from namesrv_grpc.core.model import ZONE_MODE_EXT_FIELD, ZONE_NAME_EXT_FIELD, DataVersion, TopicConfig, TopicRouteData
 from namesrv_grpc.core.processor import BrokerIdentity, DecodedBody, NameServer
 from namesrv_grpc.log_limits import printable
 from namesrv_grpc.metrics import NamesrvMetrics
 from namesrv_grpc.remoting import access, bodies, fastjson
 from namesrv_grpc.remoting.codec import RemotingCommand
-from namesrv_grpc.remoting.codes import VERSION_V4_9_4, RequestCode, ResponseCode
+from namesrv_grpc.remoting.codes import VERSION_V4_9_4, VERSION_V5_0_0, RequestCode, ResponseCode
 from namesrv_grpc.remoting.connection import RemotingConnection
 from namesrv_grpc.remoting.errors import kv_not_found_remark, not_supported_remark, to_response
 from namesrv_grpc.remoting.remoting_metrics import RemotingMetrics
@@ -290,14 +290,16 @@ def decode_java_register_body(
     max_topics: int,
     known_fingerprint: int | None,
     compact: bool = False,
+    rocketmq5: bool = True,
 ) -> DecodedBody:
     """A Java REGISTER_BROKER body (``bodyCrc32`` checked before) as :class:`DecodedBody`. When only
     its DataVersion differs from the body whose fingerprint is ``known_fingerprint`` (a broker's
     periodic registration after a config change elsewhere), only the DataVersion is decoded:
     ``topic_configs`` is None and the filter servers are left empty for the caller to fill in (the
     same shortcut as the gRPC path's ``split_topic_table``). ``compact``: topics as
-    :class:`CompactTopics`. Pure: runs in the body-decoding child too. Raises MalformedBodyError,
-    LimitExceededError, InvalidFieldError."""
+    :class:`CompactTopics`. ``rocketmq5``: the sender is at least RocketMQ 5.0 (request version), so a
+    compressed body's trailing static-topic mappings are read (S40). Pure: runs in the body-decoding
+    child too. Raises MalformedBodyError, LimitExceededError, InvalidFieldError."""
     split = split_data_version(body, compressed)
     if split is not None:
         fingerprint, version_json = split
@@ -305,7 +307,9 @@ def decode_java_register_body(
             data_version = _only_data_version(version_json)
             if data_version is not None:
                 return DecodedBody(None, data_version, (), fingerprint)
-    decoded = bodies.decode_register_broker_body(body, compressed=compressed, max_inflated=max_inflated_bytes)
+    decoded = bodies.decode_register_broker_body(
+        body, compressed=compressed, max_inflated=max_inflated_bytes, rocketmq5=rocketmq5
+    )
     if len(decoded.topic_config_table) > max_topics:
         raise LimitExceededError(
             "registerBodyMaxTopics",
@@ -315,7 +319,11 @@ def decode_java_register_body(
     if compact:
         topic_configs = CompactTopics.from_topic_configs(topic_configs)
     return DecodedBody(
-        topic_configs, decoded.data_version, decoded.filter_server_list, split[0] if split is not None else None
+        topic_configs,
+        decoded.data_version,
+        decoded.filter_server_list,
+        split[0] if split is not None else None,
+        decoded.topic_queue_mappings or None,
     )
 
 
@@ -518,10 +526,12 @@ class RemotingHandlers:
                 ha_server_addr=_optional(request, "haServerAddr"),
                 heartbeat_timeout_millis=_int(request, "heartbeatTimeoutMillis", 0),
                 enable_acting_master=_optional_bool(request, "enableActingMaster"),  # absent: a pre-5.x broker
-                zone_name=_optional(request, "zoneName"),
+                # RocketMQ 5.x: the zone is the ext field __ZONE_NAME (DynamicalExtFieldRPCHook), set
+                # again by every registration: one without it clears the zone (S39).
+                zone_name=_optional(request, ZONE_NAME_EXT_FIELD),
                 instance_id=instance_id,
                 body_fingerprint=(actual + REMOTING_FINGERPRINT_TAG, len(body), compressed),
-                decode=lambda: self._decode_register_body(identity, body, compressed),
+                decode=lambda: self._decode_register_body(identity, body, compressed, request.version),
             )
         bound = self._ns.bind_session(**identity._asdict(), instance_id=instance_id)
         ext_fields = {}
@@ -534,18 +544,20 @@ class RemotingHandlers:
             body_out = bodies.encode_kv_table(kv_table)
         return self._ok(request, body_out, ext_fields), bound[0] if bound else None
 
-    def _decode_register_body(self, identity: BrokerIdentity, body: bytes, compressed: bool) -> DecodedBody:
+    def _decode_register_body(
+        self, identity: BrokerIdentity, body: bytes, compressed: bool, version: int = VERSION_V5_0_0
+    ) -> DecodedBody:
         """Decode a Java body (:func:`decode_java_register_body`); a large one in the NameServer's
         body-decoding child process. When only its DataVersion differs from this broker's last body,
         the filter servers are the stored ones (S07 and S09 would change nothing)."""
         config = self._ns.config
         known = self._ns.route_table.stored_topics_fingerprint(**identity._asdict())
         args = (body, compressed, config.register_body_max_inflated_size, config.register_body_max_topics, known)
-        decoder = self._ns.body_decoder
+        decoder = self._ns.body_decoder if config.register_body_decode_in_child_process else None
         if decoder is not None and decoder.wants(len(body), compressed):
-            decoded = decoder.decode(decode_java_register_body, *args, True)
+            decoded = decoder.decode(decode_java_register_body, *args, True, version >= VERSION_V5_0_0)
         else:
-            decoded = decode_java_register_body(*args)
+            decoded = decode_java_register_body(*args, False, version >= VERSION_V5_0_0)
         if decoded.topic_configs is None:
             filter_servers = self._ns.route_table.filter_servers_of(identity.broker_addr)
             decoded = decoded._replace(filter_server_list=filter_servers)
@@ -611,8 +623,15 @@ class RemotingHandlers:
 
     def get_routeinfo_by_topic(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
         """S18/S19 from the route cache: clients of 4.9.4 and later (``version``) or asking
-        ``acceptStandardJsonOnly`` get standard JSON, older ones fastjson's form (``ClientRequestProcessor``)."""
+        ``acceptStandardJsonOnly`` get standard JSON, older ones fastjson's form (``ClientRequestProcessor``).
+
+        Zone mode (S39, RocketMQ 5.x ``ZoneRouteRPCHook``): ``__ZONE_MODE=true`` with a non-blank
+        ``__ZONE_NAME`` gets the route filtered to that zone, always in fastjson's old form (the hook
+        re-encodes the answer with ``TopicRouteData.encode()``, whatever the client's version)."""
         topic = _field(request, "topic")
+        zone_name = _optional(request, ZONE_NAME_EXT_FIELD) if _bool(request, ZONE_MODE_EXT_FIELD) else ""
+        if zone_name.strip():
+            return self._ok(request, self._ns.pickup_topic_route_encoded(topic, _route_old_json, zone_name))
         standard = request.version >= VERSION_V4_9_4 or _bool(request, "acceptStandardJsonOnly")
         encode = _route_standard_json if standard else _route_old_json
         return self._ok(request, self._ns.pickup_topic_route_encoded(topic, encode))
@@ -624,12 +643,14 @@ class RemotingHandlers:
         return self._ok(request, body)
 
     def get_all_topic_list(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
+        self._ns.check_all_topic_list_enabled()  # S41
         table = self._ns.route_table
         return self._ok(
             request, self._ns.answer_per_change(_ALL_TOPICS, lambda: _topic_list_body(table.get_all_topic_list()))
         )
 
     def get_topics_by_cluster(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
+        self._ns.check_topic_list_enabled()  # S41
         cluster = _field(request, "cluster")
         if cluster not in self._ns.route_table.cluster_addr_table:  # no cache entry per made-up name
             return self._ok(request, _topic_list_body(self._ns.get_topics_by_cluster(cluster)))
@@ -647,12 +668,14 @@ class RemotingHandlers:
         return self._ok(request, self._ns.answer_per_change(_SYSTEM_TOPICS, build))
 
     def get_unit_topic_list(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
+        self._ns.check_topic_list_enabled()  # S41
         table = self._ns.route_table
         return self._ok(
             request, self._ns.answer_per_change(_UNIT, lambda: _topic_list_body(table.get_unit_topic_list()))
         )
 
     def get_has_unit_sub_topic_list(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
+        self._ns.check_topic_list_enabled()  # S41
         table = self._ns.route_table
         build = lambda: _topic_list_body(table.get_has_unit_sub_topic_list())  # noqa: E731
         return self._ok(request, self._ns.answer_per_change(_UNIT_SUB, build))
@@ -660,6 +683,7 @@ class RemotingHandlers:
     def get_has_unit_sub_ununit_topic_list(
         self, request: RemotingCommand, connection: RemotingConnection
     ) -> RemotingCommand:
+        self._ns.check_topic_list_enabled()  # S41
         table = self._ns.route_table
         build = lambda: _topic_list_body(table.get_has_unit_sub_ununit_topic_list())  # noqa: E731
         return self._ok(request, self._ns.answer_per_change(_UNIT_SUB_UNUNIT, build))
