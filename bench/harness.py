@@ -30,6 +30,8 @@ from google.protobuf.message import DecodeError, Message
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from prometheus_client.parser import text_string_to_metric_families
 
+from namesrv.v1 import admin_service_pb2 as admin_pb2
+from namesrv.v1 import admin_service_pb2_grpc as admin_grpc
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv_grpc.cli import parse_boot_line
 from namesrv_grpc.core.body import encode_body
@@ -229,6 +231,117 @@ def scrape(url: str) -> dict[str, list[tuple[dict[str, str], float]]]:
         for sample in family.samples:
             samples.setdefault(sample.name, []).append((dict(sample.labels), sample.value))
     return samples
+
+
+@dataclass(frozen=True)
+class Pauses:
+    """Cumulative ``namesrv_gc_pause_seconds`` (all generations) and ``namesrv_event_loop_lag_seconds``
+    buckets of one scrape: upper bound (s) -> count."""
+
+    gc: dict[float, float]
+    lag: dict[float, float]
+
+    @classmethod
+    def read(cls, metrics_url: str) -> Pauses:
+        samples = scrape(metrics_url)
+
+        def buckets(name: str) -> dict[float, float]:
+            out: dict[float, float] = {}
+            for labels, value in samples.get(name, []):
+                bound = float(labels["le"])
+                out[bound] = out.get(bound, 0.0) + value
+            return out
+
+        return cls(buckets("namesrv_gc_pause_seconds_bucket"), buckets("namesrv_event_loop_lag_seconds_bucket"))
+
+    def since(self, before: Pauses) -> PauseFigures:
+        """What happened between ``before`` and this scrape."""
+
+        def delta(now: dict[float, float], then: dict[float, float]) -> list[tuple[float, float]]:
+            return [(bound, now[bound] - then.get(bound, 0.0)) for bound in sorted(now)]
+
+        gc = delta(self.gc, before.gc)
+        lag = delta(self.lag, before.lag)
+        total_gc = gc[-1][1] if gc else 0.0
+        longest = next((bound for bound, count in gc if count == total_gc), 0.0) if total_gc else 0.0
+        previous = max((bound for bound, count in gc if count < total_gc), default=0.0)
+        over_20ms = total_gc - next((count for bound, count in gc if bound >= 0.02), total_gc)
+        total_lag = lag[-1][1] if lag else 0.0
+        lag_p99 = next((bound for bound, count in lag if count >= 0.99 * total_lag), 0.0) if total_lag else 0.0
+        return PauseFigures(
+            collections=total_gc,
+            longest_gc_ms=(previous * 1000, longest * 1000),
+            gc_over_20ms=over_20ms,
+            loop_lag_p99_ms=lag_p99 * 1000,
+            lag_ticks=total_lag,
+        )
+
+
+@dataclass(frozen=True)
+class PauseFigures:
+    """Garbage collections and loop lag over a span, from the server's histograms: the longest
+    pause lies in ``(longest_gc_ms[0], longest_gc_ms[1]]`` (its histogram bucket); the loop lag's
+    p99 is the upper bound of its bucket."""
+
+    collections: float
+    longest_gc_ms: tuple[float, float]
+    gc_over_20ms: float
+    loop_lag_p99_ms: float
+    lag_ticks: float
+
+
+def set_child_decoding(channel: grpc.Channel, on: bool) -> None:
+    """``registerBodyDecodeInChildProcess`` at run time (UpdateNamesrvConfig): the A/B switch of the
+    rows that measure what decoding in a child process buys."""
+    admin_grpc.AdminServiceStub(channel).UpdateNamesrvConfig(
+        admin_pb2.UpdateNamesrvConfigRequest(config={"registerBodyDecodeInChildProcess": "true" if on else "false"}),
+        timeout=30,
+    )
+
+
+LOOKUP_TAIL_TARGET = (
+    "per run p99 <= max(2 x, +10 ms) of the quiet run before it (median over runs); no lookup over 100 ms"
+)
+
+
+def tail_met(runs: list[float], quiet: list[float], max_ms: list[float]) -> bool:
+    """:data:`LOOKUP_TAIL_TARGET` (issue 21): the median of p99 / max(2 x quiet, quiet + 10 ms) is at
+    most 1 and the slowest lookup of every run took at most 100 ms."""
+    allowed = [p99 / max(2 * q, q + 10) for p99, q in zip(runs, quiet, strict=True)]
+    return median(allowed) <= 1 and max(max_ms) <= 100
+
+
+def child_process_note(
+    before_id: str,
+    after_id: str,
+    before: Sequence[LoadRun],
+    after: Sequence[LoadRun],
+    before_pauses: Sequence[PauseFigures],
+    after_pauses: Sequence[PauseFigures],
+) -> str:
+    """What decoding large bodies in the child process bought, from the same runs (medians)."""
+
+    def m(values: Sequence[float]) -> str:
+        return f"{median(values):,.1f}"
+
+    return (
+        f"What decoding in the child process bought (row {before_id} -> row {after_id}, medians of the same runs): "
+        f"lookup p99 {m([r.p99_ms for r in before])} -> {m([r.p99_ms for r in after])} ms, slowest lookup "
+        f"{m([r.max_ms for r in before])} -> {m([r.max_ms for r in after])} ms, lookups/s "
+        f"{m([r.rps for r in before])} -> {m([r.rps for r in after])}, server CPU per lookup "
+        f"{m([r.server_cpu_us_per_request for r in before])} -> {m([r.server_cpu_us_per_request for r in after])} us, "
+        f"GC pauses over 20 ms {m([f.gc_over_20ms for f in before_pauses])} -> "
+        f"{m([f.gc_over_20ms for f in after_pauses])} per run."
+    )
+
+
+def pause_metrics(figures: list[PauseFigures]) -> dict[str, list[float]]:
+    """The server's garbage-collection and loop-lag figures of the runs, as row metrics."""
+    return {
+        "longest GC pause ms (upper bound of its bucket)": [f.longest_gc_ms[1] for f in figures],
+        "GC pauses over 20 ms": [f.gc_over_20ms for f in figures],
+        "event-loop lag p99 ms (bucket bound)": [f.loop_lag_p99_ms for f in figures],
+    }
 
 
 def grpc_handled(metrics_url: str, method: str) -> dict[str, float]:

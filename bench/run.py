@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench import peers, remoting_hostile, scenarios
+from bench import big_table, peers, remoting_hostile, scenarios
 from bench.harness import ROOT, Profile, Result, load_average, machine, spread
 from bench.watch_scenarios import WATCH_SCENARIOS, watch_summary
 
@@ -52,6 +52,8 @@ SCENARIOS: dict[str, tuple[str, Scenario]] = {
     "10": ("lookups: remoting vs gRPC vs etcd Range, requests/s and CPU per request", peers.s10_lookup_peers),
     "11": ("remoting lookups during a big REGISTER_BROKER every second", peers.s11_remoting_during_registrations),
     "12": ("clients that try to starve the others (issue 20)", remoting_hostile.s12_hostile_clients),
+    "13": ("200,000 topics x 4 broker names: GC pauses, loop lag, RSS per topic", big_table.s13_big_table),
+    "14": ("ten brokers of 20,000 topics registering at once", big_table.s14_cluster_restart),
     # Route watching (bench/watch_scenarios.py), in the older one-line form.
     **{key: (title, legacy(scenario)) for key, (title, scenario) in WATCH_SCENARIOS.items()},
 }

@@ -65,7 +65,7 @@ SMALL_BROKER_CONF: Mapping[str, str] = {
     "mappedFileSizeConsumeQueue": str(60_000),
     "mapedFileSizeCommitLog": str(16 * 1024 * 1024),
     "mapedFileSizeConsumeQueue": str(60_000),
-    "timerWheelEnable": "false",
+    "mappedFileSizeTimerLog": str(8 * 1024 * 1024),
     "flushIntervalCommitLog": "500",
     "deleteWhen": "04",
     "fileReservedTime": "1",
@@ -74,9 +74,9 @@ SMALL_BROKER_CONF: Mapping[str, str] = {
     "pullMessageThreadPoolNums": "4",
     "useReentrantLockWhenPutMessage": "true",
 }
-"""Broker settings for tests: 16 MiB commit log files (RocketMQ: 1 GiB), loopback addresses, no
-timer wheel (5.x would map a 100 MiB file for it); keys a version does not know are ignored by it
-(4.x spells ``maped``)."""
+"""Broker settings for tests: 16 MiB commit log files (RocketMQ: 1 GiB), an 8 MiB timer log (5.x:
+100 MiB; the timer wheel stays on: 5.5.0's deleteTopic fails without it), loopback addresses; keys
+a version does not know are ignored by it (4.x spells ``maped``)."""
 
 
 class JavaStartError(RuntimeError):
@@ -146,6 +146,12 @@ _LOGBACK = """<configuration>
   <root level="INFO"><appender-ref ref="FILE"/></root>
 </configuration>
 """
+
+
+def _logback(part: str) -> dict[str, str]:
+    """5.x picks its logging configuration by this property (RocketMQ's ``bin/mqnamesrv`` etc. set it);
+    the files are resources of its jars. 4.x ignores it."""
+    return {"rmq.logback.configurationFile": f"rmq.{part}.logback.xml"}
 
 
 def _rocketmq_home(workdir: Path) -> Path:
@@ -324,7 +330,7 @@ def start_java_namesrv(version: str, workdir: Path, **conf: object) -> JavaProce
         addr=f"127.0.0.1:{port}",
         label="namesrv",
         heap_mb=256,
-        props={"rocketmq.namesrv.addr": ""},
+        props=_logback("namesrv"),
     )
 
 
@@ -378,7 +384,7 @@ def start_java_broker(
         addr=f"127.0.0.1:{port}",
         label=f"broker-{full['brokerName']}-{full['brokerId']}",
         heap_mb=heap_mb,
-        props=props,
+        props={**_logback("broker"), **(props or {})},
         env=env,
     )
     broker.ports = {"listenPort": port, "haListenPort": int(full["haListenPort"])}
@@ -386,39 +392,59 @@ def start_java_broker(
 
 
 def start_java_proxy(
-    workdir: Path, namesrv_addr: str, conf: Mapping[str, object] | None = None, *, version: str = ROCKETMQ_5
+    workdir: Path,
+    namesrv_addr: str,
+    conf: Mapping[str, object] | None = None,
+    *,
+    version: str = ROCKETMQ_5,
+    attempts: int = 3,
 ) -> JavaProcess:
     """A 5.x ``rocketmq-proxy`` in cluster mode (``ProxyStartup -pm cluster -pc rmq-proxy.json``)
     pointed at ``namesrv_addr``; ``.addr`` is its gRPC endpoint (plaintext or TLS, the proxy
-    accepts both), ``.ports`` holds ``grpcServerPort`` and ``remotingListenPort``."""
+    accepts both), ``.ports`` holds ``grpcServerPort`` and ``remotingListenPort``.
+
+    At start the proxy creates its system topics and gives each NameServer call 3 s and the check
+    three immediate tries (``DefaultAdminService.createTopicOnTopicBrokerIfNotExist``): on a starved
+    machine that start fails now and then, so it is tried up to ``attempts`` times (fresh ports and
+    directory each time); the error of the last one is raised."""
     import json
 
-    workdir.mkdir(parents=True, exist_ok=True)
-    grpc_port = free_port_block(1)
-    remoting_port = free_port_block(1)
-    full = {
-        "rocketMQClusterName": "DefaultCluster",
-        "namesrvAddr": namesrv_addr,
-        "proxyMode": "cluster",
-        "grpcServerPort": grpc_port,
-        "remotingListenPort": remoting_port,
-        "metricCollectorMode": "off",
-        **(conf or {}),
-    }
-    conf_file = workdir / "rmq-proxy.json"
-    conf_file.write_text(json.dumps(full, indent=2))
-    proxy = start_java(
-        version,
-        workdir,
-        "org.apache.rocketmq.proxy.ProxyStartup",
-        ["-pm", "cluster", "-pc", str(conf_file)],
-        boot_line="rocketmq-proxy startup successfully",
-        addr=f"127.0.0.1:{grpc_port}",
-        label="proxy",
-        heap_mb=384,
-    )
-    proxy.ports = {"grpcServerPort": grpc_port, "remotingListenPort": remoting_port}
-    return proxy
+    last: JavaStartError | None = None
+    for attempt in range(attempts):
+        attempt_dir = workdir if attempt == 0 else workdir.with_name(f"{workdir.name}-retry{attempt}")
+        attempt_dir.mkdir(parents=True, exist_ok=True)
+        grpc_port = free_port_block(1)
+        remoting_port = free_port_block(1)
+        full = {
+            "rocketMQClusterName": "DefaultCluster",
+            "namesrvAddr": namesrv_addr,
+            "proxyMode": "cluster",
+            "grpcServerPort": grpc_port,
+            "remotingListenPort": remoting_port,
+            "metricCollectorMode": "off",
+            **(conf or {}),
+        }
+        conf_file = attempt_dir / "rmq-proxy.json"
+        conf_file.write_text(json.dumps(full, indent=2))
+        try:
+            proxy = start_java(
+                version,
+                attempt_dir,
+                "org.apache.rocketmq.proxy.ProxyStartup",
+                ["-pm", "cluster", "-pc", str(conf_file)],
+                boot_line="rocketmq-proxy startup successfully",
+                addr=f"127.0.0.1:{grpc_port}",
+                label="proxy",
+                heap_mb=384,
+                props=_logback("proxy"),
+            )
+        except JavaStartError as e:
+            last = e
+            continue
+        proxy.ports = {"grpcServerPort": grpc_port, "remotingListenPort": remoting_port}
+        return proxy
+    assert last is not None
+    raise last
 
 
 def cluster_info(namesrv_addr: str, timeout: float = 10) -> dict[str, Any]:
@@ -506,6 +532,40 @@ def mqadmin(
         return MqadminResult(tuple(args), done.returncode, done.stdout, done.stderr)
 
 
+def mqadmin_batch(
+    version: str,
+    commands: Sequence[Sequence[str]],
+    *,
+    workdir: Path,
+    timeout: float = 300,
+    access_key: str | None = None,
+    secret_key: str | None = None,
+) -> list[str]:
+    """Run many mqadmin commands (each a list of arguments, ``-n`` included) in one JVM
+    (``tests/rocketmq/java/MqadminBatch.java``: ``MQAdminStartup.main0`` per command, as
+    ``bin/mqadmin`` runs it); returns each command's output (stdout and stderr merged). Signs with
+    ``access_key``/``secret_key`` like :func:`mqadmin`."""
+    for args in commands:
+        bad = [a for a in args if "\t" in a or "\n" in a]
+        if bad:
+            raise ValueError(f"mqadmin arguments may not hold tabs or newlines: {bad}")
+    home = _rocketmq_home(workdir)
+    if access_key is not None:
+        (home / "conf" / "tools.yml").write_text(f"accessKey: {access_key}\nsecretKey: {secret_key}\n")
+    done = run_java_client(
+        version,
+        "MqadminBatch",
+        workdir=workdir,
+        timeout=timeout,
+        props=_logback("tools"),
+        stdin="".join("\t".join(args) + "\n" for args in commands),
+    )
+    outputs = done.stdout.split("@@END\n")
+    if done.returncode != 0 or len(outputs) != len(commands) + 1:
+        raise RuntimeError(f"mqadmin batch failed (exit {done.returncode}):\n{done.stdout}{done.stderr[-3000:]}")
+    return outputs[:-1]
+
+
 def compiled_classes(name: str) -> Path:
     """``tests/rocketmq/java/*.java`` compiled against the jars of ``name`` into
     ``build/rocketmq/classes/NAME-<hash of sources and jar names>`` (once; reused while neither
@@ -549,7 +609,7 @@ def run_java_client(
     classes = compiled_classes(name)
     workdir.mkdir(parents=True, exist_ok=True)
     _rocketmq_home(workdir)
-    command = _java_command(name, workdir, main, args, 192, props or {}, [classes])
+    command = _java_command(name, workdir, main, args, 192, {**_logback("client"), **(props or {})}, [classes])
     done = subprocess.run(
         command, capture_output=True, text=True, timeout=timeout, cwd=workdir, env=_java_env(workdir, None), input=stdin
     )
@@ -569,7 +629,7 @@ class JavaClient:
         self.main = main
         self.workdir = workdir
         self.log_path = workdir / f"{main}.out"
-        command = _java_command(name, workdir, main, args, 192, props or {}, [classes])
+        command = _java_command(name, workdir, main, args, 192, {**_logback("client"), **(props or {})}, [classes])
         self._log = self.log_path.open("a")
         self._log.write("$ " + " ".join(command) + "\n")
         self.process = subprocess.Popen(

@@ -100,9 +100,10 @@ class Stubs:
         self.health = health_pb2_grpc.HealthStub(self.channel)
 
 
-def spawn_namesrv(workdir: Path, *extra: str) -> NamesrvProcess:
+def spawn_namesrv(workdir: Path, *extra: str, health_port: int = 0) -> NamesrvProcess:
     """Start a NameServer process (kv config and config store inside ``workdir``), wait until it
-    answers health checks; raise RuntimeError with its stderr when it does not start in 20 s."""
+    answers health checks (on ``health_port`` when given: pass ``--health-port`` with it in ``extra``
+    when the gRPC port speaks TLS); raise RuntimeError with its stderr when it does not start in 20 s."""
     workdir.mkdir(parents=True, exist_ok=True)
     args = [
         sys.executable, "-m", "namesrv_grpc", "--host", "127.0.0.1", "--port", "0", "--remoting-port", "0",
@@ -120,7 +121,7 @@ def spawn_namesrv(workdir: Path, *extra: str) -> NamesrvProcess:
         raise RuntimeError(f"namesrv did not start: {line!r} {(workdir / 'namesrv.stderr').read_text()}")
     ports = parse_boot_line(line)
     server = NamesrvProcess(process, ports["gRPC"], workdir, ports["remoting"])
-    wait_serving(server.address)
+    wait_serving(f"127.0.0.1:{health_port}" if health_port else server.address)
     return server
 
 
@@ -143,9 +144,9 @@ def wait_serving(address: str, timeout: float = 20) -> None:
 
 
 @contextmanager
-def running_namesrv(workdir: Path, *extra: str) -> Iterator[NamesrvProcess]:
+def running_namesrv(workdir: Path, *extra: str, health_port: int = 0) -> Iterator[NamesrvProcess]:
     """A NameServer process for the ``with`` block; stopped with SIGTERM afterwards."""
-    server = spawn_namesrv(workdir, *extra)
+    server = spawn_namesrv(workdir, *extra, health_port=health_port)
     try:
         yield server
     finally:

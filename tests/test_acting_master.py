@@ -343,3 +343,51 @@ def test_s52_support_acting_master_from_config_and_at_run_time(tmp_path: Path) -
     assert not ns.route_table.support_acting_master
     ns.update_namesrv_config({"notifyMinBrokerIdChanged": "true"})
     assert ns.config.notify_min_broker_id_changed
+
+
+def test_s53_one_message_per_broker_name_per_batch_of_removals() -> None:
+    """One expiry scan that removes the master and then the smallest slave tells the one broker
+    left once, with the last address that left (RocketMQ: one BrokerStatusChangeInfo per broker
+    name per unRegisterBroker batch, holding the live address map); a group that expires whole
+    tells nobody."""
+    world = World()
+    world.register(0, M, timeout=1_000)
+    world.register(1, S1, timeout=2_000)
+    world.register(2, S2, timeout=60_000)
+    world.changes.clear()
+    world.clock.advance(5_000)
+    assert len(world.rt.scan_not_active_broker()) == 2
+    assert world.changes == [MinBrokerIdChange("c1", "broker-a", 2, S2, S1, "", (S2,))]
+
+    world = World()
+    world.register(0, M, timeout=1_000)
+    world.register(1, S1, timeout=1_000)
+    world.changes.clear()
+    world.clock.advance(5_000)
+    assert len(world.rt.scan_not_active_broker()) == 2
+    assert world.changes == []
+
+
+@pytest.mark.parametrize(("support", "seen_from_other_zone"), [(False, {1: S1}), (True, None)])
+def test_s52_zone_mode_filters_the_rewritten_route(
+    tmp_path: Path, support: bool, seen_from_other_zone: dict[int, str] | None
+) -> None:
+    """RocketMQ rewrites in ``pickupTopicRouteData`` and filters by zone afterwards
+    (``ZoneRouteRPCHook``): a master-less group is kept for every zone ("consume from slave"), but
+    once the acting master is shown under id 0 it is a group with a master, kept only in its zone."""
+    ns, _ = nameserver(tmp_path, support_acting_master=support)
+    for broker_id, addr in ((0, M), (1, S1)):
+        ns.route_table.register_broker(
+            cluster_name="c1",
+            broker_name="broker-a",
+            broker_id=broker_id,
+            broker_addr=addr,
+            topic_configs={"T1": topic("T1")},
+            enable_acting_master=True,
+            zone_name="zone-1",
+        )
+    ns.route_table.unregister_broker(cluster_name="c1", broker_name="broker-a", broker_id=0, broker_addr=M)
+    own = ns.pickup_topic_route("T1", zone_name="ZONE-1").broker_datas
+    assert [b.broker_addrs for b in own] == [{0: S1} if support else {1: S1}]
+    other = ns.pickup_topic_route("T1", zone_name="zone-2").broker_datas
+    assert [b.broker_addrs for b in other] == ([seen_from_other_zone] if seen_from_other_zone else [])

@@ -180,9 +180,17 @@ def test_compare_the_java_namesrv_and_ours(side: Side) -> None:
             side.ours.remoting_address: "fake-a:4",
         }
         assert [n["protocol"] for n in report["namesrvs"]] == ["remoting", "remoting"]
+        # The same changes on the Java NameServer, over remoting: they agree again.
+        code, out, err = admin("-n", side.java.addr, "wipe-write-perm", "fake-b")
+        assert code == 0, out + err
+        assert out == f"{side.java.addr}: OK write permission wiped: 2 topics of fake-b\n"
+        assert admin("-n", side.java.addr, "kv-put", "ORDER_TOPIC_CONFIG", "Orders", "fake-a:4")[0] == 0
+        assert admin("-n", side.both, "compare")[0] == 0
     finally:
-        admin("-n", side.ours.address, "add-write-perm", "fake-b")
-        admin("-n", side.ours.address, "kv-put", "ORDER_TOPIC_CONFIG", "Orders", "fake-a:8")
+        # Both at once, Java over remoting and ours over gRPC.
+        both = f"{side.java.addr};{side.ours.address}"
+        assert admin("-n", both, "add-write-perm", "fake-b")[0] == 0
+        assert admin("-n", both, "kv-put", "ORDER_TOPIC_CONFIG", "Orders", "fake-a:8")[0] == 0
     assert admin("-n", f"{side.java.addr};{side.ours.address}", "compare")[0] == 0
 
 

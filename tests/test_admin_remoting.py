@@ -177,13 +177,36 @@ def test_remoting_read_falls_over_to_the_next_namesrv(pair: tuple[NamesrvProcess
     assert "TopicTest" in result.stdout
 
 
-def test_changes_refuse_remoting_and_explain_a_remoting_port(pair: tuple[NamesrvProcess, NamesrvProcess]) -> None:
-    named = admin("-n", f"remoting://{pair[0].remoting_address}", "kv-put", "ns", "k", "v")
+def test_changes_over_remoting_and_the_grpc_only_ones(pair: tuple[NamesrvProcess, NamesrvProcess]) -> None:
+    one, two = pair
+    both = f"{one.remoting_address};remoting://{two.remoting_address}"
+    put = admin("-n", both, "kv-put", "ns", "k", "v")
+    assert put.returncode == 0, put.stdout + put.stderr
+    assert put.stdout.splitlines() == [
+        f"{one.remoting_address}: OK ns/k set",
+        f"remoting://{two.remoting_address}: OK ns/k set",
+    ]
+    assert json.loads(admin("-n", two.address, "kv-get", "ns", "k").stdout) == {"value": "v"}
+    wiped = admin("-n", both, "wipe-write-perm", "broker-a")
+    assert wiped.stdout.splitlines()[0] == f"{one.remoting_address}: OK write permission wiped: 2 topics of broker-a"
+    assert json.loads(admin("-n", two.address, "route", "Orders").stdout)["route"]["queue_datas"][0]["perm"] == 4
+    assert admin("-n", both, "add-write-perm", "broker-a").returncode == 0
+    assert admin("-n", both, "wipe-write-perm", "nobody").returncode == 1  # known nowhere
+    assert admin("-n", both, "config", "scanNotActiveBrokerInterval=6000").returncode == 0
+    assert json.loads(admin("-n", two.address, "config").stdout)["config"]["scanNotActiveBrokerInterval"] == "6000"
+    refused = admin("-n", both, "config", "noSuchKey=1")
+    assert refused.returncode == 1
+    assert "FAILED" in refused.stdout
+    assert admin("-n", both, "kv-delete", "ns", "k").returncode == 0
+    assert admin("-n", both, "delete-topic", "Other").returncode == 0
+    assert admin("-n", one.address, "route", "Other").returncode == 1
+    # snapshot (and watch) are namesrv-grpc's own API
+    named = admin("-n", f"remoting://{one.remoting_address}", "snapshot")
     assert named.returncode == 2
     assert "needs namesrv-grpc's gRPC API" in named.stderr
-    detected = admin("-n", pair[0].remoting_address, "kv-put", "ns", "k", "v")
+    detected = admin("-n", one.remoting_address, "snapshot")
     assert detected.returncode == 1
-    assert "is a RocketMQ remoting port" in detected.stdout
+    assert "is a RocketMQ remoting port: snapshot needs namesrv-grpc's gRPC API" in detected.stdout
 
 
 # --------------------------------------------------------------------------------------------- compare

@@ -34,7 +34,7 @@ def run_tiny(tmp_path: Path, key: str) -> tuple[dict[str, Any], str]:
 EXPECTED_ROWS = {
     "1": ["1"],
     "2": ["2a", "2b", "2c"],
-    "3": ["3a", "3b"],
+    "3": ["3a", "3b", "3c"],
     "4": ["4a", "4b", "4c"],
     "5": ["5a", "5b", "5c", "5d"],
     "6": ["6a", "6b"],
@@ -42,8 +42,10 @@ EXPECTED_ROWS = {
     "8": ["8a", "8b"],
     "9": ["9a", "9b", "9c"],
     "10": ["10a", "10b", "10c", "10d"],
-    "11": ["11a", "11b"],
+    "11": ["11a", "11b", "11c"],
     "12": ["12a", "12b", "12c", "12d", "12e", "12f", "12g", "12h", "12i"],
+    "13": ["13a", "13b", "13c", "13d"],
+    "14": ["14a"],
 }
 
 
@@ -80,6 +82,17 @@ def _row(result: dict[str, Any], row_id: str) -> dict[str, Any]:
     return next(r for r in result["rows"] if r["id"] == row_id)
 
 
+def _check_13(result: dict[str, Any]) -> None:
+    assert result["raw"]["queue_datas"] == 2_000
+    assert all(b > 0 for b in _row(result, "13b")["runs"]["bytes per topic over idle"])
+    assert all(run["extra"]["checked_answers"] >= 1 for run in result["raw"]["churned"])
+    assert len(_row(result, "13a")["runs"]["GC pauses over 20 ms"]) == 3
+
+
+def _check_14(result: dict[str, Any]) -> None:
+    assert result["raw"]["landed"] is True, "every registration of the restart must land"
+
+
 def _check_2(result: dict[str, Any]) -> None:
     assert result["raw"]["topics"] == 300
     assert "60 distinct topics drawn at random" in _row(result, "2a")["what"]
@@ -109,7 +122,9 @@ def _check_10(result: dict[str, Any]) -> None:
     assert "bottleneck per run" in _row(result, "10d")["note"]
 
 
-SCENARIO_CHECKS = {"2": _check_2, "4": _check_4, "6": _check_6, "9": _check_9, "10": _check_10}
+SCENARIO_CHECKS = {
+    "2": _check_2, "4": _check_4, "6": _check_6, "9": _check_9, "10": _check_10, "13": _check_13, "14": _check_14,
+}  # fmt: skip
 
 
 def test_quick_titles_say_what_ran(tmp_path: Path) -> None:

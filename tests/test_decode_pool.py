@@ -160,3 +160,15 @@ def test_both_doors_decode_large_bodies_in_the_child(tmp_path: Path) -> None:
                 assert [(q.broker_name, q.read_queue_nums, q.perm) for q in route.queue_datas] == [(broker, 8, perm)]
             topics = stubs.ns.GetAllTopicList(ns_pb2.GetAllTopicListRequest()).topics
             assert len(topics) == 16_000 + 4_000 + 5
+
+
+def test_child_process_can_be_switched_off(tmp_path: Path) -> None:
+    conf = tmp_path / "namesrv.conf"
+    conf.write_text("registerBodyDecodeInChildProcess=false\n")
+    request = register_request(broker_name="broker-g", topics=configs(16_000, prefix="off-"))
+    with running_namesrv(tmp_path / "ns", "-c", str(conf)) as server, server.channel() as channel:
+        stubs = Stubs(channel)
+        stubs.ns.RegisterBroker(request, timeout=60)
+        assert children_of(server.process.pid) == []
+        route = stubs.ns.PickupTopicRoute(ns_pb2.PickupTopicRouteRequest(topic="off-15999")).route
+        assert [q.broker_name for q in route.queue_datas] == ["broker-g"]

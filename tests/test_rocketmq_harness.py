@@ -136,3 +136,14 @@ def test_wait_registered_reads_any_namesrv(ours: NamesrvProcess, broker5: JavaPr
     assert wait_registered(ours.remoting_address, "smoke-a") == broker5.addr
     with pytest.raises(TimeoutError):
         wait_registered(ours.remoting_address, "smoke-a", broker_id=3, timeout=0.5)
+
+
+def test_missing_jars_skip_unless_required(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without the jars a test skips; with NAMESRV_REQUIRE_ROCKETMQ=1 (make test) it fails, naming them."""
+    monkeypatch.delenv("NAMESRV_REQUIRE_ROCKETMQ", raising=False)
+    with pytest.raises(pytest.skip.Exception, match="no-such-version"):
+        require_rocketmq("no-such-version")
+    monkeypatch.setenv("NAMESRV_REQUIRE_ROCKETMQ", "1")
+    with pytest.raises(pytest.fail.Exception, match=r"build/rocketmq/no-such-version/lib .*make rocketmq"):
+        require_rocketmq("no-such-version")
+    require_rocketmq(ROCKETMQ_5)  # present: nothing raised

@@ -698,7 +698,7 @@ def test_s18_no_route_is_none(rt: RouteInfoManager) -> None:
 
 
 def test_s18_topic_whose_broker_names_have_no_broker_data_has_no_route(rt: RouteInfoManager) -> None:
-    rt.topic_queue_nums["T1"] = {"ghost": (4, 4, 6, 0)}
+    rt.topic_queue_nums["T1"] = (("ghost",), ((4, 4, 6, 0),))
     assert rt.pickup_topic_route_data("T1") is None
 
 

@@ -4,8 +4,8 @@
 ``-n "host:port;host:port"`` (or ``NAMESRV_ADDR``; default ``127.0.0.1:8081``, the gRPC port) names
 every NameServer of the cluster, as ``mqadmin -n`` does. Each address speaks RocketMQ remoting (any
 NameServer, Java or ours: ``remoting://host:9876``) or gRPC (namesrv-grpc: ``grpc://host:8081``);
-without a prefix the protocol is detected on the port (:mod:`namesrv_grpc.admin_readers`). Reads
-and ``compare`` work over both; changes, ``snapshot`` and ``watch`` are namesrv-grpc's gRPC API:
+without a prefix the protocol is detected on the port (:mod:`namesrv_grpc.admin_readers`). Reads,
+changes and ``compare`` work over both; ``snapshot`` and ``watch`` are namesrv-grpc's gRPC API:
 
 - reads (``route``, ``clusters``, ``topics``, ``kv-get``, ``kv-list``, ``config`` without changes)
   ask the first NameServer that answers (one that cannot be reached or does not answer within
@@ -57,6 +57,8 @@ from namesrv_grpc.admin_watch import add_watch_parser, run_watch
 from namesrv_grpc.grpc_api.convert import cluster_info_to_proto, route_to_proto
 from namesrv_grpc.pipes import quiet_broken_pipe
 from namesrv_grpc.properties import ConfigError
+from namesrv_grpc.remoting import bodies
+from namesrv_grpc.remoting.codes import RequestCode
 from namesrv_grpc.security import client as security
 
 DEFAULT_NAMESRV = "127.0.0.1:8081"
@@ -498,16 +500,75 @@ def _remoting_hint(endpoint: Endpoint, args: argparse.Namespace, outcome: Outcom
         return outcome
     return Outcome(
         outcome.address,
-        error=f"{endpoint.address} is a RocketMQ remoting port: namesrv-admin makes changes over namesrv-grpc's "
-        "gRPC API only (give its gRPC port, default 8081; for a Java NameServer use mqadmin)",
+        error=f"{endpoint.address} is a RocketMQ remoting port: {args.command} needs namesrv-grpc's gRPC API "
+        "(give its gRPC port, default 8081)",
         answered=False,
     )
 
 
+REMOTING_CHANGES = ("wipe-write-perm", "add-write-perm", "delete-topic", "kv-put", "kv-delete", "config")
+"""Changes that RocketMQ remoting can carry (any NameServer); ``snapshot`` and ``watch`` are gRPC only."""
+
+
+async def _remoting_change(reader: admin_readers.RemotingReader, args: argparse.Namespace) -> Message:
+    """A change over remoting, answered in the message the gRPC API answers with (same output)."""
+    command = args.command
+    if command in ("wipe-write-perm", "add-write-perm"):
+        wipe = command == "wipe-write-perm"
+        code = RequestCode.WIPE_WRITE_PERM_OF_BROKER if wipe else RequestCode.ADD_WRITE_PERM_OF_BROKER
+        answer = await reader.change(code, {"brokerName": args.broker_name})
+        count = int(answer.ext_fields.get("wipeTopicCount" if wipe else "addTopicCount", "0") or 0)
+        if wipe:
+            return admin_pb2.WipeWritePermOfBrokerResponse(wipe_topic_count=count)
+        return admin_pb2.AddWritePermOfBrokerResponse(add_topic_count=count)
+    if command == "delete-topic":
+        fields = {"topic": args.topic, **({"clusterName": args.cluster} if args.cluster else {})}
+        await reader.change(RequestCode.DELETE_TOPIC_IN_NAMESRV, fields)
+        return admin_pb2.DeleteTopicResponse()
+    if command == "kv-put":
+        fields = {"namespace": args.namespace, "key": args.key, "value": args.value}
+        await reader.change(RequestCode.PUT_KV_CONFIG, fields)
+        return kv_pb2.PutKVConfigResponse()
+    if command == "kv-delete":
+        await reader.change(RequestCode.DELETE_KV_CONFIG, {"namespace": args.namespace, "key": args.key})
+        return kv_pb2.DeleteKVConfigResponse()
+    if command == "config":
+        body = bodies.encode_namesrv_config(dict(c.split("=", 1) for c in args.changes))
+        await reader.change(RequestCode.UPDATE_NAMESRV_CONFIG, {}, body)
+        return admin_pb2.UpdateNamesrvConfigResponse()
+    raise AssertionError(command)
+
+
+def _change_one(endpoint: Endpoint, args: argparse.Namespace) -> Outcome:
+    """One change on one NameServer, over the protocol its address names or its port speaks."""
+    name = str(endpoint)
+    if endpoint.protocol == "grpc" or args.command not in REMOTING_CHANGES:
+        return _remoting_hint(endpoint, args, _ask(endpoint.address, args, _change_call(args)))
+
+    async def over_remoting() -> Outcome | None:
+        try:
+            reader = await admin_readers.open_reader(endpoint, args.client_security, args.timeout)
+        except ReadError as exc:
+            return Outcome(name, error=exc.message, answered=exc.answered, protocol="remoting")
+        try:
+            if not isinstance(reader, admin_readers.RemotingReader):
+                return None
+            return Outcome(name, response=await _remoting_change(reader, args), protocol="remoting")
+        except ReadError as exc:
+            return Outcome(name, error=exc.message, answered=exc.answered, protocol="remoting")
+        finally:
+            await reader.close()
+
+    outcome = admin_readers.run(over_remoting())
+    if outcome is None:  # the port speaks gRPC
+        outcome = _ask(endpoint.address, args, _change_call(args))
+        return Outcome(name, outcome.response, outcome.error, outcome.answered)
+    return cast(Outcome, outcome)
+
+
 def _run_change(args: argparse.Namespace, endpoints: list[Endpoint]) -> int:
-    addresses = [e.address for e in endpoints]
-    outcomes = _ask_all(addresses, args, _change_call(args))
-    outcomes = [_remoting_hint(e, args, o) for e, o in zip(endpoints, outcomes, strict=True)]
+    with ThreadPoolExecutor(max_workers=min(16, len(endpoints))) as pool:
+        outcomes = list(pool.map(lambda endpoint: _change_one(endpoint, args), endpoints))
     changed_somewhere = False
     for outcome in outcomes:
         line, changed = _change_line(args, outcome)
@@ -550,15 +611,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error("--recheck-after must be >= 0")
         return run_compare(args, endpoints, args.client_security)
     is_read = args.command in READS and not (args.command == "config" and args.changes)
-    if not is_read:
+    if not is_read and args.command not in REMOTING_CHANGES:
         remoting = [str(e) for e in endpoints if e.protocol == "remoting"]
         if remoting:
             parser.error(
                 f"{args.command} needs namesrv-grpc's gRPC API; {';'.join(remoting)} names RocketMQ remoting "
-                "(reads and compare work over remoting)"
+                "(reads, compare and the other changes work over remoting)"
             )
-        args.namesrv = ";".join(e.address for e in endpoints)
     if args.command == "watch":
+        args.namesrv = ";".join(e.address for e in endpoints)
         if args.each:
             parser.error("--each is for reads; watch follows every NameServer anyway")
         return run_watch(args)

@@ -176,12 +176,14 @@ class RemotingReader(NamesrvReader):
             ) from None
         return cls(address, client, security, timeout)
 
-    async def request(self, code: RequestCode, fields: Mapping[str, str] | None = None) -> RemotingCommand:
+    async def request(
+        self, code: RequestCode, fields: Mapping[str, str] | None = None, body: bytes = b""
+    ) -> RemotingCommand:
         """Send one (signed) request; return the answer whatever its code. Raises ReadError
         (``answered=False``) when the connection fails or no answer comes within the timeout."""
-        ext = self._security.remoting_fields(dict(fields or {}), b"")
+        ext = self._security.remoting_fields(dict(fields or {}), body)
         try:
-            return await self._client.request(code, ext, timeout=self._timeout)
+            return await self._client.request(code, ext, body, timeout=self._timeout)
         except RemotingConnectionError as exc:
             raise ReadError(self.address, f"UNAVAILABLE: {exc}", answered=False) from None
         except TimeoutError:
@@ -189,12 +191,26 @@ class RemotingReader(NamesrvReader):
                 self.address, f"DEADLINE_EXCEEDED: no answer within {self._timeout:g} s", answered=False
             ) from None
 
-    async def _ok(self, code: RequestCode, fields: Mapping[str, str] | None = None) -> RemotingCommand | None:
+    async def change(self, code: RequestCode, fields: Mapping[str, str], body: bytes = b"") -> RemotingCommand:
+        """A request that changes something (PUT_KV_CONFIG, WIPE_WRITE_PERM_OF_BROKER, ...): the
+        answer when SUCCESS; raises ReadError (``CODE: remark``) else."""
+        answer = await self._ok(code, fields, body, not_found_is_none=False)
+        assert answer is not None
+        return answer
+
+    async def _ok(
+        self,
+        code: RequestCode,
+        fields: Mapping[str, str] | None = None,
+        body: bytes = b"",
+        *,
+        not_found_is_none: bool = True,
+    ) -> RemotingCommand | None:
         """The answer when SUCCESS, None when TOPIC_NOT_EXIST / QUERY_NOT_FOUND; raises ReadError else."""
-        answer = await self.request(code, fields)
+        answer = await self.request(code, fields, body)
         if answer.code == ResponseCode.SUCCESS:
             return answer
-        if answer.code in (ResponseCode.TOPIC_NOT_EXIST, ResponseCode.QUERY_NOT_FOUND):
+        if not_found_is_none and answer.code in (ResponseCode.TOPIC_NOT_EXIST, ResponseCode.QUERY_NOT_FOUND):
             return None
         try:
             name = ResponseCode(answer.code).name

@@ -72,6 +72,8 @@ class NamesrvConfig:
     register_body_max_inflated_size: int = 64 * 1024 * 1024
     register_body_max_topics: int = 200_000
     register_body_max_filter_servers: int = 64
+    register_body_decode_in_child_process: bool = True
+    """Large registration bodies are decoded in a child process (namesrv_grpc.decode_pool)."""
     kv_config_max_value_size: int = 64 * 1024
     kv_config_max_total_size: int = 2 * 1024 * 1024
     broker_session_hello_timeout_millis: int = 10_000
@@ -256,6 +258,11 @@ KEYS: dict[str, _Key] = {
         "register_body_max_filter_servers",
         _int_parser(0, 100_000),
         "most filter-server addresses one registration may carry (each lookup of its topics returns them all)",
+    ),
+    "registerBodyDecodeInChildProcess": _Key(
+        "register_body_decode_in_child_process",
+        _parse_bool,
+        "decode large registration bodies in a child process, so lookups never wait behind them",
     ),
     "configBlackList": _Key("config_black_list", str, "keys UpdateNamesrvConfig refuses, ';'-separated"),
     "grpcMaxMessageSize": _Key(

@@ -11,7 +11,7 @@ the NameServer never stores them, as in RocketMQ's ``RouteInfoManager``).
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
 from namesrv_grpc.core.model import TopicConfig
 
@@ -43,10 +43,18 @@ class CompactTopics(Mapping[str, TopicConfig]):
             nums.extend((config.read_queue_nums, config.write_queue_nums, config.perm, config.topic_sys_flag))
         return cls(names, nums)
 
-    def queue_nums(self) -> Iterator[tuple[str, QueueNums]]:
-        """``(topic, (read, write, perm, sys flag))`` in order, without building TopicConfig objects."""
+    def queue_nums(self, positions: Iterable[int] | None = None) -> Iterator[tuple[str, QueueNums]]:
+        """``(topic, (read, write, perm, sys flag))`` in order (only at ``positions`` when given),
+        without building TopicConfig objects."""
+        if positions is not None:
+            return ((self.names[i], self._nums_at(i)) for i in positions)
         numbers = iter(self.nums)
         return zip(self.names, zip(numbers, numbers, numbers, numbers, strict=True), strict=True)
+
+    def _nums_at(self, position: int) -> QueueNums:
+        nums = self.nums
+        base = 4 * position
+        return nums[base], nums[base + 1], nums[base + 2], nums[base + 3]
 
     def __len__(self) -> int:
         return len(self.names)
@@ -57,8 +65,7 @@ class CompactTopics(Mapping[str, TopicConfig]):
     def __getitem__(self, name: str) -> TopicConfig:
         if self._index is None:
             self._index = {topic: position for position, topic in enumerate(self.names)}
-        position = self._index[name]
-        read, write, perm, sys_flag = self.nums[4 * position : 4 * position + 4]
+        read, write, perm, sys_flag = self._nums_at(self._index[name])
         return TopicConfig(name, read, write, perm, sys_flag)
 
     def __reduce__(self) -> tuple[type[CompactTopics], tuple[list[str], array[int]]]:

@@ -308,8 +308,9 @@ class NameServer:
         config = self.config
         known = self.route_table.stored_topics_fingerprint(**identity._asdict())
         limits = (config.register_body_max_inflated_size, config.register_body_max_topics, known)
-        if self.body_decoder is not None and self.body_decoder.wants(len(body), compressed):
-            return self.body_decoder.decode(decode_protobuf_body, body, compressed, *limits, True)
+        decoder = self.body_decoder if config.register_body_decode_in_child_process else None
+        if decoder is not None and decoder.wants(len(body), compressed):
+            return decoder.decode(decode_protobuf_body, body, compressed, *limits, True)
         return decode_protobuf_body(body, compressed, *limits)
 
     def apply_registration(

@@ -2,7 +2,7 @@
 
 Five tables, as in ``namesrv/.../routeinfo/RouteInfoManager.java``::
 
-    topic_queue_nums     topic       -> {broker name -> QueueNums} (QueueData without its broker name)
+    topic_queue_nums     topic       -> TopicQueues: (broker names, their QueueNums) as two tuples
     broker_addr_table    broker name -> BrokerData {broker id -> broker addr}
     cluster_addr_table   cluster     -> {broker name}
     broker_live_table    broker addr -> BrokerLiveInfo
@@ -13,11 +13,14 @@ changing its write permission or listing a cluster's topics does not scan every 
 
 Representation (what the garbage collector walks): a QueueData is stored as a plain tuple of four
 ints, ``(readQueueNums, writeQueueNums, perm, topicSysFlag)``, interned (one object per distinct
-value in the whole table), and the topic index holds dicts of ``None``, not sets. CPython stops
-tracking plain tuples of ints and dicts holding only such values, so a table of 800,000 QueueData
-adds almost nothing to what a full collection walks (a ``QueueData`` NamedTuple and a ``set`` are
-tracked for ever: 0.3 s full collections at that size). :class:`QueueData` objects are built when a
-route is read (:meth:`pickup_topic_route_data`, :attr:`topic_queue_table`, :meth:`copy_tables`).
+value in the whole table); a topic's QueueData are two plain tuples, its broker names (sorted) and
+their QueueNums (:data:`TopicQueues`, replaced as a whole on a change); the topic index holds dicts
+of ``None``, not sets; a cached route is a tuple of its encodings. CPython stops tracking plain
+tuples of untracked items and dicts holding only such values, so the 200,000-entry dicts of topics
+are not walked by a full collection at all (a ``QueueData`` NamedTuple, a ``set`` or a dict of dicts
+is tracked for ever: full collections took 0.3 s with 800,000 QueueData, 50 ms with dicts of dicts).
+:class:`QueueData` objects are built when a route is read (:meth:`pickup_topic_route_data`,
+:attr:`topic_queue_table`, :meth:`copy_tables`).
 
 Every public method takes one lock for its whole duration, so readers never see a half-applied
 registration or removal. Time comes from an injected ``clock`` returning milliseconds since the epoch,
@@ -46,10 +49,12 @@ worker thread when a registration runs there).
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import heapq
 import threading
 import time
+from array import array
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -98,6 +103,41 @@ MAX_INTERNED_QUEUE_NUMS = 4096
 """Distinct QueueNums values kept for sharing; past this the sharing table starts over (values in the
 table stay valid, only no longer shared)."""
 
+TopicQueues = tuple[tuple[str, ...], tuple[QueueNums, ...]]
+"""One topic's QueueData: its broker names, sorted, and their QueueNums in the same order."""
+
+
+def queues_get(queues: TopicQueues | None, broker_name: str) -> QueueNums | None:
+    """The QueueNums of ``broker_name`` in a topic's QueueData, or None."""
+    if queues is None:
+        return None
+    names = queues[0]
+    index = bisect.bisect_left(names, broker_name)
+    return queues[1][index] if index < len(names) and names[index] == broker_name else None
+
+
+def queues_put(queues: TopicQueues | None, broker_name: str, nums: QueueNums) -> TopicQueues:
+    """A topic's QueueData with ``broker_name``'s added or replaced."""
+    if queues is None:
+        return (broker_name,), (nums,)
+    names, values = queues
+    index = bisect.bisect_left(names, broker_name)
+    if index < len(names) and names[index] == broker_name:
+        return names, (*values[:index], nums, *values[index + 1 :])
+    return (*names[:index], broker_name, *names[index:]), (*values[:index], nums, *values[index:])
+
+
+def queues_remove(queues: TopicQueues, broker_name: str) -> TopicQueues | None:
+    """A topic's QueueData without ``broker_name``'s (None when none is left)."""
+    names, values = queues
+    index = bisect.bisect_left(names, broker_name)
+    if index == len(names) or names[index] != broker_name:
+        return queues
+    if len(names) == 1:
+        return None
+    return (*names[:index], *names[index + 1 :]), (*values[:index], *values[index + 1 :])
+
+
 Clock = Callable[[], int]
 """Returns the current time in milliseconds since the epoch."""
 
@@ -110,16 +150,6 @@ MinBrokerIdListener = Callable[[MinBrokerIdChange], None]
 in a way RocketMQ tells the brokers about (S53)."""
 
 
-def queue_nums_of(topic_configs: Mapping[str, TopicConfig]) -> Iterator[tuple[str, QueueNums]]:
-    """``(topic, QueueNums)`` of each topic config: what S07 compares and stores."""
-    if isinstance(topic_configs, CompactTopics):
-        return topic_configs.queue_nums()
-    return (
-        (c.topic_name, (c.read_queue_nums, c.write_queue_nums, c.perm, c.topic_sys_flag))
-        for c in topic_configs.values()
-    )
-
-
 def wall_clock_millis() -> int:
     """The system clock in milliseconds since the epoch (RocketMQ ``System.currentTimeMillis()``)."""
     return time.time_ns() // 1_000_000
@@ -130,11 +160,12 @@ class QueueDataView(Mapping[str, dict[str, QueueData]]):
     access builds the QueueData of one topic). For introspection and tests: the table itself reads
     :attr:`RouteInfoManager.topic_queue_nums`."""
 
-    def __init__(self, queue_nums: dict[str, dict[str, QueueNums]]) -> None:
+    def __init__(self, queue_nums: dict[str, TopicQueues]) -> None:
         self._queue_nums = queue_nums
 
     def __getitem__(self, topic: str) -> dict[str, QueueData]:
-        return {name: QueueData(name, *nums) for name, nums in self._queue_nums[topic].items()}
+        names, values = self._queue_nums[topic]
+        return {name: QueueData(name, *nums) for name, nums in zip(names, values, strict=True)}
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._queue_nums)
@@ -193,8 +224,8 @@ class RouteInfoManager:
         self.delete_topic_with_broker_registration = delete_topic_with_broker_registration
         self.support_acting_master = support_acting_master
         self._lock = threading.RLock()
-        self.topic_queue_nums: dict[str, dict[str, QueueNums]] = {}
-        """topic -> {broker name -> interned QueueNums} (see the module doc)."""
+        self.topic_queue_nums: dict[str, TopicQueues] = {}
+        """topic -> its QueueData as :data:`TopicQueues` (see the module doc)."""
         self._interned: dict[QueueNums, QueueNums] = {}
         self.broker_addr_table: dict[str, BrokerData] = {}
         self.cluster_addr_table: dict[str, set[str]] = {}
@@ -214,11 +245,11 @@ class RouteInfoManager:
         later than its real one (``last_update_timestamp + heartbeat_timeout_millis``); a scan pops
         the entries that are due, removes the brokers that really expired and reschedules the rest
         at their real deadline. A scan with nothing due costs one comparison."""
-        self._route_cache: dict[str, dict[int, Any]] = {}
-        """topic -> {encoding number -> the route as that encoder encoded it} (gRPC bytes, remoting JSON
-        in both forms). Values are built under the lock; every change that touches the topic's route
-        drops the topic's whole entry (all encodings together) under the lock. Encoding keys are
-        numbered (``_encoding_numbers``) so that an entry holds only ints and bytes (untracked)."""
+        self._route_cache: dict[str, tuple[Any, ...]] = {}
+        """topic -> the route as each encoder encoded it (gRPC bytes, remoting JSON in both forms), at
+        the encoder's number (``_encoding_numbers``; None: not encoded yet). Values are built under
+        the lock; every change that touches the topic's route drops the topic's whole entry (all
+        encodings together) under the lock. A tuple of bytes is not tracked by the collector."""
         self._encoding_numbers: dict[Hashable, int] = {}
         self.version = 0
         """Increases on every change of any table; cheap change detection for caches and snapshots."""
@@ -233,7 +264,9 @@ class RouteInfoManager:
         """Called after every route change, outside the lock, in the thread that made the change."""
         self.min_broker_id_listeners: list[MinBrokerIdListener] = []
         """Called with every MinBrokerIdChange (S53), outside the lock, in the thread that made it."""
-        self._min_broker_id_changes: list[MinBrokerIdChange] = []
+        self._min_broker_id_changes: dict[str, tuple[str, str, bool]] = {}
+        """broker name -> (offline address, HA address, after a departure) of the smallest-id changes
+        of the call under way; the last one per broker name counts (see _pending_min_broker_id_changes)."""
         self._changed_topics: set[str] = set()
         self._all_routes_changed = False
         self._change_depth = 0
@@ -270,7 +303,7 @@ class RouteInfoManager:
                     self._changed_topics = set()
                     self._all_routes_changed = False
                 if self._change_depth == 0 and self._min_broker_id_changes:
-                    min_broker_id_changes, self._min_broker_id_changes = self._min_broker_id_changes, []
+                    min_broker_id_changes = self._pending_min_broker_id_changes()
         if notice is not None:
             for listener in list(self.route_listeners):
                 listener(*notice)
@@ -352,6 +385,8 @@ class RouteInfoManager:
         registration holds the lock for the topics it changes, not for all it names, and lookups
         of other routes are not kept waiting; readers still never see half of it.
         """
+        if topic_configs is not None and not isinstance(topic_configs, CompactTopics):
+            topic_configs = CompactTopics.from_topic_configs(topic_configs)
         differing = self._differing(broker_name, topic_configs) if broker_id == MASTER_ID and topic_configs else None
         new_version = enable_acting_master is not None
         with self._changing():
@@ -434,9 +469,10 @@ class RouteInfoManager:
                 if self.delete_topic_with_broker_registration and not topic_queue_mappings:
                     for topic in self.topics_by_broker_name.get(broker_name, {}).keys() - topic_configs.keys():
                         self._remove_queue_data(topic, broker_name)
-                pairs: Iterable[tuple[str, QueueNums]] = queue_nums_of(topic_configs)
+                pairs: Iterable[tuple[str, QueueNums]] = topic_configs.queue_nums()
                 if differing is not None and differing[0] == self._changes_done:
-                    pairs = differing[1]  # nothing changed since: the others are equal, S07 skips them
+                    # nothing changed since: the others are equal, S07 skips them
+                    pairs = topic_configs.queue_nums(differing[1])
                 if prime_slave and broker_data.enable_acting_master:
                     pairs = [(topic, (r, w, perm & ~PERM_WRITE, flag)) for topic, (r, w, perm, flag) in pairs]
                 for topic, nums in pairs:
@@ -519,19 +555,18 @@ class RouteInfoManager:
             displaced.pop(next(iter(displaced)))
         return holder.instance_id if fighting else ""
 
-    def _differing(
-        self, broker_name: str, topic_configs: Mapping[str, TopicConfig]
-    ) -> tuple[int, list[tuple[str, QueueNums]]]:
-        """``(changes done before the read, (topic, QueueNums) of the topics whose QueueData differ
-        from the table's)``, read without the lock (single dict reads; the values are immutable
-        tuples). The list is what S07 would write as long as no change ended since."""
+    def _differing(self, broker_name: str, topics: CompactTopics) -> tuple[int, array[int]]:
+        """``(changes done before the read, positions in ``topics`` of the topics whose QueueData
+        differ from the table's)``, read without the lock (single dict reads; the values are
+        immutable tuples). Those topics are what S07 would write as long as no change ended since.
+        Positions, not (topic, QueueNums) pairs: 100,000 pairs kept until the update would be
+        tracked by the collector and make its full passes long."""
         seen = self._changes_done
         table = self.topic_queue_nums
-        differing = []
-        for topic, nums in queue_nums_of(topic_configs):
-            queue_data_map = table.get(topic)
-            if queue_data_map is None or queue_data_map.get(broker_name) != nums:
-                differing.append((topic, nums))
+        differing = array("i")
+        for position, (topic, nums) in enumerate(topics.queue_nums()):
+            if queues_get(table.get(topic), broker_name) != nums:
+                differing.append(position)
         return seen, differing
 
     def _create_and_update_queue_data(self, broker_name: str, topic_config: TopicConfig) -> None:
@@ -546,24 +581,22 @@ class RouteInfoManager:
 
     def _create_and_update_queue_nums(self, broker_name: str, topic: str, nums: QueueNums) -> None:
         """S07: create the topic, add or replace this broker name's QueueData when it differs."""
-        queue_data_map = self.topic_queue_nums.setdefault(topic, {})
-        if queue_data_map.get(broker_name) != nums:
-            self._set_queue_nums(topic, queue_data_map, broker_name, nums)
+        if queues_get(self.topic_queue_nums.get(topic), broker_name) != nums:
+            self._set_queue_nums(topic, broker_name, nums)
             self._route_changed(topic)
         self.topics_by_broker_name.setdefault(broker_name, {})[topic] = None
 
-    def _set_queue_nums(
-        self, topic: str, queue_data_map: dict[str, QueueNums], broker_name: str, nums: QueueNums
-    ) -> None:
-        """Put ``nums`` (interned here) as ``broker_name``'s QueueData into the topic's map, keeping the
-        digest up to date."""
-        old = queue_data_map.get(broker_name)
+    def _set_queue_nums(self, topic: str, broker_name: str, nums: QueueNums) -> None:
+        """Put ``nums`` (interned here) as ``broker_name``'s QueueData of ``topic`` (created when
+        missing), keeping the digest up to date."""
+        queues = self.topic_queue_nums.get(topic)
+        old = queues_get(queues, broker_name)
         interned = self._interned.get(nums)
         if interned is None:
             if len(self._interned) >= MAX_INTERNED_QUEUE_NUMS:
                 self._interned.clear()
             interned = self._interned[nums] = nums
-        queue_data_map[broker_name] = interned
+        self.topic_queue_nums[topic] = queues_put(queues, broker_name, interned)
         self._digest.replace(
             None if old is None else queue_data_hash(topic, QueueData(broker_name, *old)),
             queue_data_hash(topic, QueueData(broker_name, *nums)),
@@ -769,38 +802,49 @@ class RouteInfoManager:
             self._forget_topics_fingerprints(broker_name)
         if broker_data.enable_acting_master and MASTER_ID not in broker_data.broker_addrs:
             for topic in self.topics_by_broker_name.get(broker_name, ()):
-                queue_data_map = self.topic_queue_nums[topic]
-                read, write, perm, sys_flag = queue_data_map[broker_name]
-                if perm & PERM_WRITE:
+                nums = queues_get(self.topic_queue_nums.get(topic), broker_name)
+                if nums is not None and nums[2] & PERM_WRITE:
+                    read, write, perm, sys_flag = nums
                     self._forget_topics_fingerprints(broker_name)
-                    self._set_queue_nums(
-                        topic, queue_data_map, broker_name, (read, write, perm & ~PERM_WRITE, sys_flag)
-                    )
+                    self._set_queue_nums(topic, broker_name, (read, write, perm & ~PERM_WRITE, sys_flag))
                     self._route_changed(topic)
         if was_min and broker_data.enable_acting_master:
             self._min_broker_id_changed(broker_data, offline_broker_addr=offline_addr, ha_broker_addr="")
 
     def _min_broker_id_changed(self, broker_data: BrokerData, *, offline_broker_addr: str, ha_broker_addr: str) -> None:
-        """Queue a MinBrokerIdChange for the listeners (S53). Recipients as RocketMQ's
-        ``chooseBrokerAddrsToNotify``: after a departure, or when the broker name has one address,
-        every address; after an arrival, every address but the new smallest id's."""
-        addrs = broker_data.broker_addrs
-        min_id = min(addrs)
-        if offline_broker_addr or len(addrs) == 1:
-            recipients = tuple(addrs[i] for i in sorted(addrs))
-        else:
-            recipients = tuple(addrs[i] for i in sorted(addrs) if i != min_id)
-        self._min_broker_id_changes.append(
-            MinBrokerIdChange(
-                cluster=broker_data.cluster,
-                broker_name=broker_data.broker_name,
-                min_broker_id=min_id,
-                min_broker_addr=addrs[min_id],
-                offline_broker_addr=offline_broker_addr,
-                ha_broker_addr=ha_broker_addr,
-                recipients=recipients,
-            )
+        """Note that the broker name's smallest id changed (S53); told when the call ends."""
+        self._min_broker_id_changes[broker_data.broker_name] = (
+            offline_broker_addr,
+            ha_broker_addr,
+            bool(offline_broker_addr),
         )
+
+    def _pending_min_broker_id_changes(self) -> list[MinBrokerIdChange]:
+        """The MinBrokerIdChange of each broker name noted in this call, built from its BrokerData
+        as the call leaves it, as RocketMQ's ``unRegisterBroker`` does for a batch of removals (its
+        ``BrokerStatusChangeInfo`` holds the live ``brokerAddrs`` map): one message per broker name,
+        none when no address is left, none after departures when the broker name has no
+        ``enableActingMaster`` any more. Recipients as ``chooseBrokerAddrsToNotify``: after a
+        departure, or when the broker name has one address, every address; after an arrival, every
+        address but the new smallest id's."""
+        changes = []
+        for broker_name, (offline, ha, departure) in self._min_broker_id_changes.items():
+            broker_data = self.broker_addr_table.get(broker_name)
+            if broker_data is None or not broker_data.broker_addrs:
+                continue
+            if departure and not broker_data.enable_acting_master:
+                continue
+            addrs = broker_data.broker_addrs
+            min_id = min(addrs)
+            if offline or len(addrs) == 1:
+                recipients = tuple(addrs[i] for i in sorted(addrs))
+            else:
+                recipients = tuple(addrs[i] for i in sorted(addrs) if i != min_id)
+            changes.append(
+                MinBrokerIdChange(broker_data.cluster, broker_name, min_id, addrs[min_id], offline, ha, recipients)
+            )
+        self._min_broker_id_changes = {}
+        return changes
 
     def _remove_addr_from_broker_data(self, broker_name: str, broker_addr: str) -> None:
         broker_data = self.broker_addr_table.get(broker_name)
@@ -833,13 +877,15 @@ class RouteInfoManager:
     def _remove_queue_data(self, topic: str, broker_name: str) -> None:
         self._forget_topics_fingerprints(broker_name)
         self._route_changed(topic)
-        queue_data_map = self.topic_queue_nums.get(topic)
-        if queue_data_map is not None:
-            old = queue_data_map.pop(broker_name, None)
-            if old is not None:
-                self._digest.remove(queue_data_hash(topic, QueueData(broker_name, *old)))
-            if not queue_data_map:
+        queues = self.topic_queue_nums.get(topic)
+        old = queues_get(queues, broker_name)
+        if queues is not None and old is not None:
+            self._digest.remove(queue_data_hash(topic, QueueData(broker_name, *old)))
+            remaining = queues_remove(queues, broker_name)
+            if remaining is None:
                 del self.topic_queue_nums[topic]
+            else:
+                self.topic_queue_nums[topic] = remaining
         topics = self.topics_by_broker_name.get(broker_name)
         if topics is not None:
             topics.pop(topic, None)
@@ -871,24 +917,22 @@ class RouteInfoManager:
         """
         number = self._encoding_numbers.get(encode if key is None else key)
         encodings = self._route_cache.get(topic)
-        if encodings is not None and number is not None:
-            cached = encodings.get(number)
+        if encodings is not None and number is not None and number < len(encodings):
+            cached = encodings[number]
             if cached is not None:
                 return cached
         with self._lock:
             if number is None:
                 number = self._encoding_numbers.setdefault(encode if key is None else key, len(self._encoding_numbers))
-            encodings = self._route_cache.get(topic)
-            if encodings is not None and (cached := encodings.get(number)) is not None:
+            encodings = self._route_cache.get(topic, ())
+            if number < len(encodings) and (cached := encodings[number]) is not None:
                 return cached
             route = self._route_data(topic)
             if route is None:
                 return None
             value = encode(route)
-            if encodings is None:
-                self._route_cache[topic] = {number: value}
-            else:
-                encodings[number] = value
+            padded = (*encodings, *(None,) * (number + 1 - len(encodings)))
+            self._route_cache[topic] = (*padded[:number], value, *padded[number + 1 :])
             return value
 
     def invalidate_routes(self, topics: Iterable[str] | None = None) -> None:
@@ -914,9 +958,10 @@ class RouteInfoManager:
             return self.route_revision, {topic: self._route_data(topic) for topic in topics}
 
     def _route_data(self, topic: str) -> TopicRouteData | None:
-        queue_data_map = self.topic_queue_nums.get(topic)
-        if not queue_data_map:
+        queues = self.topic_queue_nums.get(topic)
+        if not queues:
             return None
+        queue_data_map = dict(zip(*queues, strict=True))
         broker_datas: list[BrokerData] = []
         filter_servers: dict[str, tuple[str, ...]] = {}
         for broker_name in sorted(queue_data_map):
@@ -1045,9 +1090,8 @@ class RouteInfoManager:
         with self._lock:
             return sorted(
                 topic
-                for topic, queue_data_map in self.topic_queue_nums.items()
-                if any(nums[3] & has == has for nums in queue_data_map.values())
-                and not any(nums[3] & has_not for nums in queue_data_map.values())
+                for topic, (_, values) in self.topic_queue_nums.items()
+                if any(nums[3] & has == has for nums in values) and not any(nums[3] & has_not for nums in values)
             )
 
     def get_unit_topic_list(self) -> list[str]:
@@ -1079,9 +1123,10 @@ class RouteInfoManager:
                 self.version += 1
                 self._forget_topics_fingerprints(broker_name)
             for topic in topics:
-                queue_data_map = self.topic_queue_nums[topic]
-                read, write, perm, sys_flag = queue_data_map[broker_name]
-                self._set_queue_nums(topic, queue_data_map, broker_name, (read, write, new_perm(perm), sys_flag))
+                nums = queues_get(self.topic_queue_nums.get(topic), broker_name)
+                assert nums is not None, "topics_by_broker_name lists only topics with this broker name's QueueData"
+                read, write, perm, sys_flag = nums
+                self._set_queue_nums(topic, broker_name, (read, write, new_perm(perm), sys_flag))
                 self._route_changed(topic)
             return len(topics)
 
@@ -1089,13 +1134,13 @@ class RouteInfoManager:
         """S25 ``DELETE_TOPIC_IN_NAMESRV``: remove the topic, or only the QueueData of the broker names
         of ``cluster_name`` when it is given (an unknown cluster or topic changes nothing)."""
         with self._changing():
-            queue_data_map = self.topic_queue_nums.get(topic)
-            if queue_data_map is None:
+            queues = self.topic_queue_nums.get(topic)
+            if queues is None:
                 return
             if cluster_name:
-                broker_names = [n for n in self.cluster_addr_table.get(cluster_name, ()) if n in queue_data_map]
+                broker_names = [n for n in self.cluster_addr_table.get(cluster_name, ()) if n in queues[0]]
             else:
-                broker_names = list(queue_data_map)
+                broker_names = list(queues[0])
             if broker_names:
                 self.version += 1
             for broker_name in broker_names:
@@ -1118,7 +1163,6 @@ class RouteInfoManager:
                     )
             self.version += 1
             self._route_changed(topic)
-            queue_data_map = self.topic_queue_nums.setdefault(topic, {})
             for queue_data in queue_datas:
                 self._forget_topics_fingerprints(queue_data.broker_name)
                 nums = (
@@ -1127,7 +1171,7 @@ class RouteInfoManager:
                     queue_data.perm,
                     queue_data.topic_sys_flag,
                 )
-                self._set_queue_nums(topic, queue_data_map, queue_data.broker_name, nums)
+                self._set_queue_nums(topic, queue_data.broker_name, nums)
                 self.topics_by_broker_name.setdefault(queue_data.broker_name, {})[topic] = None
 
     # ------------------------------------------------------------------ introspection
@@ -1137,8 +1181,8 @@ class RouteInfoManager:
         with self._lock:
             return RouteTableCopy(
                 topic_queue_table={
-                    topic: {name: QueueData(name, *nums) for name, nums in m.items()}
-                    for topic, m in self.topic_queue_nums.items()
+                    topic: {name: QueueData(name, *nums) for name, nums in zip(names, values, strict=True)}
+                    for topic, (names, values) in self.topic_queue_nums.items()
                 },
                 broker_addr_table={name: data.copy() for name, data in self.broker_addr_table.items()},
                 cluster_addr_table={c: frozenset(names) for c, names in self.cluster_addr_table.items()},
@@ -1170,5 +1214,5 @@ class RouteInfoManager:
                 broker_names=len(self.broker_addr_table),
                 clusters=len(self.cluster_addr_table),
                 topics=len(self.topic_queue_nums),
-                queue_datas=sum(len(m) for m in self.topic_queue_nums.values()),
+                queue_datas=sum(len(names) for names, _ in self.topic_queue_nums.values()),
             )

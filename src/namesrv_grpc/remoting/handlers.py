@@ -553,7 +553,7 @@ class RemotingHandlers:
         config = self._ns.config
         known = self._ns.route_table.stored_topics_fingerprint(**identity._asdict())
         args = (body, compressed, config.register_body_max_inflated_size, config.register_body_max_topics, known)
-        decoder = self._ns.body_decoder
+        decoder = self._ns.body_decoder if config.register_body_decode_in_child_process else None
         if decoder is not None and decoder.wants(len(body), compressed):
             decoded = decoder.decode(decode_java_register_body, *args, True, version >= VERSION_V5_0_0)
         else:
