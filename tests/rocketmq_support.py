@@ -650,7 +650,17 @@ class JavaClient:
     """A long-running test program driven line by line: :meth:`send` writes a command to its stdin,
     :meth:`read_until` collects its stdout lines (read by a thread) until one starts with a marker."""
 
-    def __init__(self, name: str, main: str, *args: str, workdir: Path, props: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        main: str,
+        *args: str,
+        workdir: Path,
+        props: Mapping[str, str] | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        """``props`` become ``-D`` system properties, ``env`` is added to the environment (e.g.
+        ``ROCKETMQ_ZONE``, which RocketMQ's clients read)."""
         classes = compiled_classes(name)
         workdir.mkdir(parents=True, exist_ok=True)
         _rocketmq_home(workdir)
@@ -667,7 +677,7 @@ class JavaClient:
             stderr=self._log,
             text=True,
             cwd=workdir,
-            env=_java_env(workdir, None),
+            env=_java_env(workdir, env),
         )
         self._lines: list[str] = []
         self._cond = threading.Condition()
