@@ -101,15 +101,20 @@ class Brokers:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._thread.start()
-        host, port = addr.rsplit(":", 1)
-        self._client: RemotingClient = self._run(RemotingClient.connect(host, int(port), timeout=30))
+        self._addr = addr
+        self._client: RemotingClient = self._run(self._connect())
+        self.reconnects = 0
         self._stop = threading.Event()
         self._last_sent = time.monotonic()
         self._last_identity: dict[str, str] = {}
         self._keepalive: Future[None] = asyncio.run_coroutine_threadsafe(self._keep_alive(), self._loop)
 
+    async def _connect(self) -> RemotingClient:
+        host, port = self._addr.rsplit(":", 1)
+        return await RemotingClient.connect(host, int(port), timeout=30)
+
     async def _keep_alive(self) -> None:
-        while not self._client.closed:
+        while True:
             await asyncio.sleep(1)
             if self._last_identity and time.monotonic() - self._last_sent >= self.KEEPALIVE_SECONDS:
                 self._last_sent = time.monotonic()
@@ -133,6 +138,9 @@ class Brokers:
         """Register each in turn; the milliseconds each took. Raises BenchError when one is refused."""
 
         async def all_of() -> list[float]:
+            if self._client.closed:  # closed by the server since (its brokers are gone: all re-registered here)
+                self._client = await self._connect()
+                self.reconnects += 1
             return [await self._register(header, body) for header, body in requests]
 
         result: list[float] = self._run(all_of())
@@ -419,6 +427,7 @@ def j2_route_workloads(p: Profile) -> Result:
                 )
             )  # fmt: skip
             raw[w.name] = {name: [r.as_dict() for r in rs] for name, rs in runs.items()}
+            raw[w.name]["holder_reconnects"] = {name: holder.reconnects for name, holder in holders.items()}
     return {
         "title": "mxsm/rocketmq-rust's route workloads (route_workloads.json): the Java NameServer and ours",
         "rows": rows,
