@@ -120,6 +120,8 @@ class DoorStats:
     failed: int = 0
     p99_ms: float = 0.0
     max_ms: float = 0.0
+    errors: dict[str, int] = field(default_factory=dict)
+    """Why lookups failed: exception class or gRPC status -> count."""
 
 
 @dataclass
@@ -128,12 +130,13 @@ class ProbeResult:
     grpc: DoorStats = field(default_factory=DoorStats)
 
 
-def _stats(latencies: list[float], failed: int) -> DoorStats:
+def _stats(latencies: list[float], errors: dict[str, int]) -> DoorStats:
+    failed = sum(errors.values())
     if not latencies:
-        return DoorStats(0, failed)
+        return DoorStats(0, failed, errors=errors)
     ordered = sorted(latencies)
     p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
-    return DoorStats(len(ordered), failed, round(p99, 2), round(ordered[-1], 2))
+    return DoorStats(len(ordered), failed, round(p99, 2), round(ordered[-1], 2), errors)
 
 
 @contextlib.contextmanager
@@ -149,7 +152,7 @@ def probing(
 
     def remoting_loop() -> None:
         latencies: list[float] = []
-        failed = 0
+        errors: dict[str, int] = {}
         sock: socket.socket | None = None
         opaque = 0
         while not stop.is_set():
@@ -160,9 +163,10 @@ def probing(
                 opaque += 1
                 answer = call(sock, frame(RequestCode.GET_ROUTEINFO_BY_TOPIC, opaque, {"topic": PROBE_TOPIC}), timeout)
                 if answer.code != 0:
-                    failed += 1
-            except OSError:
-                failed += 1
+                    errors[f"response code {answer.code}"] = errors.get(f"response code {answer.code}", 0) + 1
+            except OSError as exc:
+                reason = f"{type(exc).__name__} {exc.errno or ''}".strip()
+                errors[reason] = errors.get(reason, 0) + 1
                 if sock is not None:
                     sock.close()
                 sock = None
@@ -171,11 +175,11 @@ def probing(
             stop.wait(interval)
         if sock is not None:
             sock.close()
-        result.remoting = _stats(latencies, failed)
+        result.remoting = _stats(latencies, errors)
 
     def grpc_loop() -> None:
         latencies: list[float] = []
-        failed = 0
+        errors: dict[str, int] = {}
         with grpc.insecure_channel(grpc_address) as channel:
             stub = ns_grpc.NameServerServiceStub(channel)
             request = ns_pb2.PickupTopicRouteRequest(topic=PROBE_TOPIC)
@@ -183,12 +187,13 @@ def probing(
                 started = time.perf_counter()
                 try:
                     stub.PickupTopicRoute(request, timeout=timeout)
-                except grpc.RpcError:
-                    failed += 1
+                except grpc.RpcError as error:
+                    reason = f"{error.code().name}: {(error.details() or '')[:80]}"
+                    errors[reason] = errors.get(reason, 0) + 1
                 latencies.append((time.perf_counter() - started) * 1000)
                 made[1] += 1
                 stop.wait(interval)
-        result.grpc = _stats(latencies, failed)
+        result.grpc = _stats(latencies, errors)
 
     threads = [threading.Thread(target=remoting_loop, daemon=True), threading.Thread(target=grpc_loop, daemon=True)]
     for thread in threads:

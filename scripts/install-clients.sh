@@ -54,7 +54,7 @@ maven_exe() { # GROUP:ARTIFACT:VERSION NAME: copy an executable artifact from Ma
     step "maven $1:exe:$CLASSIFIER"
     local tmp
     tmp="$(mktemp -d)"
-    mvn -B -q -Dstyle.color=never dependency:copy -Dartifact="$1:exe:$CLASSIFIER" -DoutputDirectory="$tmp" -Dmdep.stripVersion=true
+    mvn -B -q dependency:copy -Dartifact="$1:exe:$CLASSIFIER" -DoutputDirectory="$tmp" -Dmdep.stripVersion=true
     install -m 0755 "$tmp"/*.exe "$BIN/$2"
     rm -rf "$tmp"
     rm -f "$BIN/.$2-"*
@@ -68,16 +68,24 @@ if [ ! -f "$TS_DIR/node_modules/.package-lock.json" ] || [ "$TS_DIR/package-lock
     (cd "$TS_DIR" && npm ci --no-audit --no-fund --loglevel=error)
 fi
 
-# 2. Generated code, from scratch (a removed .proto file leaves nothing behind).
-step "buf generate"
-rm -rf "$GO_DIR/gen" "$JAVA_DIR/gen" "$TS_DIR/src/gen"
-(cd "$ROOT" && $BUF generate)
+# 2. Generated code, from scratch (a removed .proto file leaves nothing behind), whenever the
+#    contract, buf.gen.yaml or a generator changed since the last run (else the builds below have
+#    nothing to recompile).
+INPUTS="$( (cd "$ROOT" && find protos -name '*.proto' -print0 | sort -z | xargs -0 sha256sum; sha256sum buf.gen.yaml; \
+    ls "$BIN"/.protoc-gen-* "$BIN"/.protoc-* "$TS_DIR/package-lock.json") | sha256sum | cut -d' ' -f1)"
+GEN_STAMP="$OUT/.generated-$INPUTS"
+if [ ! -f "$GEN_STAMP" ] || [ ! -d "$GO_DIR/gen" ] || [ ! -d "$JAVA_DIR/gen" ] || [ ! -d "$TS_DIR/src/gen" ]; then
+    step "buf generate"
+    rm -rf "$GO_DIR/gen" "$JAVA_DIR/gen" "$TS_DIR/src/gen" "$OUT"/.generated-*
+    (cd "$ROOT" && $BUF generate)
+    touch "$GEN_STAMP"
+fi
 
 # 3. The programs.
 step "go build (examples/clients/go)"
 (cd "$GO_DIR" && go build -o "$OUT/namesrv-client-go" .)
 step "mvn package (examples/clients/java)"
-(cd "$JAVA_DIR" && mvn -B -q -Dstyle.color=never package)
+(cd "$JAVA_DIR" && mvn -B -q package)
 step "tsc (examples/clients/ts)"
 (cd "$TS_DIR" && npm run --silent build)
 step "done: $OUT/namesrv-client-go, $JAVA_DIR/target/namesrv-client.jar, $TS_DIR/dist/main.js"

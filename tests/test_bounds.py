@@ -190,6 +190,7 @@ def test_wide_json_header_is_refused_before_parsing(server: Server) -> None:
             sock.close()
     assert_answered(probe)
     assert "remotingHeaderMaxFields" in server.log()
+    assert server.scrape().value("namesrv_remoting_frames_refused_total", reason="header_too_large") == 3
 
 
 def test_data_version_counter_out_of_range_is_a_clean_refusal(server: Server) -> None:

@@ -716,8 +716,9 @@ def test_header_fields_are_bounded(serialize_type: int) -> None:
     assert len(FrameDecoder().feed(encode_command(long_value))[0].ext_fields["value"]) == 1_000_000
     fields["one-more"] = "v"
     too_many = RemotingCommand(RequestCode.GET_KV_CONFIG, 3, ext_fields=fields, serialize_type=serialize_type)
-    with pytest.raises(FrameError, match="remotingHeaderMaxFields"):
+    with pytest.raises(FrameError, match="remotingHeaderMaxFields") as refused:
         FrameDecoder().feed(encode_command(too_many))
+    assert refused.value.limit == "remotingHeaderMaxFields"
     with pytest.raises(FrameError, match="remotingHeaderMaxFields"):
         FrameDecoder(max_header_fields=10).feed(encode_command(ok))
 

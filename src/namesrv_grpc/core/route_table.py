@@ -61,7 +61,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from namesrv_grpc.core.compact_topics import CompactTopics
-from namesrv_grpc.core.digest import RouteDigest, broker_data_hash, queue_data_hash
+from namesrv_grpc.core.digest import RouteDigest, broker_data_hash, mapping_hash, queue_data_hash
 from namesrv_grpc.core.errors import (
     BrokerNameNotRegisteredError,
     BrokerNotRegisteredError,
@@ -535,8 +535,10 @@ class RouteInfoManager:
         a change of the topic's route."""
         for topic, mapping in mappings.items():
             by_broker = self.topic_queue_mapping_info_table.setdefault(topic, {})
-            if by_broker.get(mapping.bname) != mapping:
+            old = by_broker.get(mapping.bname)
+            if old != mapping:
                 by_broker[mapping.bname] = mapping
+                self._digest.replace(None if old is None else mapping_hash(topic, old), mapping_hash(topic, mapping))
                 self._route_changed(topic)
 
     def _note_displacement(self, key: tuple[str, str, int], holder_addr: str, instance_id: str, now: int) -> str:
@@ -1223,7 +1225,8 @@ class RouteInfoManager:
         return now, entries
 
     def route_digest(self) -> int:
-        """Content digest of the routes (every QueueData and BrokerData; :mod:`namesrv_grpc.core.digest`):
+        """Content digest of the routes (every QueueData, BrokerData and static-topic mapping;
+        :mod:`namesrv_grpc.core.digest`):
         equal on two NameServers exactly when they would answer every route lookup alike (filter
         servers aside). O(1): kept up to date by every change; a 52-bit integer."""
         return self._digest.value

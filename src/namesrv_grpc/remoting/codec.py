@@ -89,9 +89,12 @@ class FrameError(ValueError):
     serialize type, or a header that is neither valid JSON nor valid ROCKETMQ serialization.
     ``reason`` is the one-line explanation (also ``str(error)``)."""
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, limit: str | None = None) -> None:
         super().__init__(reason)
         self.reason = reason
+        self.limit = limit
+        """The configuration key of the bound the frame is over (``remotingFrameMaxLength``,
+        ``remotingHeaderMaxFields``), None for a malformed frame."""
 
 
 @dataclass(slots=True)
@@ -251,7 +254,8 @@ def _check_json_structure(raw: bytes, max_fields: int) -> None:
     if tokens > max_fields + 16:
         raise FrameError(
             f"JSON header of {len(raw)} bytes has {tokens} commas and brackets, more than {max_fields} "
-            "extFields need (remotingHeaderMaxFields)"
+            "extFields need (remotingHeaderMaxFields)",
+            "remotingHeaderMaxFields",
         )
 
 
@@ -367,7 +371,10 @@ def _decode_rocketmq_header(raw: bytes, max_fields: int = MAX_HEADER_FIELDS) -> 
         value, position = _read_str(raw, position + 4, value_length, ext_end, f"extFields[{key!r:.60}] value")
         ext_fields[key] = value
         if len(ext_fields) > max_fields:
-            raise FrameError(f"ROCKETMQ header has more than {max_fields} extFields (remotingHeaderMaxFields)")
+            raise FrameError(
+                f"ROCKETMQ header has more than {max_fields} extFields (remotingHeaderMaxFields)",
+                "remotingHeaderMaxFields",
+            )
     if position != end:
         raise FrameError(f"ROCKETMQ header has {end - position} bytes after its extFields")
     return RemotingCommand(
@@ -410,7 +417,9 @@ def _decode_frame(
     if serialize_type == SerializeType.JSON:
         cmd = _decode_json_header(header, max_fields)
         if len(cmd.ext_fields) > max_fields:
-            raise FrameError(f"JSON header has more than {max_fields} extFields (remotingHeaderMaxFields)")
+            raise FrameError(
+                f"JSON header has more than {max_fields} extFields (remotingHeaderMaxFields)", "remotingHeaderMaxFields"
+            )
     elif serialize_type == SerializeType.ROCKETMQ:
         cmd = _decode_rocketmq_header(header, max_fields)
     else:
@@ -478,7 +487,10 @@ class FrameDecoder:
         if length + 4 > self.max_frame_length:
             hint = _http_or_tls_hint(bytes(buffer[:4]))
             self._fail()
-            raise FrameError(f"frame of {length + 4} bytes is over the {self.max_frame_length}-byte limit{hint}")
+            raise FrameError(
+                f"frame of {length + 4} bytes is over the {self.max_frame_length}-byte limit{hint}",
+                "remotingFrameMaxLength",
+            )
         return length + 4 if len(buffer) >= length + 4 else 0
 
     def _fail(self) -> None:

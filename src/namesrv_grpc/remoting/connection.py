@@ -46,6 +46,9 @@ log = logging.getLogger(__name__)
 
 _connection_ids = itertools.count(1)
 
+_REFUSAL_REASONS = {"remotingFrameMaxLength": "frame_too_large", "remotingHeaderMaxFields": "header_too_large"}
+"""``frames_refused`` reason of a FrameError's limit."""
+
 
 class Dispatcher(Protocol):
     """The request handlers (:class:`~.handlers.RemotingHandlers`), as a connection sees them."""
@@ -275,6 +278,8 @@ class RemotingConnection(asyncio.Protocol):
     def _frame_error(self, error: FrameError) -> None:
         """One log line naming the problem and the peer (no raw bytes), then close."""
         self.budget.metrics.frame_errors.inc()
+        if error.limit is not None:
+            self.budget.metrics.frames_refused.labels(_REFUSAL_REASONS.get(error.limit, error.limit)).inc()
         log.warning("remoting %s: bad frame, closing the connection: %s", self.peer, printable(str(error)))
         self.budget.hold(self, 0)
         self.close()

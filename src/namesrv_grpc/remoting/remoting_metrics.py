@@ -13,7 +13,8 @@ anything else is ``unknown``), response codes by name.
   open one that never sent a request, closed to make room)
 - ``namesrv_remoting_frames_refused_total{reason}`` (counter): connections closed over a frame bound:
   ``frame_timeout`` (``remotingFrameReadTimeoutMillis``), ``partial_frames_budget``
-  (``remotingPartialFramesMaxBytes``); over-long frames and headers count in ``frame_errors``
+  (``remotingPartialFramesMaxBytes``), ``frame_too_large`` (``remotingFrameMaxLength``),
+  ``header_too_large`` (``remotingHeaderMaxFields``; these two also count in ``frame_errors``)
 - ``namesrv_remoting_partial_frame_bytes`` (gauge): bytes held in frames not yet decoded
 - ``namesrv_remoting_reads_paused_total{reason}`` (counter): times a connection stopped being read:
   ``write_buffer`` (answers not read by the peer, ``writeBufferHighWaterMark``), ``in_flight``
@@ -89,7 +90,7 @@ class RemotingMetrics:
         )
         for reason in ("max_connections", "idle_evicted"):
             self.connections_refused.labels(reason)
-        for reason in ("frame_timeout", "partial_frames_budget"):
+        for reason in ("frame_timeout", "partial_frames_budget", "frame_too_large", "header_too_large"):
             self.frames_refused.labels(reason)
         for reason in ("write_buffer", "in_flight", "backlog"):
             self.reads_paused.labels(reason)
