@@ -85,7 +85,7 @@ bench: $(STAMP) bench-tools rocketmq
 	$(PY) -m bench.run
 
 ## bench-quick: the same scenarios, smaller and shorter (under 3 minutes), for development
-bench-quick: $(STAMP) bench-tools
+bench-quick: $(STAMP) bench-tools rocketmq
 	$(PY) -m bench.run --quick
 
 ## bench-tools: h2load (Debian nghttp2-client) and etcd (Debian etcd-server), when missing

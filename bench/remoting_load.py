@@ -12,7 +12,13 @@ than the server spends on them.
 :class:`~namesrv_grpc.remoting.client.RemotingClient` connection each and records every
 request's latency (ms).
 
-    python -m bench.remoting_load {blast|latency} HOST:PORT TOPICS_FILE --seconds S --latencies OUT ...
+``trace``: the worker's share (every ``--workers``-th operation) of a route workload's trace (a
+JSON file ``{"workload": {...}, "seed": N}``, see :mod:`bench.route_workloads`; frames are built
+before the run), run closed-loop over ``--connections`` connections with one request in flight on each (so
+``--connections`` in flight in all), every latency recorded; an answer counts as an error unless
+SUCCESS (the mxsm/rocketmq-rust route workloads, ``bench/java_peer.py``).
+
+    python -m bench.remoting_load {blast|latency|trace} HOST:PORT FILE --seconds S --latencies OUT ...
 
 Workers connect, print ``ready``, wait for a line on stdin, run, and print a JSON summary.
 """
@@ -22,6 +28,7 @@ from __future__ import annotations
 import argparse
 import array
 import asyncio
+import contextlib
 import json
 import struct
 import subprocess
@@ -33,6 +40,9 @@ from pathlib import Path
 from typing import Any
 
 from bench.harness import BenchError, LoadRun, cpu_seconds, percentile, scrape, start_workers
+from bench.route_workloads import Workload
+from bench.route_workloads import frames as route_frames
+from bench.route_workloads import trace as route_trace
 from namesrv_grpc.remoting.client import RemotingClient
 from namesrv_grpc.remoting.codec import RemotingCommand, encode_command
 from namesrv_grpc.remoting.codes import RequestCode, ResponseCode
@@ -159,9 +169,129 @@ async def _latency(args: argparse.Namespace, topics: list[str]) -> dict[str, Any
     return {"ok": len(latencies), "errors": errors, "seconds": wall, "cpu_seconds": cpu}
 
 
+class _Tracer(asyncio.Protocol):
+    """One connection of a ``trace`` run: sends the next frame when the answer to the last came."""
+
+    def __init__(self) -> None:
+        self.frames: list[bytes] = []
+        self.entries: list[int] = []
+        self.latencies: array.array[float] = array.array("d")
+        self.buffer = bytearray()
+        self.errors = 0
+        self.response_bytes = 0
+        self.first_error = ""
+        self.sent_at = 0.0
+        self.done = asyncio.Event()
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def load(self, frames: list[bytes], entries: list[int], latencies: array.array[float]) -> None:
+        """The frames to send next, in the order ``entries.pop()`` gives them."""
+        self.frames, self.entries, self.latencies = frames, entries, latencies
+        self.done = asyncio.Event()
+
+    def start(self) -> None:
+        self._next()
+
+    def _next(self) -> None:
+        assert self.transport is not None
+        if not self.entries:  # the connection stays open until every tracer is done: closing it would
+            self.done.set()  # drop the brokers re-registered over it (S15) while others still look up
+            return
+        self.sent_at = time.perf_counter()
+        self.transport.write(self.frames[self.entries.pop()])
+
+    def data_received(self, data: bytes) -> None:
+        buffer = self.buffer
+        buffer += data
+        if len(buffer) < 4:
+            return
+        (length,) = _LENGTH.unpack_from(buffer, 0)
+        if len(buffer) < 4 + length:
+            return
+        self.latencies.append((time.perf_counter() - self.sent_at) * 1000)
+        (header_length,) = _LENGTH.unpack_from(buffer, 4)
+        if buffer[8 : 8 + len(SUCCESS_PREFIX)] != SUCCESS_PREFIX:
+            self.errors += 1
+            if not self.first_error:
+                self.first_error = bytes(buffer[8 : 8 + min(300, header_length & 0xFFFFFF)]).decode("utf-8", "replace")
+        self.response_bytes += length - 4 - (header_length & 0xFFFFFF)
+        del buffer[: 4 + length]
+        self._next()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.entries:
+            self.errors += len(self.entries)
+            self.entries.clear()
+        self.done.set()
+
+
+def write_trace(path: Path, workload: Workload, seed: int, warmup_operations: int = 0) -> None:
+    """Write a ``trace`` file: the workload, the seed of its trace, and how many lookups (no writes) each
+    worker sends untimed first, over the same connections."""
+    spec = {"workload": workload.as_dict(), "seed": seed, "warmup_operations": warmup_operations}
+    path.write_text(json.dumps(spec))
+
+
+async def _trace(args: argparse.Namespace, spec: dict[str, Any]) -> dict[str, Any]:
+    host, port = args.address.rsplit(":", 1)
+    loop = asyncio.get_running_loop()
+    tracers = []
+    for _ in range(args.connections):
+        tracer = _Tracer()
+        await loop.create_connection(lambda tracer=tracer: tracer, host, int(port))  # type: ignore[misc]
+        tracers.append(tracer)
+
+    def load(workload: Workload, seed: int, latencies: array.array[float]) -> None:
+        frames, mine = route_frames(workload, route_trace(workload, seed)[args.worker :: args.workers])
+        for index, tracer in enumerate(tracers):
+            tracer.load(frames, mine[index :: args.connections][::-1], latencies)  # popped from the end
+
+    async def run() -> None:
+        for tracer in tracers:
+            tracer.start()
+        await asyncio.gather(*(t.done.wait() for t in tracers))
+
+    # Warm-up (untimed, lookups only, so no broker is re-registered over these connections).
+    warm = spec.get("warmup_operations", 0)
+    if warm:
+        reads = {"write_percent": 0, "operations": warm}
+        load(Workload(**{**spec["workload"], **reads}), spec["seed"] ^ 0xA5A5A5A5, array.array("d"))
+        await run()
+    for tracer in tracers:
+        tracer.errors, tracer.response_bytes = 0, 0
+    latencies: array.array[float] = array.array("d")
+    load(Workload(**spec["workload"]), spec["seed"], latencies)
+    print("ready", flush=True)
+    await loop.run_in_executor(None, sys.stdin.readline)
+    started, cpu_started = time.perf_counter(), time.process_time()
+    await run()
+    wall, cpu = time.perf_counter() - started, time.process_time() - cpu_started
+    await asyncio.to_thread(Path(args.latencies).write_bytes, latencies.tobytes())
+    errors = sum(t.errors for t in tracers)
+    summary = {
+        "ok": len(latencies) - errors,
+        "errors": errors,
+        "seconds": wall,
+        "cpu_seconds": cpu,
+        "response_bytes": sum(t.response_bytes for t in tracers),
+        "first_error": next((t.first_error for t in tracers if t.first_error), ""),
+    }
+    # Connections close only when every worker is done (a line on stdin): a closed connection drops
+    # the brokers re-registered over it (S15) while other workers still look their topics up.
+    print(json.dumps(summary), flush=True)
+    await loop.run_in_executor(None, sys.stdin.readline)
+    for tracer in tracers:
+        if tracer.transport is not None:
+            tracer.transport.close()
+    return summary
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="bench.remoting_load", description=__doc__.splitlines()[0])
-    parser.add_argument("mode", choices=["blast", "latency"])
+    parser.add_argument("mode", choices=["blast", "latency", "trace"])
     parser.add_argument("address")
     parser.add_argument("topics", type=Path)
     parser.add_argument("--worker", type=int, default=0)
@@ -172,6 +302,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--latencies", default="")
     args = parser.parse_args(argv)
+    if args.mode == "trace":  # prints its summary itself, before closing its connections
+        asyncio.run(_trace(args, json.loads(args.topics.read_text())))
+        return 0
     every = args.topics.read_text().split()
     topics = every[args.worker :: args.workers] or every
     run = _blast if args.mode == "blast" else _latency
@@ -179,9 +312,12 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def remoting_handled(metrics_url: str) -> dict[str, float]:
-    """``namesrv_remoting_requests_total`` of GET_ROUTEINFO_BY_TOPIC by response code."""
+def remoting_handled(metrics_url: str | None) -> dict[str, float]:
+    """``namesrv_remoting_requests_total`` of GET_ROUTEINFO_BY_TOPIC by response code (nothing
+    without a metrics URL: a peer such as the Java NameServer)."""
     counts: dict[str, float] = {}
+    if metrics_url is None:
+        return counts
     for labels, value in scrape(metrics_url).get("namesrv_remoting_requests_total", []):
         if labels.get("request_code") == "GET_ROUTEINFO_BY_TOPIC":
             counts[labels["response_code"]] = counts.get(labels["response_code"], 0.0) + value
@@ -194,7 +330,7 @@ def remoting_load(
     topics: Sequence[str],
     *,
     server_pid: int,
-    metrics_url: str,
+    metrics_url: str | None,
     seconds: float,
     processes: int = 2,
     connections: int = 2,
@@ -203,7 +339,8 @@ def remoting_load(
 ) -> LoadRun:
     """Run ``processes`` workers in ``mode`` against the remoting port at ``address``; server CPU from
     /proc over the timed span, the workers' CPU as they report it. Raises BenchError when an answer
-    was not SUCCESS (by the workers' count or by the server's ``namesrv_remoting_requests_total``)."""
+    was not SUCCESS (by the workers' count or, given ``metrics_url``, by the server's
+    ``namesrv_remoting_requests_total``)."""
     with tempfile.TemporaryDirectory(prefix="remoting-load-") as tmp:
         topics_path = Path(tmp, "topics")
         topics_path.write_text("\n".join(topics))
@@ -249,7 +386,7 @@ def remoting_load(
     delta = {code: handled_after.get(code, 0.0) - handled_before.get(code, 0.0) for code in handled_after}
     server_errors = {code: n for code, n in delta.items() if code != "SUCCESS" and n}
     ok = sum(s["ok"] for s in summaries)
-    if errors or server_errors or delta.get("SUCCESS", 0) < ok:
+    if errors or server_errors or (metrics_url is not None and delta.get("SUCCESS", 0) < ok):
         raise BenchError(f"remoting {mode}: {errors} error answers, server counted {delta}")
     latencies.sort()
     return LoadRun(
@@ -269,6 +406,78 @@ def remoting_load(
         ),
         extra={"loadgen_processes": processes},
     )
+
+
+def trace_load(
+    address: str, trace_path: Path, *, server_pid: int, processes: int = 2, connections: int = 16
+) -> tuple[LoadRun, int]:
+    """Run a ``trace`` file (:func:`write_trace`) with ``processes`` workers sharing ``connections``
+    connections (one request in flight on each) against ``address``. Returns the run (requests/s =
+    requests of the trace / wall time until the last answer; server CPU from /proc) and the response
+    body bytes received. Raises BenchError when an answer was not SUCCESS."""
+    share = max(1, connections // processes)
+    with tempfile.TemporaryDirectory(prefix="remoting-trace-") as tmp:
+        commands = [
+            [
+                sys.executable, "-m", "bench.remoting_load", "trace", address, str(trace_path), "--worker", str(index),
+                "--workers", str(processes), "--seconds", "0", "--connections", str(share),
+                "--latencies", f"{tmp}/latencies-{index}",
+            ]
+            for index in range(processes)
+        ]  # fmt: skip
+        workers = start_workers(commands, "remoting trace")
+        try:
+            cpu_before, started = cpu_seconds(server_pid), time.perf_counter()
+            for worker in workers:
+                assert worker.stdin is not None
+                worker.stdin.write("go\n")
+                worker.stdin.flush()
+            summaries = []
+            for worker in workers:
+                assert worker.stdout is not None
+                line = worker.stdout.readline()
+                if not line:
+                    raise BenchError("a remoting trace worker died")
+                summaries.append(json.loads(line))
+            wall, server_cpu = time.perf_counter() - started, cpu_seconds(server_pid) - cpu_before
+        finally:
+            for worker in workers:  # now they may close their connections
+                with contextlib.suppress(OSError, ValueError):
+                    assert worker.stdin is not None
+                    worker.stdin.write("done\n")
+                    worker.stdin.flush()
+            for worker in workers:
+                try:
+                    worker.wait(60)
+                except subprocess.TimeoutExpired:
+                    worker.kill()
+                    worker.wait(10)
+        latencies: list[float] = []
+        for index in range(processes):
+            values = array.array("d")
+            values.frombytes(Path(tmp, f"latencies-{index}").read_bytes())
+            latencies.extend(values)
+    errors = sum(s["errors"] for s in summaries)
+    if errors:
+        first = next((s["first_error"] for s in summaries if s["first_error"]), "")
+        raise BenchError(f"remoting trace against {address}: {errors} answers were not SUCCESS, e.g. {first}")
+    latencies.sort()
+    ok = sum(s["ok"] for s in summaries)
+    wall = max(s["seconds"] for s in summaries)
+    run = LoadRun(
+        requests=ok,
+        grpc_ok=ok,
+        rps=ok / wall,
+        p50_ms=percentile(latencies, 50),
+        p99_ms=percentile(latencies, 99),
+        max_ms=latencies[-1] if latencies else 0.0,
+        wall_seconds=wall,
+        server_cpu_seconds=server_cpu,
+        loadgen_cpu_seconds=sum(s["cpu_seconds"] for s in summaries),
+        loadgen=f"{processes} processes x {share} connections, 1 request in flight each",
+        extra={"p95_ms": percentile(latencies, 95), "p999_ms": percentile(latencies, 99.9)},
+    )
+    return run, sum(s["response_bytes"] for s in summaries)
 
 
 if __name__ == "__main__":

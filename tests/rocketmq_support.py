@@ -55,6 +55,22 @@ JDK17_FLAGS = (
 SMALL_JVM_FLAGS = ("-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xss512k", "-XX:-OmitStackTraceInFastThrow")
 """A 2-core test box runs several JVMs: one GC thread, the C1 compiler only (quick start)."""
 
+RUNSERVER_JVM_FLAGS = (
+    "-server",
+    "-XX:+UseG1GC",
+    "-XX:G1HeapRegionSize=16m",
+    "-XX:G1ReservePercent=25",
+    "-XX:InitiatingHeapOccupancyPercent=30",
+    "-XX:SoftRefLRUPolicyMSPerMB=0",
+    "-XX:MetaspaceSize=128m",
+    "-XX:MaxMetaspaceSize=320m",
+    "-XX:-OmitStackTraceInFastThrow",
+    "-XX:-UseLargePages",
+)
+"""The JVM flags of RocketMQ 5.x's ``bin/runserver.sh`` on JDK 9+ (G1, full JIT; GC logging left out),
+heap aside (runserver.sh: ``-Xms4g -Xmx4g``; :func:`start_java_namesrv` takes ``heap_mb``): what a
+production NameServer runs with, for the benchmarks (``bench/java_peer.py``)."""
+
 BOOT_TIMEOUT = 120.0
 """Seconds a server JVM may take to print its boot line on a loaded 2-core box."""
 
@@ -228,6 +244,7 @@ def _java_command(
     heap_mb: int,
     props: Mapping[str, str],
     extra_cp: Sequence[Path] = (),
+    jvm_flags: Sequence[str] = SMALL_JVM_FLAGS,
 ) -> list[str]:
     home = _rocketmq_home(workdir)
     system_props = {
@@ -243,7 +260,7 @@ def _java_command(
         f"-Xms{min(heap_mb, 64)}m",
         f"-Xmx{heap_mb}m",
         f"-XX:MaxDirectMemorySize={heap_mb}m",
-        *SMALL_JVM_FLAGS,
+        *jvm_flags,
         *JDK17_FLAGS,
         *(f"-D{k}={v}" for k, v in system_props.items()),
         "-cp",
@@ -274,13 +291,14 @@ def start_java(
     timeout: float = BOOT_TIMEOUT,
     label: str | None = None,
     extra_cp: Sequence[Path] = (),
+    jvm_flags: Sequence[str] = SMALL_JVM_FLAGS,
 ) -> JavaProcess:
     """Start ``java MAIN ARGS`` with the jars of ``name`` and wait until its output contains
     ``boot_line``; raise :class:`JavaStartError` (with its logs) when it exits first or ``timeout``
     seconds pass (then it is killed)."""
     workdir.mkdir(parents=True, exist_ok=True)
     log_path = workdir / f"{label or main.rsplit('.', 1)[-1]}.out"
-    command = _java_command(name, workdir, main, args, heap_mb, props or {}, extra_cp)
+    command = _java_command(name, workdir, main, args, heap_mb, props or {}, extra_cp, jvm_flags)
     with log_path.open("ab") as out:
         out.write(("$ " + " ".join(command) + "\n").encode())
         out.flush()
@@ -307,9 +325,18 @@ def start_java(
     return java
 
 
-def start_java_namesrv(version: str, workdir: Path, **conf: object) -> JavaProcess:
+def start_java_namesrv(
+    version: str,
+    workdir: Path,
+    *,
+    heap_mb: int = 256,
+    jvm_flags: Sequence[str] = SMALL_JVM_FLAGS,
+    **conf: object,
+) -> JavaProcess:
     """The Java NameServer of ``version`` (``NamesrvStartup -c namesrv.conf``) on a free port;
-    ``conf`` adds NamesrvConfig/NettyServerConfig keys (``listenPort`` is chosen here unless given)."""
+    ``conf`` adds NamesrvConfig/NettyServerConfig keys (``listenPort`` is chosen here unless given).
+    ``heap_mb`` and ``jvm_flags`` (default: small, quick-starting JVMs for tests) are for benchmarks,
+    which run it as RocketMQ's ``runserver.sh`` does (:data:`RUNSERVER_JVM_FLAGS`)."""
     workdir.mkdir(parents=True, exist_ok=True)
     port = int(str(conf.pop("listenPort", 0))) or free_port_block()
     conf_file = _write_properties(
@@ -329,8 +356,9 @@ def start_java_namesrv(version: str, workdir: Path, **conf: object) -> JavaProce
         boot_line="The Name Server boot success",
         addr=f"127.0.0.1:{port}",
         label="namesrv",
-        heap_mb=256,
+        heap_mb=heap_mb,
         props=_logback("namesrv"),
+        jvm_flags=jvm_flags,
     )
 
 
@@ -622,7 +650,17 @@ class JavaClient:
     """A long-running test program driven line by line: :meth:`send` writes a command to its stdin,
     :meth:`read_until` collects its stdout lines (read by a thread) until one starts with a marker."""
 
-    def __init__(self, name: str, main: str, *args: str, workdir: Path, props: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        main: str,
+        *args: str,
+        workdir: Path,
+        props: Mapping[str, str] | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        """``props`` become ``-D`` system properties, ``env`` is added to the environment (e.g.
+        ``ROCKETMQ_ZONE``, which RocketMQ's clients read)."""
         classes = compiled_classes(name)
         workdir.mkdir(parents=True, exist_ok=True)
         _rocketmq_home(workdir)
@@ -639,7 +677,7 @@ class JavaClient:
             stderr=self._log,
             text=True,
             cwd=workdir,
-            env=_java_env(workdir, None),
+            env=_java_env(workdir, env),
         )
         self._lines: list[str] = []
         self._cond = threading.Condition()

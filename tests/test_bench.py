@@ -8,13 +8,16 @@ import json
 import shutil
 import subprocess
 import sys
+import zlib
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from bench.harness import BenchError, GrpcTarget, Profile, h2load, namesrv, namesrv_lookup_target, row
+from bench.route_workloads import WORKLOADS, broker_topics, registration, trace
 from bench.run import SCENARIOS, render_markdown, spread_text
+from tests.rocketmq_support import ROCKETMQ_5, require_rocketmq
 from tests.support import ROOT, _env
 
 needs_h2load = pytest.mark.skipif(shutil.which("h2load") is None, reason="h2load missing: make bench-tools")
@@ -46,7 +49,11 @@ EXPECTED_ROWS = {
     "12": ["12a", "12b", "12c", "12d", "12e", "12f", "12g", "12h", "12i"],
     "13": ["13a", "13b", "13c", "13d"],
     "14": ["14a"],
+    "J1": ["J1a", "J1b", "J1c", "J1d"],
+    "J2": ["J2a"],
 }
+JAVA_PEER_SCENARIOS = {"J1", "J2"}
+"""Scenarios with the Java NameServer as a peer: they need the jars of ``make rocketmq``."""
 
 
 def test_every_scenario_is_covered_here() -> None:
@@ -55,8 +62,20 @@ def test_every_scenario_is_covered_here() -> None:
 
 @needs_h2load
 @needs_etcd
-@pytest.mark.parametrize("key", list(EXPECTED_ROWS))
+@pytest.mark.parametrize("key", [key for key in EXPECTED_ROWS if key not in JAVA_PEER_SCENARIOS])
 def test_scenario_runs_tiny_and_every_row_is_complete(tmp_path: Path, key: str) -> None:
+    check_tiny(tmp_path, key)
+
+
+@pytest.mark.parametrize("key", sorted(JAVA_PEER_SCENARIOS))
+def test_java_peer_scenario_runs_tiny_and_every_row_is_complete(tmp_path: Path, key: str) -> None:
+    """The Java NameServer as a peer: needs the jars of ``make rocketmq`` (neither h2load nor etcd)."""
+    require_rocketmq(ROCKETMQ_5)
+    check_tiny(tmp_path, key)
+
+
+def check_tiny(tmp_path: Path, key: str) -> None:
+    """Run scenario ``key`` at the tiny size and check every row is complete."""
     report, markdown = run_tiny(tmp_path, key)
     assert report["profile"] == "tiny"
     assert report["machine"]["cores"]
@@ -122,9 +141,53 @@ def _check_10(result: dict[str, Any]) -> None:
     assert "bottleneck per run" in _row(result, "10d")["note"]
 
 
+def _check_j1(result: dict[str, Any]) -> None:
+    raw = result["raw"]
+    assert "-Xmx" in raw["java_heap"]
+    assert set(raw["lookups"]) == {"Java 5.5.0", "ours"}
+    assert all(run["grpc_ok"] > 0 for runs in raw["lookups"].values() for run in runs)
+    for row_id in ("J1a", "J1b", "J1c", "J1d"):
+        r = _row(result, row_id)
+        assert set(r["runs"]) == set(r["baseline_runs"]), r  # ours and Java measured alike
+    assert all(v > 10 for v in _row(result, "J1b")["baseline_runs"]["RSS MiB"]), "a JVM uses more than 10 MiB"
+
+
+def _check_j2(result: dict[str, Any]) -> None:
+    r = _row(result, "J2a")
+    assert "smoke" in r["what"]
+    assert "seed 9191" in r["what"]
+    assert set(r["runs"]) == set(r["baseline_runs"])
+    assert "ours / Java" in r["note"]
+
+
 SCENARIO_CHECKS = {
     "2": _check_2, "4": _check_4, "6": _check_6, "9": _check_9, "10": _check_10, "13": _check_13, "14": _check_14,
+    "J1": _check_j1, "J2": _check_j2,
 }  # fmt: skip
+
+
+def test_route_workloads_are_rocketmq_rusts() -> None:
+    """The four published profiles; the trace has exactly the published mixes; every topic is on
+    ``route_width`` brokers; the registrations are accepted shapes (two topics or more each)."""
+    assert [w.name for w in WORKLOADS] == ["smoke", "topics-20k-width-1", "topics-100k-width-4", "topics-100k-width-16"]
+    smoke = WORKLOADS[0]
+    assert (smoke.topics, smoke.brokers, smoke.route_width, smoke.connections) == (100, 10, 4, 16)
+    entries = trace(smoke)
+    assert len(entries) == 2_000
+    assert entries == trace(smoke)
+    assert sum(e[0] for e in entries) == 100  # 5 % writes
+    reads = [e for e in entries if not e[0]]
+    assert sum(e[3] for e in entries) == 200
+    assert sum(e[4] for e in entries) == 1_000
+    assert len({e[1] for e in reads}) > 90
+    assert len({e[2] for e in entries}) == 10
+    table = broker_topics(smoke)
+    assert all(len(topics) == 40 for topics in table)
+    assert sum(t == 7 for topics in table for t in topics) == 4
+    header, body = registration(smoke, 3, table[3])
+    assert header["__ZONE_NAME"] == "zone-b"
+    assert header["bodyCrc32"] == str(zlib.crc32(body) & 0x7FFFFFFF)
+    assert b'"RouteBenchTopic-000003"' in body
 
 
 def test_quick_titles_say_what_ran(tmp_path: Path) -> None:

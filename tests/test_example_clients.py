@@ -136,6 +136,7 @@ def test_route_and_picked_queue_match_the_python_client(
     ).route
     zoned_run = run(program, "route", "--addr", namesrv.address, "--topic", "TopicTest", "--zone", "zone-a")
     assert zoned_run.returncode == 0, zoned_run.stderr
+    assert [b.broker_name for b in zone_route.broker_datas] == ["broker-a"]
     assert zoned_run.stdout.splitlines()[0] == f"route topic=TopicTest {summary(zone_route)}"
     assert zoned_run.stdout.splitlines()[1].endswith(f" writable={len(writable_queues(zone_route))}")
 
@@ -242,6 +243,21 @@ def test_watch_gets_remoting_changes_within_a_second_and_survives_a_restart(
             assert_pushed_within_a_second(remoting, out, "127.0.0.1:10952")
     finally:
         server.stop()
+
+
+def test_watch_in_zone_mode(
+    program: list[str], spawn: list[subprocess.Popen[str]], namesrv: NamesrvProcess, stubs: Stubs
+) -> None:
+    for name, addr, zone in (("broker-a", "127.0.0.1:10911", "zone-a"), ("broker-b", "127.0.0.1:10931", "zone-b")):
+        request = register_request(broker_name=name, broker_addr=addr, topics=[topic("Zoned", 2, 2)])
+        request.zone_name = zone
+        stubs.ns.RegisterBroker(request, timeout=10)
+    zone_route = stubs.ns.PickupTopicRoute(
+        ns_pb2.PickupTopicRouteRequest(topic="Zoned", zone_name="zone-b"), timeout=10
+    ).route
+    assert [b.broker_name for b in zone_route.broker_datas] == ["broker-b"]
+    _, out = start(spawn, program, "watch", "--addr", namesrv.address, "--topic", "Zoned", "--zone", "zone-b")
+    out.wait_for(f"change topic=Zoned {summary(zone_route)}", timeout=60)
 
 
 def test_registered_broker_lives_as_long_as_its_session(

@@ -2,9 +2,9 @@
 registered with our NameServer, Java 5.5.0 clients using our routes.
 
 - Zones: two brokers started with ``ROCKETMQ_ZONE=zone-a`` / ``zone-b`` (their registrations carry
-  ``__ZONE_NAME``); a producer in zone mode (``rocketmq.zone`` / ``rocketmq.zone.mode``, read by
-  RocketMQ's ``DynamicalExtFieldRPCHook`` like the ``ROCKETMQ_ZONE`` / ``ROCKETMQ_ZONE_MODE``
-  environment) sends only to its zone's broker; one without zone mode to both.
+  ``__ZONE_NAME``); a producer started with ``ROCKETMQ_ZONE=zone-a`` and ``ROCKETMQ_ZONE_MODE=true``
+  (read by RocketMQ's ``DynamicalExtFieldRPCHook``) sends only to its zone's broker; one without
+  zone mode to both.
 - Static topics: ``mqadmin updateStaticTopic`` maps 4 logic queues onto two brokers; the brokers
   register the mappings, our routes return them, and a producer sends to the 4 logic queues (which a
   client only knows from the route's ``topicQueueMappingByBroker``) and a push consumer reads every
@@ -64,9 +64,9 @@ def wait_until(check: Callable[[], bool], timeout: float, what: str) -> None:
         time.sleep(0.25)
 
 
-def send(namesrv_addr: str, topic: str, count: int, workdir: Path, props: dict[str, str] | None = None) -> list[str]:
+def send(namesrv_addr: str, topic: str, count: int, workdir: Path, env: dict[str, str] | None = None) -> list[str]:
     """The SENT lines of a Java DefaultMQProducer sending ``count`` messages (all must succeed)."""
-    producer = JavaClient(ROCKETMQ_5, "Producer", namesrv_addr, "pg-5x", topic, workdir=workdir, props=props)
+    producer = JavaClient(ROCKETMQ_5, "Producer", namesrv_addr, "pg-5x", topic, workdir=workdir, env=env)
     try:
         producer.read_until("STARTED")
         producer.send(f"send {count} {workdir.name}")
@@ -99,7 +99,7 @@ def test_s39_zone_mode_java_clients_get_only_their_zones_brokers(tmp_path: Path)
             ).route
             assert [b.broker_name for b in grpc_route.broker_datas] == ["broker-zb"]
 
-        zone_a = {"rocketmq.zone": "zone-a", "rocketmq.zone.mode": "true"}
+        zone_a = {"ROCKETMQ_ZONE": "zone-a", "ROCKETMQ_ZONE_MODE": "true"}
         in_zone = send(addr, topic, 12, tmp_path / "zone-a-producer", zone_a)
         assert {line.split()[2] for line in in_zone} == {"broker-za"}
         everywhere = send(addr, topic, 12, tmp_path / "plain-producer")

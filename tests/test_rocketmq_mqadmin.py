@@ -69,6 +69,7 @@ CONFIG_DIFFERENCES = {
     "configStorePath": "a path of each server's own work directory",
     "listenPort": "each server's own port (ours prints the configured one: 0 = chosen by the OS)",
     "bindAddress": "ours is started with --host 127.0.0.1; Java binds 0.0.0.0",
+    "rocketmqHome": "Java prints its ROCKETMQ_HOME; ours has none (the key is accepted and does nothing): empty",
     "writeBufferHighWaterMark": "ours prints the effective 65536; Java prints 0, meaning Netty's default (64 KiB)",
     "writeBufferLowWaterMark": "ours prints the effective 32768; Java prints 0, meaning Netty's default (32 KiB)",
 }

@@ -21,6 +21,7 @@ func runWatch(args []string) int {
 	conn.register(fs)
 	var topics stringList
 	fs.Var(&topics, "topic", "topic to watch (repeat for more; at least one)")
+	zone := fs.String("zone", "", "zone mode: only the brokers of this zone (and those without a master)")
 	maxBackoffMs := fs.Int64("max-backoff-ms", 5000, "longest wait between reconnect attempts, milliseconds")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -40,7 +41,7 @@ func runWatch(args []string) int {
 	client := namesrvv1.NewNameServerServiceClient(cc)
 	backoff := newBackoff(100*time.Millisecond, time.Duration(*maxBackoffMs)*time.Millisecond)
 	for ctx.Err() == nil {
-		err := watchOnce(ctx, client, topics, backoff)
+		err := watchOnce(ctx, client, &namesrvv1.WatchTopicRoutesRequest{Topics: topics, ZoneName: *zone}, backoff)
 		if ctx.Err() != nil {
 			break
 		}
@@ -57,9 +58,9 @@ func runWatch(args []string) int {
 // watchOnce subscribes and prints every message until the stream fails. The first message of a
 // stream is the whole state of the watched topics: after a reconnect (the NameServer may have
 // restarted, and revisions do not survive a restart) it replaces whatever was known before.
-func watchOnce(ctx context.Context, client namesrvv1.NameServerServiceClient, topics []string, b *retryBackoff) error {
+func watchOnce(ctx context.Context, client namesrvv1.NameServerServiceClient, req *namesrvv1.WatchTopicRoutesRequest, b *retryBackoff) error {
 	// WaitForReady: while the NameServer is down the call waits for the channel to connect again.
-	stream, err := client.WatchTopicRoutes(ctx, &namesrvv1.WatchTopicRoutesRequest{Topics: topics}, grpc.WaitForReady(true))
+	stream, err := client.WatchTopicRoutes(ctx, req, grpc.WaitForReady(true))
 	if err != nil {
 		return err
 	}

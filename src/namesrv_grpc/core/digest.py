@@ -8,7 +8,9 @@ permission split; comparing this digest does not.
 The digest covers what a route lookup returns, apart from filter servers:
 
 - every QueueData, as ``(topic, broker name, readQueueNums, writeQueueNums, perm, topicSysFlag)``;
-- every BrokerData, as ``(broker name, cluster, {broker id: address}, zoneName, enableActingMaster)``.
+- every BrokerData, as ``(broker name, cluster, {broker id: address}, zoneName, enableActingMaster)``;
+- every static-topic mapping (RocketMQ 5.x, rule S40), as ``(topic, bname, scope, totalQueues, epoch,
+  dirty, currIdMap)``.
 
 Each element is hashed with BLAKE2b (stable across processes and machines, unlike ``hash()``) and
 the digest is the sum of the element hashes modulo 2**52: independent of insertion order, so two
@@ -22,7 +24,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Mapping
 
-from namesrv_grpc.core.model import BrokerData, QueueData
+from namesrv_grpc.core.model import BrokerData, QueueData, TopicQueueMappingInfo
 
 DIGEST_BITS = 52
 DIGEST_MASK = (1 << DIGEST_BITS) - 1
@@ -47,9 +49,24 @@ def broker_data_hash(broker_data: BrokerData) -> int:
     return _hash(f"B\0{b.broker_name}\0{b.cluster}\0{addrs}\0{b.zone_name}\0{int(b.enable_acting_master)}")
 
 
-def full_digest(topic_queue_table: Mapping[str, Mapping[str, QueueData]], broker_datas: Iterable[BrokerData]) -> int:
-    """The digest computed from scratch (for checks; the route table keeps it incrementally)."""
+def mapping_hash(topic: str, mapping: TopicQueueMappingInfo) -> int:
+    """Hash of one static-topic mapping of ``topic`` (52 bits); ``currIdMap`` in logic id order."""
+    m = mapping
+    ids = ",".join(f"{logic}={physical}" for logic, physical in sorted(m.curr_id_map.items()))
+    return _hash(f"M\0{topic}\0{m.bname}\0{m.scope}\0{m.total_queues}\0{m.epoch}\0{int(m.dirty)}\0{ids}")
+
+
+def full_digest(
+    topic_queue_table: Mapping[str, Mapping[str, QueueData]],
+    broker_datas: Iterable[BrokerData],
+    mappings: Mapping[str, Mapping[str, TopicQueueMappingInfo]] | None = None,
+) -> int:
+    """The digest computed from scratch (for checks; the route table keeps it incrementally);
+    ``mappings``: topic -> broker name -> static-topic mapping."""
     total = 0
+    for topic, by_broker in (mappings or {}).items():
+        for mapping in by_broker.values():
+            total += mapping_hash(topic, mapping)
     for topic, queue_data_map in topic_queue_table.items():
         for queue_data in queue_data_map.values():
             total += queue_data_hash(topic, queue_data)

@@ -154,6 +154,7 @@ async function watch(args: string[]): Promise<number> {
     options: {
       ...connectionOptions,
       topic: { type: "string", multiple: true },
+      zone: { type: "string", default: "" },
       "max-backoff-ms": { type: "string", default: "5000" },
     },
   });
@@ -165,7 +166,7 @@ async function watch(args: string[]): Promise<number> {
   while (!stop.aborted) {
     try {
       let first = true;
-      for await (const message of client.watchTopicRoutes({ topics }, { signal: stop })) {
+      for await (const message of client.watchTopicRoutes({ topics, zoneName: values.zone }, { signal: stop })) {
         // The first message of a stream is the whole state of the watched topics: after a reconnect
         // (the NameServer may have restarted; revisions do not survive a restart) it replaces
         // whatever was known before.

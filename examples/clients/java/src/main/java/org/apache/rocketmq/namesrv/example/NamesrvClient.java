@@ -187,6 +187,10 @@ public final class NamesrvClient {
     @Option(names = "--topic", required = true, description = "topic to watch (repeat for more)")
     List<String> topics;
 
+    @Option(names = "--zone", defaultValue = "",
+        description = "zone mode: only the brokers of this zone (and those without a master)")
+    String zone;
+
     @Option(names = "--max-backoff-ms", defaultValue = "5000", description = "longest wait between reconnect attempts")
     long maxBackoffMs;
 
@@ -200,7 +204,7 @@ public final class NamesrvClient {
         stop.countDown();
         channel.shutdownNow();
       }));
-      WatchTopicRoutesRequest request = WatchTopicRoutesRequest.newBuilder().addAllTopics(topics).build();
+      WatchTopicRoutesRequest request = WatchTopicRoutesRequest.newBuilder().addAllTopics(topics).setZoneName(zone).build();
       while (stop.getCount() > 0) {
         try {
           // WaitForReady: while the NameServer is down the call waits for the channel to connect again.
