@@ -176,4 +176,5 @@ def test_table_rows_cover_by_glob_and_malformed_rows_are_refused(tmp_path: Path)
 
 def test_the_documented_table_reads() -> None:
     rows = load_table(DOC)
-    assert {row.kind for row in rows} == {"intended", "pending"}
+    assert {row.kind for row in rows} <= {"intended", "pending"}
+    assert any(row.kind == "intended" for row in rows)
