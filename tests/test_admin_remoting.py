@@ -355,6 +355,7 @@ def test_differences_and_perm_text() -> None:
     found = differences([same, other], ["T"], ["NS"])
     assert [(d.kind, d.subject) for d in found] == [
         ("broker", "C/b id 0"),
+        ("brokerData", "C/b"),
         ("cluster", "C holds broker name b"),
         ("kv", "NS k"),
         ("perm", "topic T on b"),
@@ -362,7 +363,8 @@ def test_differences_and_perm_text() -> None:
         ("topic", "topic T"),
         ("topicSysFlag", "topic T on b"),
     ]
-    assert found[3].topic() == "T"
+    assert found[4].topic() == "T"
+    assert found[1].values == {"x": "zoneName -, enableActingMaster false", "y": None}
     assert perm_text(6) == "6 (RW-)"
     assert perm_text(7) == "7 (RWX)"
     assert perm_text(0) == "0 (---)"
