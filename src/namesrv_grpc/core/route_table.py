@@ -15,7 +15,7 @@ Representation (what the garbage collector walks): a QueueData is stored as a pl
 ints, ``(readQueueNums, writeQueueNums, perm, topicSysFlag)``, interned (one object per distinct
 value in the whole table); a topic's QueueData are two plain tuples, its broker names (sorted) and
 their QueueNums (:data:`TopicQueues`, replaced as a whole on a change); the topic index holds dicts
-of ``None``, not sets; a cached route is a tuple of its encodings. CPython stops tracking plain
+of ``None``, not sets; cached routes are one dict of bytes per encoding. CPython stops tracking plain
 tuples of untracked items and dicts holding only such values, so the 200,000-entry dicts of topics
 are not walked by a full collection at all (a ``QueueData`` NamedTuple, a ``set`` or a dict of dicts
 is tracked for ever: full collections took 0.3 s with 800,000 QueueData, 50 ms with dicts of dicts).
