@@ -276,6 +276,7 @@ def test_compare_order_topic_conf(tmp_path: Path) -> None:
     assert "DIFFERENT orderTopicConf: topic Orders" in result.stdout
     assert "broker-a:4" in result.stdout
     assert "DIFFERENT kv" not in result.stdout  # only the namespace named is compared
+    assert result.stdout.splitlines()[-2].startswith("1 difference: 2 NameServers")
 
 
 def test_compare_rechecks_a_difference_in_flight_once(pair: tuple[NamesrvProcess, NamesrvProcess]) -> None:

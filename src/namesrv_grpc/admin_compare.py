@@ -430,7 +430,7 @@ def render_text(result: CompareResult, endpoints: list[Endpoint]) -> str:
     if result.result == "unreadable":
         lines.append(f"not compared: {len(result.unreadable)} of {len(result.snapshots)} NameServers could not be read")
     else:
-        verdict = "all agree" if not result.found else f"{len(result.found)} differences"
+        verdict = "all agree" if not result.found else f"{len(result.found)} difference{'s' * (len(result.found) != 1)}"
         recheck = (
             f"; {result.resolved_on_recheck} more were in flight and agreed on re-check"
             if (result.resolved_on_recheck)
