@@ -13,7 +13,7 @@ from pyspark.sql import SparkSession
 
 from namesrv_analytics import synthetic, topic_distribution
 from namesrv_grpc.snapshot import commit_snapshot, list_snapshots, tables_from_copy
-from namesrv_grpc.snapshot_schema import MANIFEST, SCHEMA_VERSION, TABLES
+from namesrv_grpc.snapshot_schema import MANIFEST, READABLE_SCHEMA_VERSIONS, SCHEMA_VERSION, TABLE_SINCE, TABLES
 from tests.support import FakeClock
 from tests.test_snapshot import NOW, build_table
 
@@ -28,12 +28,18 @@ def write_snapshot(
     directory: Path, time_ms: int, namesrv: str = "ns1:9876", schema_version: int = SCHEMA_VERSION
 ) -> str:
     """A real snapshot of tests.test_snapshot.build_table; an older ``schema_version`` gets a
-    manifest of that version and a queue_data file of another layout (as an old release wrote it)."""
+    manifest of that version, and then either lacks the tables that version did not have yet (a
+    readable version) or has a queue_data file of another layout (as an unreadable old release wrote it)."""
     tables = tables_from_copy(build_table(FakeClock(time_ms)).copy_tables(), snapshot_time_ms=time_ms, namesrv=namesrv)
     if schema_version != SCHEMA_VERSION:
         tables[MANIFEST] = tables[MANIFEST].set_column(2, "schema_version", pa.array([schema_version], pa.int32()))
     info = commit_snapshot(directory, tables)
-    if schema_version != SCHEMA_VERSION:
+    if schema_version in READABLE_SCHEMA_VERSIONS:
+        for table, since in TABLE_SINCE.items():
+            if schema_version < since:
+                (path,) = (directory / table).glob(f"*/{info.file_name}")
+                path.unlink()
+    elif schema_version != SCHEMA_VERSION:
         (path,) = (directory / "queue_data").glob(f"*/{info.file_name}")
         old = pa.table({"topic": ["T1"], "queue_nums": ["eight"]})  # incompatible with this version
         pq.write_table(old, path)
@@ -61,7 +67,7 @@ def test_snapshots_of_another_schema_version_are_skipped_with_a_warning(
     assert run_distribution(spark, tmp_path / "in", tmp_path / "out") == 2  # nothing of this version: an error
     err = capsys.readouterr().err
     assert f"skipped snapshot {old}" in err
-    assert f"no snapshot of schema version {SCHEMA_VERSION}" in err
+    assert "no snapshot of schema versions 1, 2" in err
     write_snapshot(tmp_path / "in", NOW + 60_000)
     assert run_distribution(spark, tmp_path / "in", tmp_path / "out") == 0
     assert f"skipped snapshot {old}" in capsys.readouterr().err
@@ -131,3 +137,14 @@ def test_distribution_of_synthetic_snapshots_matches_an_independent_count(spark:
     assert report.count("data:image/png;base64,") == 4
     for name in ("topic_distribution", "broker_distribution", "cluster_distribution", "snapshot_summary"):
         assert list((tmp_path / "out" / "csv" / name).glob("part-*.csv"))
+
+
+def test_version_1_snapshots_are_read_beside_version_2(spark: SparkSession, tmp_path: Path) -> None:
+    """Version 2 only added the topic_queue_mapping table: a history spanning the upgrade stays whole."""
+    write_snapshot(tmp_path / "in", NOW, schema_version=1)
+    assert run_distribution(spark, tmp_path / "in", tmp_path / "only-v1") == 0
+    write_snapshot(tmp_path / "in", NOW + 60_000)
+    assert run_distribution(spark, tmp_path / "in", tmp_path / "out") == 0
+    summary = pq.read_table(tmp_path / "out" / "snapshot_summary").to_pylist()
+    assert [(r["topics"], r["master_brokers"]) for r in summary] == [(2, 2), (2, 2)]
+    assert "skipped" not in (tmp_path / "out" / "report.html").read_text()

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
+from namesrv_grpc import decode_pool
 from namesrv_grpc.core.body import DEFAULT_MAX_INFLATED_BODY_BYTES, encode_body, parse_body
 from namesrv_grpc.core.compact_topics import CompactTopics
 from namesrv_grpc.core.errors import InvalidFieldError, LimitExceededError, MalformedBodyError
@@ -113,6 +114,18 @@ def test_a_dead_child_is_replaced_and_its_body_decoded_in_the_caller(pool: BodyD
     pool.decode(decode_protobuf_body, body, False, MAX, 200_000, None, True)
     assert pool.decoded_in_child == 2
     assert pool.child_pid() not in (None, first)
+
+
+def test_no_child_possible_decodes_in_the_caller(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise OSError(38, "Function not implemented")  # what SemLock raises without /dev/shm
+
+    monkeypatch.setattr(decode_pool, "ProcessPoolExecutor", refuse)
+    pool = BodyDecodePool(min_bytes=0)
+    body, _ = encode_body(configs(10), DataVersion())
+    assert len(pool.decode(decode_protobuf_body, body, False, MAX, 200_000, None, True).topic_configs or ()) == 10
+    assert pool.decoded_in_child == 0
+    assert not pool.wants(10**9, False)  # given up: no retry on every body
 
 
 def test_closed_pool_decodes_in_the_caller() -> None:

@@ -34,8 +34,13 @@ def subcommand(build: Callable[[], argparse.ArgumentParser], name: str) -> Calla
 
 TABLES = [
     # (command, its parser, the document, the line after which its flag table is the first table)
-    ("namesrv", namesrv_cli.build_parser, "README.md", "### `namesrv` (also `python -m namesrv_grpc`)"),
-    ("broker-agent", agent_cli.build_parser, "README.md", "### `broker-agent` (also `python -m broker_agent`)"),
+    ("namesrv", namesrv_cli.build_parser, "docs/configuration.md", "## `namesrv` (also `python -m namesrv_grpc`)"),
+    (
+        "broker-agent",
+        agent_cli.build_parser,
+        "docs/configuration.md",
+        "## `broker-agent` (also `python -m broker_agent`)",
+    ),
     ("namesrv-admin", admin_cli.build_parser, "docs/namesrv-admin.md", "## Options"),
     (
         "namesrv-admin compare",
@@ -43,7 +48,7 @@ TABLES = [
         "docs/namesrv-admin.md",
         "Options of `compare`:",
     ),
-    ("namesrv-snapshot", snapshot_cli.build_parser, "README.md", "### Exporting snapshots"),
+    ("namesrv-snapshot", snapshot_cli.build_parser, "docs/snapshots.md", "## Exporting snapshots"),
 ]
 
 

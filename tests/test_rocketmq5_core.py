@@ -123,7 +123,7 @@ def test_s39_cached_zone_routes_are_bounded_by_the_zones_of_the_brokers(zoned: N
     zoned.pickup_topic_route("T1", zone_name="zone-1")
     zoned.pickup_topic_route("T1", zone_name="Zone-1")
     # the plain route, zone-1 and "no broker's zone": not one entry per zone a client named
-    assert len(zoned.route_table._route_cache["T1"]) == 3
+    assert sum("T1" in cache for cache in zoned.route_table._route_caches) == 3
 
 
 def test_s39_invalid_zone_name_is_refused(zoned: NameServer) -> None:

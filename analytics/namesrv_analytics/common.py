@@ -32,7 +32,13 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from namesrv_grpc.snapshot_schema import MANIFEST, PARTITION_COLUMN, SCHEMA_VERSION, TABLES
+from namesrv_grpc.snapshot_schema import (
+    MANIFEST,
+    PARTITION_COLUMN,
+    READABLE_SCHEMA_VERSIONS,
+    TABLE_SINCE,
+    TABLES,
+)
 
 KEY = ["namesrv", "snapshot_time"]
 """Identifies one snapshot in every table."""
@@ -195,7 +201,10 @@ class Snapshots:
     skipped: list[SkippedSnapshot]
 
     def table(self, table_name: str) -> DataFrame:
-        """The rows of ``table_name`` of the usable snapshots (with the ``snapshot_date`` column)."""
+        """The rows of ``table_name`` of the usable snapshots (with the ``snapshot_date`` column); no
+        rows when every usable snapshot is older than the table (``TABLE_SINCE``)."""
+        if not self.paths[table_name]:
+            return self.spark.createDataFrame([], spark_schema(table_name))
         return (
             self.spark.read.schema(spark_schema(table_name))
             .option("basePath", f"{self.uri}/{table_name}")
@@ -231,29 +240,40 @@ def load_snapshots(spark: SparkSession, uri: str, *, namesrv: str | None = None)
     if not rows:
         which = f" of NameServer {namesrv!r}" if namesrv is not None else ""
         raise SnapshotInputError(f"no snapshots{which} under {uri} ({manifest_uri} has no snapshot files)")
-    usable = [r for r in rows if r["schema_version"] == SCHEMA_VERSION]
+    usable = [r for r in rows if r["schema_version"] in READABLE_SCHEMA_VERSIONS]
     skipped = [
         SkippedSnapshot(r["namesrv"], r["file_name"], r["schema_version"])
         for r in rows
-        if r["schema_version"] != SCHEMA_VERSION
+        if r["schema_version"] not in READABLE_SCHEMA_VERSIONS
     ]
+    readable = _versions(READABLE_SCHEMA_VERSIONS)
     for s in skipped:
         print(
             f"warning: skipped snapshot {s.file_name} of {s.namesrv}: schema version {s.schema_version}, "
-            f"this job reads version {SCHEMA_VERSION}",
+            f"this job reads {readable}",
             file=sys.stderr,
         )
     if not usable:
         versions = sorted({s.schema_version for s in skipped})
         raise SnapshotInputError(
-            f"no snapshot of schema version {SCHEMA_VERSION} under {uri} "
+            f"no snapshot of schema {readable} under {uri} "
             f"(found {len(skipped)} of version(s) {versions}); use the analytics of that release"
         )
     paths = {
-        table: [f"{uri}/{table}/{PARTITION_COLUMN}={r[PARTITION_COLUMN]:%Y-%m-%d}/{r['file_name']}" for r in usable]
+        table: [
+            f"{uri}/{table}/{PARTITION_COLUMN}={r[PARTITION_COLUMN]:%Y-%m-%d}/{r['file_name']}"
+            for r in usable
+            if r["schema_version"] >= TABLE_SINCE.get(table, 1)
+        ]
         for table in TABLES
     }
     return Snapshots(spark, uri, paths, len(usable), skipped)
+
+
+def _versions(versions: frozenset[int]) -> str:
+    """``version 2`` or ``versions 1, 2``: the schema versions a job reads, for messages."""
+    ordered = sorted(versions)
+    return f"version {ordered[0]}" if len(ordered) == 1 else "versions " + ", ".join(map(str, ordered))
 
 
 # ------------------------------------------------------------------------------------------ writing

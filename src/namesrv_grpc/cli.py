@@ -68,7 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="delete snapshots older than HOURS, never the newest (snapshotRetentionHours; default 168, 0 = keep)",
     )
     parser.add_argument("--snapshot-namesrv-id", metavar="ID", help="identity in snapshots (default host:port)")
-    security = parser.add_argument_group("security (README: Security)")
+    security = parser.add_argument_group("security (docs/security.md)")
     security.add_argument("--tls-cert-file", metavar="FILE", help="serve TLS with this certificate chain, PEM")
     security.add_argument("--tls-key-file", metavar="FILE", help="private key of --tls-cert-file, PEM")
     security.add_argument(

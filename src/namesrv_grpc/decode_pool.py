@@ -11,7 +11,9 @@ the server's process then only compares and applies the topics that differ (S07)
 The child is started at the first large body (``spawn``: nothing of the server's threads is
 copied), runs at a lower CPU priority (:data:`CHILD_NICENESS`), decodes one body at a time, and is
 stopped with the server. If it dies (killed for memory,
-say), the body is decoded in the calling thread instead and a new child is started for the next one.
+say), the body is decoded in the calling thread instead and a new child is started for the next one;
+if no child can be started at all (no ``/dev/shm`` for its semaphores, say), every body is decoded in
+the calling thread, as with ``registerBodyDecodeInChildProcess=false``.
 Errors raised by the decode (MalformedBodyError, InvalidFieldError, LimitExceededError) come back
 as the same exceptions.
 """
@@ -84,7 +86,14 @@ class BodyDecodePool:
         Raises what ``function`` raises."""
         if self._closed:
             return function(*args)
-        executor = self._executor()
+        try:
+            executor = self._executor()
+        except (OSError, ImportError, NotImplementedError) as exc:  # e.g. no /dev/shm for its semaphores
+            log.warning(
+                "cannot start the body-decoding child process (%s); large bodies are decoded in the server", exc
+            )
+            self._closed = True
+            return function(*args)
         try:
             result = executor.submit(function, *args).result()
         except BrokenProcessPool:

@@ -181,7 +181,7 @@ class NamesrvServer:
             ("grpc.keepalive_permit_without_calls", 1),
             ("grpc.http2.min_ping_interval_without_data_ms", 5_000),
             ("grpc.http2.max_pings_without_data", 0),
-            # Limits (README "Limits"): calls in flight per connection, and idle connections closed
+            # Limits (docs/field-limits.md): calls in flight per connection, and idle connections closed
             # (a broker's open session is a call, so its connection is never idle).
             ("grpc.max_concurrent_streams", config.grpc_max_concurrent_streams),
             ("grpc.max_connection_idle_ms", config.grpc_max_connection_idle_millis),

@@ -26,6 +26,13 @@ skips snapshots of another version (``namesrv_analytics.common``), so every chan
 the set of tables bumps it. 2: the ``topic_queue_mapping`` table (RocketMQ 5.x static topics) was
 added; version 1 snapshots have none."""
 
+TABLE_SINCE: dict[str, int] = {"topic_queue_mapping": 2}
+"""The schema version in which a table first appeared (a table not named here: version 1)."""
+
+READABLE_SCHEMA_VERSIONS: frozenset[int] = frozenset({1, 2})
+"""The versions today's readers read: 2 only added a table, so a version 1 snapshot reads the same
+(with no ``topic_queue_mapping`` rows) and a history spanning the upgrade stays in the reports."""
+
 PARTITION_COLUMN = "snapshot_date"
 """The Hive partition key (``snapshot_date=YYYY-MM-DD``, UTC date of ``snapshot_time``); in paths only."""
 

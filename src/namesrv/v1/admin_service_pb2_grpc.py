@@ -132,7 +132,7 @@ class AdminServiceServicer:
 
     def ExportRouteSnapshot(self, request, context):
         """Writes a snapshot of the whole route table into this NameServer's `snapshotDir`, as Parquet
-        (README "Route snapshots and analytics"), all or nothing, and applies `snapshotRetentionHours`.
+        (docs/snapshots.md), all or nothing, and applies `snapshotRetentionHours`.
         Concurrent calls are served one after the other, each with its own snapshot.
         Errors: INTERNAL / SNAPSHOT_WRITE_FAILED (the directory cannot be written; nothing was committed).
         """

@@ -15,7 +15,7 @@ Representation (what the garbage collector walks): a QueueData is stored as a pl
 ints, ``(readQueueNums, writeQueueNums, perm, topicSysFlag)``, interned (one object per distinct
 value in the whole table); a topic's QueueData are two plain tuples, its broker names (sorted) and
 their QueueNums (:data:`TopicQueues`, replaced as a whole on a change); the topic index holds dicts
-of ``None``, not sets; a cached route is a tuple of its encodings. CPython stops tracking plain
+of ``None``, not sets; cached routes are one dict of bytes per encoding. CPython stops tracking plain
 tuples of untracked items and dicts holding only such values, so the 200,000-entry dicts of topics
 are not walked by a full collection at all (a ``QueueData`` NamedTuple, a ``set`` or a dict of dicts
 is tracked for ever: full collections took 0.3 s with 800,000 QueueData, 50 ms with dicts of dicts).
@@ -138,6 +138,9 @@ def queues_remove(queues: TopicQueues, broker_name: str) -> TopicQueues | None:
     return (*names[:index], *names[index + 1 :]), (*values[:index], *values[index + 1 :])
 
 
+MAX_INTERNED_RECORDS = 65_536
+"""Distinct TopicQueues kept for sharing (see ``RouteInfoManager._interned_records``)."""
+
 Clock = Callable[[], int]
 """Returns the current time in milliseconds since the epoch."""
 
@@ -245,12 +248,16 @@ class RouteInfoManager:
         later than its real one (``last_update_timestamp + heartbeat_timeout_millis``); a scan pops
         the entries that are due, removes the brokers that really expired and reschedules the rest
         at their real deadline. A scan with nothing due costs one comparison."""
-        self._route_cache: dict[str, tuple[Any, ...]] = {}
-        """topic -> the route as each encoder encoded it (gRPC bytes, remoting JSON in both forms), at
-        the encoder's number (``_encoding_numbers``; None: not encoded yet). Values are built under
-        the lock; every change that touches the topic's route drops the topic's whole entry (all
-        encodings together) under the lock. A tuple of bytes is not tracked by the collector."""
+        self._route_caches: list[dict[str, Any]] = []
+        """One dict per encoding (gRPC bytes, remoting JSON in both forms), at the encoder's number
+        (``_encoding_numbers``): topic -> the route as that encoder encoded it. Values are built under
+        the lock; every change that touches the topic's route drops the topic from every dict under
+        the lock. A dict of bytes is never tracked by the collector, however large."""
         self._encoding_numbers: dict[Hashable, int] = {}
+        self._interned_records: dict[TopicQueues, TopicQueues] = {}
+        """Shared TopicQueues (most topics of a cluster have the same broker names and numbers): a
+        record that was seen before is untracked already, so storing it does not make the dict of all
+        topics tracked again (a fresh tuple would, until the next full collection)."""
         self.version = 0
         """Increases on every change of any table; cheap change detection for caches and snapshots."""
         self._digest = RouteDigest()
@@ -313,7 +320,8 @@ class RouteInfoManager:
 
     def _route_changed(self, topic: str) -> None:
         """The topic's route changed: drop its cached encodings and report it when the call ends."""
-        self._route_cache.pop(topic, None)
+        for cache in self._route_caches:
+            cache.pop(topic, None)
         self._changed_topics.add(topic)
 
     # ------------------------------------------------------------------ registration (S03-S12)
@@ -588,6 +596,16 @@ class RouteInfoManager:
             self._route_changed(topic)
         self.topics_by_broker_name.setdefault(broker_name, {})[topic] = None
 
+    def _intern_record(self, record: TopicQueues) -> TopicQueues:
+        """The shared copy of ``record`` (bounded: past :data:`MAX_INTERNED_RECORDS` distinct records
+        the sharing starts over; stored records stay valid)."""
+        shared = self._interned_records.get(record)
+        if shared is None:
+            if len(self._interned_records) >= MAX_INTERNED_RECORDS:
+                self._interned_records.clear()
+            shared = self._interned_records[record] = record
+        return shared
+
     def _set_queue_nums(self, topic: str, broker_name: str, nums: QueueNums) -> None:
         """Put ``nums`` (interned here) as ``broker_name``'s QueueData of ``topic`` (created when
         missing), keeping the digest up to date."""
@@ -598,7 +616,7 @@ class RouteInfoManager:
             if len(self._interned) >= MAX_INTERNED_QUEUE_NUMS:
                 self._interned.clear()
             interned = self._interned[nums] = nums
-        self.topic_queue_nums[topic] = queues_put(queues, broker_name, interned)
+        self.topic_queue_nums[topic] = self._intern_record(queues_put(queues, broker_name, interned))
         self._digest.replace(
             None if old is None else queue_data_hash(topic, QueueData(broker_name, *old)),
             queue_data_hash(topic, QueueData(broker_name, *nums)),
@@ -887,7 +905,7 @@ class RouteInfoManager:
             if remaining is None:
                 del self.topic_queue_nums[topic]
             else:
-                self.topic_queue_nums[topic] = remaining
+                self.topic_queue_nums[topic] = self._intern_record(remaining)
         topics = self.topics_by_broker_name.get(broker_name)
         if topics is not None:
             topics.pop(topic, None)
@@ -917,24 +935,26 @@ class RouteInfoManager:
         before or after a registration, never half of one. ``encode`` runs under the lock; it must not
         call back into this table. Call :meth:`invalidate_routes` when what ``encode`` adds changes.
         """
-        number = self._encoding_numbers.get(encode if key is None else key)
-        encodings = self._route_cache.get(topic)
-        if encodings is not None and number is not None and number < len(encodings):
-            cached = encodings[number]
+        if key is None:
+            key = encode
+        number = self._encoding_numbers.get(key)
+        if number is not None:
+            cached = self._route_caches[number].get(topic)
             if cached is not None:
                 return cached
         with self._lock:
+            number = self._encoding_numbers.get(key)
             if number is None:
-                number = self._encoding_numbers.setdefault(encode if key is None else key, len(self._encoding_numbers))
-            encodings = self._route_cache.get(topic, ())
-            if number < len(encodings) and (cached := encodings[number]) is not None:
+                number = self._encoding_numbers[key] = len(self._route_caches)
+                self._route_caches.append({})
+            cache = self._route_caches[number]
+            cached = cache.get(topic)
+            if cached is not None:
                 return cached
             route = self._route_data(topic)
             if route is None:
                 return None
-            value = encode(route)
-            padded = (*encodings, *(None,) * (number + 1 - len(encodings)))
-            self._route_cache[topic] = (*padded[:number], value, *padded[number + 1 :])
+            value = cache[topic] = encode(route)
             return value
 
     def invalidate_routes(self, topics: Iterable[str] | None = None) -> None:
@@ -942,7 +962,8 @@ class RouteInfoManager:
         Reported to the route listeners as a change of those topics (of every topic for None)."""
         with self._changing():
             if topics is None:
-                self._route_cache.clear()
+                for cache in self._route_caches:
+                    cache.clear()
                 self._all_routes_changed = True
             else:
                 for topic in topics:
@@ -1000,7 +1021,8 @@ class RouteInfoManager:
         with self._changing():
             if enabled != self.support_acting_master:
                 self.support_acting_master = enabled
-                self._route_cache.clear()
+                for cache in self._route_caches:
+                    cache.clear()
                 self._all_routes_changed = True
 
     def topics_unchanged(

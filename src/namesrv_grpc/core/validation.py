@@ -1,7 +1,7 @@
 """Checks of request fields. Each raises :class:`~namesrv_grpc.core.errors.InvalidFieldError` naming the
 field as the .proto names it, before anything changes (CONTRACT.md, "Errors").
 
-The limits (README "Limits"):
+The limits (docs/field-limits.md):
 
 =========================================  ===========================================================
 field                                      accepted

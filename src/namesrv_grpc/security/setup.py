@@ -16,7 +16,7 @@ log = logging.getLogger(__name__)
 
 OPEN_WARNING = (
     "no --acl-file: anyone who can reach the gRPC port (and the remoting port) may register or unregister "
-    "brokers, change routes, write KV config and change the configuration; see README 'Security'"
+    "brokers, change routes, write KV config and change the configuration; see docs/security.md"
 )
 
 
