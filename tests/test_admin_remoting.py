@@ -276,6 +276,7 @@ def test_compare_order_topic_conf(tmp_path: Path) -> None:
     assert "DIFFERENT orderTopicConf: topic Orders" in result.stdout
     assert "broker-a:4" in result.stdout
     assert "DIFFERENT kv" not in result.stdout  # only the namespace named is compared
+    assert result.stdout.splitlines()[-2].startswith("1 difference: 2 NameServers")
 
 
 def test_compare_rechecks_a_difference_in_flight_once(pair: tuple[NamesrvProcess, NamesrvProcess]) -> None:
@@ -355,6 +356,7 @@ def test_differences_and_perm_text() -> None:
     found = differences([same, other], ["T"], ["NS"])
     assert [(d.kind, d.subject) for d in found] == [
         ("broker", "C/b id 0"),
+        ("brokerData", "C/b"),
         ("cluster", "C holds broker name b"),
         ("kv", "NS k"),
         ("perm", "topic T on b"),
@@ -362,7 +364,8 @@ def test_differences_and_perm_text() -> None:
         ("topic", "topic T"),
         ("topicSysFlag", "topic T on b"),
     ]
-    assert found[3].topic() == "T"
+    assert found[4].topic() == "T"
+    assert found[1].values == {"x": "zoneName -, enableActingMaster false", "y": None}
     assert perm_text(6) == "6 (RW-)"
     assert perm_text(7) == "7 (RWX)"
     assert perm_text(0) == "0 (---)"

@@ -12,6 +12,8 @@ What is compared (each a *fact* with one value per NameServer, absent included):
 - ``broker``: the address of each ``cluster/brokerName id N`` (a broker one has and another lacks,
   or a different address);
 - ``cluster``: which broker names each cluster holds (a broker name without addresses included);
+- ``brokerData``: a broker name's ``zoneName`` and ``enableActingMaster`` (5.x: zone routing and
+  acting masters read them);
 - ``topic``: whether the topic list holds the topic;
 - ``queues`` (read and write queue numbers), ``perm`` (with RocketMQ's ``PermName.perm2String``) and
   ``topicSysFlag`` of every topic on every broker name (its QueueData);
@@ -138,14 +140,20 @@ Fact = tuple[str, str]
 
 
 def cluster_facts(info: ClusterInfo) -> dict[Fact, str]:
-    """``broker`` and ``cluster`` facts of one cluster info."""
+    """``broker``, ``cluster`` and ``brokerData`` facts of one cluster info."""
     facts: dict[Fact, str] = {}
     for cluster, names in info.cluster_addr_table.items():
         for name in names:
             facts["cluster", f"{cluster} holds broker name {name}"] = "yes"
             broker_data = info.broker_addr_table.get(name)
-            for broker_id, addr in (broker_data.broker_addrs if broker_data else {}).items():
+            if broker_data is None:
+                continue
+            for broker_id, addr in broker_data.broker_addrs.items():
                 facts["broker", f"{cluster}/{name} id {broker_id}"] = addr
+            acting = "true" if broker_data.enable_acting_master else "false"
+            facts["brokerData", f"{cluster}/{name}"] = (
+                f"zoneName {broker_data.zone_name or '-'}, enableActingMaster {acting}"
+            )
     return facts
 
 
@@ -376,7 +384,7 @@ async def compare(
         recheck_namespaces = sorted({d.subject.split(" ", 1)[0] for d in found if d.kind == "kv"})
         try:
             await _read_all(
-                readers, again, cluster=bool(kinds & {"broker", "cluster"}), topic_list="topic" in kinds,
+                readers, again, cluster=bool(kinds & {"broker", "cluster", "brokerData"}), topic_list="topic" in kinds,
                 topics=recheck_topics, namespaces=recheck_namespaces, concurrency=concurrency,
                 progress=_Progress(False),
             )  # fmt: skip
@@ -422,7 +430,7 @@ def render_text(result: CompareResult, endpoints: list[Endpoint]) -> str:
     if result.result == "unreadable":
         lines.append(f"not compared: {len(result.unreadable)} of {len(result.snapshots)} NameServers could not be read")
     else:
-        verdict = "all agree" if not result.found else f"{len(result.found)} differences"
+        verdict = "all agree" if not result.found else f"{len(result.found)} difference{'s' * (len(result.found) != 1)}"
         recheck = (
             f"; {result.resolved_on_recheck} more were in flight and agreed on re-check"
             if (result.resolved_on_recheck)
