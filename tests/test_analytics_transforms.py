@@ -33,7 +33,10 @@ def test_the_readers_schemas_are_the_writers(spark: SparkSession, tmp_path: Path
         assertSchemaEqual(spark.read.parquet(str(path)).schema, spark_schema(name, with_partition=False))
         table = snapshots.table(name)
         assertSchemaEqual(table.schema, spark_schema(name))
-        assert table.count() == {"queue_data": 3, "broker_data": 3, "cluster_data": 2, "snapshots": 1}[name]
+        assert (
+            table.count()
+            == {"queue_data": 3, "broker_data": 3, "cluster_data": 2, "topic_queue_mapping": 1, "snapshots": 1}[name]
+        )
     assert snapshots.table("queue_data").select("snapshot_date").distinct().collect()[0][0].isoformat() == "2026-11-18"
 
 

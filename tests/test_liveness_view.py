@@ -16,7 +16,8 @@ from tests.test_remoting_server import register
 def test_live_table_names_protocol_session_age_and_version(namesrv: NamesrvProcess, stubs: Stubs) -> None:
     before = int(time.time() * 1000)
     with RemotingTestClient(namesrv.remoting_address) as client:
-        register(client, "c1", "java-broker", 0, "127.0.0.1:30911", {"J": topic("J")}, version=DataVersion(1, 2, 3))
+        topics = {"J": topic("J"), "J2": topic("J2")}  # one topic alone is a refused increment (S42)
+        register(client, "c1", "java-broker", 0, "127.0.0.1:30911", topics, version=DataVersion(1, 2, 3))
         stubs.ns.RegisterBroker(
             register_request(cluster="c1", broker_name="py-broker", broker_addr="127.0.0.1:30921"), timeout=10
         )

@@ -16,6 +16,11 @@ if no child can be started at all (no ``/dev/shm`` for its semaphores, say), eve
 the calling thread, as with ``registerBodyDecodeInChildProcess=false``.
 Errors raised by the decode (MalformedBodyError, InvalidFieldError, LimitExceededError) come back
 as the same exceptions.
+
+``spawn`` imports the parent's main module in the child (except ``python -m namesrv_grpc``, whose
+``__main__`` it skips, and the ``namesrv`` script, which is guarded): a program that embeds
+:class:`~namesrv_grpc.server.NamesrvServer` must start it under ``if __name__ == "__main__":``, or set
+``registerBodyDecodeInChildProcess=false``.
 """
 
 from __future__ import annotations
