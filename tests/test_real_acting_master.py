@@ -29,6 +29,7 @@ from tests.rocketmq_support import (
     require_rocketmq,
     start_java_broker,
     start_java_namesrv,
+    wait_registered,
 )
 from tests.support import running_namesrv
 
@@ -112,6 +113,9 @@ def test_kill_master_consumer_reads_from_acting_slave(namesrv: tuple[str, int], 
     with java_processes() as procs:
         master = start_java_broker(ROCKETMQ_5, tmp_path / "master", addr, dict(ACTING))
         procs.append(master)
+        # the master first: a slave registered before it would be told of the new smallest id (S53)
+        # when the master's first registration arrives, which this test counts as a notification
+        wait_registered(addr, ACTING["brokerName"], 0, timeout=90)
         slave = start_java_broker(
             ROCKETMQ_5,
             tmp_path / "slave",

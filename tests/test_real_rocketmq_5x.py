@@ -31,6 +31,7 @@ from tests.rocketmq_support import (
     mqadmin,
     require_rocketmq,
     start_java_broker,
+    wait_registered,
 )
 from tests.support import Stubs, running_namesrv
 
@@ -85,6 +86,10 @@ def test_s39_zone_mode_java_clients_get_only_their_zones_brokers(tmp_path: Path)
             procs.append(
                 start_java_broker(ROCKETMQ_5, tmp_path / name, addr, {"brokerName": name}, env={"ROCKETMQ_ZONE": zone})
             )
+        # mqadmin creates the topic on the brokers our cluster info lists: both must be in it first
+        # (a Java broker's first registration arrives after its boot line)
+        for name in ("broker-za", "broker-zb"):
+            wait_registered(addr, name, timeout=90)
         made = mqadmin(ROCKETMQ_5, addr, "updateTopic", "-c", "DefaultCluster", "-t", topic, "-r", "2", "-w", "2")
         assert made.returncode == 0, made.stdout + made.stderr
         wait_until(lambda: broker_names(route(addr, topic)) == ["broker-za", "broker-zb"], 90, "both brokers")
