@@ -5,6 +5,7 @@ in a real server."""
 from __future__ import annotations
 
 import os
+import pickle
 import signal
 import time
 from collections.abc import Iterator
@@ -15,7 +16,7 @@ import pytest
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv_grpc import decode_pool
 from namesrv_grpc.core.body import DEFAULT_MAX_INFLATED_BODY_BYTES, encode_body, parse_body
-from namesrv_grpc.core.compact_topics import CompactTopics
+from namesrv_grpc.core.compact_topics import CompactTopics, TopicsDelta
 from namesrv_grpc.core.errors import InvalidFieldError, LimitExceededError, MalformedBodyError
 from namesrv_grpc.core.model import DataVersion, QueueData, TopicConfig
 from namesrv_grpc.core.processor import decode_protobuf_body
@@ -53,6 +54,34 @@ def test_compact_topics_is_the_mapping_of_the_four_numbers() -> None:
         CompactTopics(["a", "b"], compact.nums[:4])
 
 
+def test_topics_delta_names_what_changed_and_what_is_gone() -> None:
+    old = CompactTopics.from_topic_configs(configs(3_000))
+    changed = configs(3_000)
+    changed["T5"] = TopicConfig("T5", 1, 1, 6, 1)
+    changed["T2999"] = TopicConfig("T2999", 8, 8, 2, 0)
+    same_order = TopicsDelta.between(77, old, CompactTopics.from_topic_configs(changed))
+    assert (same_order.base_fingerprint, len(same_order), same_order.removed) == (77, 3_000, [])
+    assert dict(same_order.changed) == {"T5": changed["T5"], "T2999": changed["T2999"]}
+    # Another order, a topic gone, one new: compared by name.
+    reordered = {name: changed[name] for name in reversed(changed) if name != "T9"} | {"New": TopicConfig("New")}
+    delta = TopicsDelta.between(77, old, CompactTopics.from_topic_configs(reordered))
+    assert (len(delta), delta.removed) == (3_000, ["T9"])
+    assert sorted(delta.changed) == ["New", "T2999", "T5"]
+    unchanged = TopicsDelta.between(1, old, old)
+    assert (len(unchanged.changed), unchanged.removed) == (0, [])
+    assert pickle.loads(pickle.dumps(delta)).changed.names == delta.changed.names
+
+
+def test_the_child_keeps_a_bounded_number_of_tables(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(decode_pool, "_tables", type(decode_pool._tables)())
+    monkeypatch.setattr(decode_pool, "CHILD_CACHE_MAX_TOPICS", 250)
+    for fingerprint in range(4):
+        decode_pool._remember(fingerprint, CompactTopics.from_topic_configs(configs(100)))
+    assert list(decode_pool._tables) == [2, 3]  # least recently used dropped first
+    decode_pool._remember(9, CompactTopics.from_topic_configs(configs(300)))
+    assert list(decode_pool._tables) == []  # one table over the bound is not kept either
+
+
 def test_route_table_applies_compact_topics_as_topic_configs() -> None:
     def table(topic_configs: dict[str, TopicConfig] | CompactTopics) -> RouteInfoManager:
         rt = RouteInfoManager(lambda: 1_700_000_000_000)
@@ -86,6 +115,30 @@ def test_child_decodes_like_the_calling_thread(pool: BodyDecodePool) -> None:
         assert again.data_version == DataVersion(0, 5, 6)
     assert pool.decoded_in_child == 4
     assert pool.child_pid() not in (None, os.getpid())
+
+
+def test_child_returns_a_delta_against_a_table_it_decoded(pool: BodyDecodePool) -> None:
+    topics = configs(3_000)
+    body, _ = encode_body(topics, DataVersion(0, 1, 1))
+    first = pool.decode_delta(decode_protobuf_body, (body, False, MAX, 200_000, None, True), None)
+    assert isinstance(first.topic_configs, CompactTopics)
+    assert first.topics_fingerprint is not None
+    topics["T42"] = TopicConfig("T42", 2, 2, 6, 0)
+    changed, _ = encode_body(topics, DataVersion(0, 1, 2))
+    args = (changed, False, MAX, 200_000, first.topics_fingerprint, True)
+    delta = pool.decode_delta(decode_protobuf_body, args, first.topics_fingerprint)
+    assert isinstance(delta.topic_configs, TopicsDelta)
+    assert (len(delta.topic_configs), dict(delta.topic_configs.changed)) == (3_000, {"T42": topics["T42"]})
+    assert delta.data_version == DataVersion(0, 1, 2)
+    # A base the child never decoded: the whole table.
+    unknown = pool.decode_delta(decode_protobuf_body, (changed, False, MAX, 200_000, None, True), 12345)
+    assert isinstance(unknown.topic_configs, CompactTopics)
+    assert len(unknown.topic_configs) == 3_000
+    # Decoded in this process (no child): always whole, nothing kept here.
+    pool.close()
+    whole = pool.decode_delta(decode_protobuf_body, args, first.topics_fingerprint)
+    assert isinstance(whole.topic_configs, CompactTopics)
+    assert not decode_pool._tables
 
 
 def test_errors_of_the_child_are_raised_whole(pool: BodyDecodePool) -> None:
@@ -173,6 +226,22 @@ def test_both_doors_decode_large_bodies_in_the_child(tmp_path: Path) -> None:
                 assert [(q.broker_name, q.read_queue_nums, q.perm) for q in route.queue_datas] == [(broker, 8, perm)]
             topics = stubs.ns.GetAllTopicList(ns_pb2.GetAllTopicListRequest()).topics
             assert len(topics) == 16_000 + 4_000 + 5
+            # Re-registrations with a few topics changed (decoded as deltas in the child).
+            big["grpc-7"] = TopicConfig("grpc-7", 3, 3, 2, 0)
+            again = register_request(
+                broker_name="broker-g", broker_addr="127.0.0.1:10911", topics=big, version=DataVersion(0, 2, 2)
+            )
+            stubs.ns.RegisterBroker(again, timeout=60)
+            java["java-9"] = TopicConfig("java-9", 5, 5, 4, 0)
+            java_body = bodies.encode_register_broker_body(java, DataVersion(0, 2, 2), compressed=True)
+            answer = remoting_register(
+                client, "c", "broker-j", 0, "127.0.0.1:10921", java, body=java_body, compressed=True,
+                version=DataVersion(0, 2, 2),
+            )  # fmt: skip
+            assert answer.code == ResponseCode.SUCCESS, answer.remark
+            for topic, expected in (("grpc-7", (3, 2)), ("java-9", (5, 4)), ("grpc-8", (8, 6)), ("java-8", (8, 6))):
+                route = stubs.ns.PickupTopicRoute(ns_pb2.PickupTopicRouteRequest(topic=topic)).route
+                assert [(q.read_queue_nums, q.perm) for q in route.queue_datas] == [expected]
 
 
 def test_child_process_can_be_switched_off(tmp_path: Path) -> None:

@@ -326,7 +326,7 @@ def register_remoting(ns: NameServer, name: str, addr: str, topics: Sequence[str
         ha_server_addr="",
         heartbeat_timeout_millis=0,
         body_fingerprint=(hash((tuple(topics), version)) & 0xFFFF_FFFF, len(topics), False),
-        decode=lambda: DecodedBody(configs, version, ()),
+        decode=lambda delta_ok: DecodedBody(configs, version, ()),
         protocol="remoting",
     )
 

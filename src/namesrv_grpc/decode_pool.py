@@ -8,6 +8,13 @@ parse, validate: the very functions the in-thread path runs) in one child proces
 :class:`~namesrv_grpc.core.compact_topics.CompactTopics` (two objects for any number of topics);
 the server's process then only compares and applies the topics that differ (S07).
 
+A broker re-registers the same big table with a few topics changed: the child keeps the tables it
+decoded last (:data:`CHILD_CACHE_MAX_TOPICS` topics in all, least recently used dropped first) by
+their topics fingerprint, and :func:`decode_as_delta` returns a
+:class:`~namesrv_grpc.core.compact_topics.TopicsDelta` against the table the route table holds
+(its ``BrokerLiveInfo.topics_fingerprint``): the server's process then handles the changed topics
+only, not all 100,000 (issue 21). Without that table in the cache the whole table comes back.
+
 The child is started at the first large body (``spawn``: nothing of the server's threads is
 copied), runs at a lower CPU priority (:data:`CHILD_NICENESS`), decodes one body at a time, and is
 stopped with the server. If it dies (killed for memory,
@@ -30,10 +37,16 @@ import logging
 import multiprocessing
 import os
 import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import CancelledError, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
+
+from namesrv_grpc.core.compact_topics import CompactTopics, TopicsDelta
+
+if TYPE_CHECKING:
+    from namesrv_grpc.core.processor import DecodedBody
 
 log = logging.getLogger(__name__)
 
@@ -52,10 +65,46 @@ CHILD_NICENESS = 10
 registration takes longer."""
 
 
-def _lower_priority() -> None:
-    """Child initializer: lower its CPU priority (ignored where not allowed)."""
+CHILD_CACHE_MAX_TOPICS = 400_000
+"""Topics of the decoded tables the child keeps for :func:`decode_as_delta` (about 40 MiB)."""
+
+_in_child = False
+_tables: OrderedDict[int, CompactTopics] = OrderedDict()
+"""In the child: topics fingerprint -> the table decoded with it, least recently used first."""
+
+
+def _init_child() -> None:
+    """Child initializer: lower its CPU priority (ignored where not allowed); turn the cache on."""
+    global _in_child
+    _in_child = True
     with contextlib.suppress(OSError):
         os.nice(CHILD_NICENESS)
+
+
+def _remember(fingerprint: int, topics: CompactTopics) -> None:
+    _tables[fingerprint] = topics
+    _tables.move_to_end(fingerprint)
+    total = sum(len(table) for table in _tables.values())
+    while total > CHILD_CACHE_MAX_TOPICS and len(_tables) > 1:
+        total -= len(_tables.popitem(last=False)[1])
+    if total > CHILD_CACHE_MAX_TOPICS:
+        _tables.clear()
+
+
+def decode_as_delta(decode: Callable[..., DecodedBody], args: tuple[object, ...], base: int | None) -> DecodedBody:
+    """``decode(*args)`` (a body decoder returning :class:`CompactTopics`), with its topics as a
+    :class:`TopicsDelta` against the table of fingerprint ``base`` when this is the child and it
+    still has that table (else unchanged). Only the child keeps tables: called in the server's
+    process (the child died) it decodes in full and keeps nothing. Raises what ``decode`` raises."""
+    decoded = decode(*args)
+    topics, fingerprint = decoded.topic_configs, decoded.topics_fingerprint
+    if not _in_child or not isinstance(topics, CompactTopics) or fingerprint is None:
+        return decoded
+    previous = _tables.get(base) if base is not None else None
+    _remember(fingerprint, topics)
+    if base is None or previous is None:
+        return decoded
+    return decoded._replace(topic_configs=TopicsDelta.between(base, previous, topics))
 
 
 class BodyDecodePool:
@@ -81,7 +130,7 @@ class BodyDecodePool:
         with self._lock:
             if self._pool is None:
                 self._pool = ProcessPoolExecutor(
-                    max_workers=1, mp_context=multiprocessing.get_context("spawn"), initializer=_lower_priority
+                    max_workers=1, mp_context=multiprocessing.get_context("spawn"), initializer=_init_child
                 )
             return self._pool
 
@@ -114,6 +163,13 @@ class BodyDecodePool:
             return function(*args)
         self.decoded_in_child += 1
         return result
+
+    def decode_delta(
+        self, function: Callable[..., DecodedBody], args: tuple[object, ...], base: int | None
+    ) -> DecodedBody:
+        """:func:`decode_as_delta` of ``function(*args)`` against the table of fingerprint ``base``
+        (None: in full), as :meth:`decode` runs it (in this thread, in full, when the child died)."""
+        return self.decode(decode_as_delta, function, args, base)
 
     def child_pid(self) -> int | None:
         """The child's process id, None before the first large body (for tests and the benchmarks)."""

@@ -6,6 +6,9 @@ instead of 100,000 ``TopicConfig`` tuples, so it crosses a process boundary chea
 for the garbage collector to walk. It is a read-only ``Mapping[str, TopicConfig]``; its values are
 built when read and carry only the four numbers (``order``, filter type and attributes are not kept:
 the NameServer never stores them, as in RocketMQ's ``RouteInfoManager``).
+
+:class:`TopicsDelta` is a table as what it changes against an earlier one: what the body-decoding
+child returns for a broker's re-registration (``namesrv_grpc.decode_pool``).
 """
 
 from __future__ import annotations
@@ -70,3 +73,63 @@ class CompactTopics(Mapping[str, TopicConfig]):
 
     def __reduce__(self) -> tuple[type[CompactTopics], tuple[list[str], array[int]]]:
         return CompactTopics, (self.names, self.nums)
+
+
+DELTA_CHUNK = 1024
+"""Numbers compared at once (256 topics) when two tables list the same names in the same order."""
+
+
+class TopicsDelta:
+    """A registration's topic table as what it changes against an earlier table (S07, issue 21).
+
+    ``base_fingerprint`` names the earlier table (the topics fingerprint of the body that made it,
+    ``BrokerLiveInfo.topics_fingerprint``); ``count`` is the number of topics the new table holds;
+    ``changed`` holds its topics that are new or whose four numbers differ from the earlier table's;
+    ``removed`` the earlier table's topics it no longer holds. Applied to a route table that holds
+    exactly what the earlier table made, the changed topics are all that S07 writes and the removed
+    ones all that ``deleteTopicWithBrokerRegistration`` deletes. Made in the body-decoding child
+    process, so the server process handles a few topics instead of all of a big broker's.
+    """
+
+    __slots__ = ("base_fingerprint", "changed", "count", "removed")
+
+    def __init__(self, base_fingerprint: int, count: int, changed: CompactTopics, removed: list[str]) -> None:
+        self.base_fingerprint = base_fingerprint
+        self.count = count
+        self.changed = changed
+        self.removed = removed
+
+    def __len__(self) -> int:
+        """The number of topics of the new table (not of the delta)."""
+        return self.count
+
+    def __reduce__(self) -> tuple[type[TopicsDelta], tuple[int, int, CompactTopics, list[str]]]:
+        return TopicsDelta, (self.base_fingerprint, self.count, self.changed, self.removed)
+
+    @classmethod
+    def between(cls, base_fingerprint: int, old: CompactTopics, new: CompactTopics) -> TopicsDelta:
+        """What ``new`` changes against ``old`` (the table whose fingerprint is ``base_fingerprint``).
+        When both list the same names in the same order (a broker's table between two of its
+        registrations) the numbers are compared a chunk at a time, in C."""
+        positions: list[int] = []
+        removed: list[str] = []
+        if old.names == new.names:
+            old_nums, new_nums = old.nums, new.nums
+            for start in range(0, len(new_nums), DELTA_CHUNK):
+                end = start + DELTA_CHUNK
+                if old_nums[start:end] != new_nums[start:end]:
+                    for position in range(start // 4, min(end, len(new_nums)) // 4):
+                        if old._nums_at(position) != new._nums_at(position):
+                            positions.append(position)
+        else:
+            index = {topic: position for position, topic in enumerate(old.names)}
+            for position, topic in enumerate(new.names):
+                at = index.pop(topic, None)
+                if at is None or old._nums_at(at) != new._nums_at(position):
+                    positions.append(position)
+            removed = list(index)
+        nums = array("i")
+        for position in positions:
+            nums.extend(new._nums_at(position))
+        changed = CompactTopics([new.names[position] for position in positions], nums)
+        return cls(base_fingerprint, len(new), changed, removed)

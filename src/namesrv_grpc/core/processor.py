@@ -17,7 +17,7 @@ from typing import NamedTuple, Protocol, TypeVar, cast
 
 from namesrv_grpc.config import RESTART_KEYS, NamesrvConfig, apply_properties, persist_properties
 from namesrv_grpc.core.body import decompress_body, parse_body, split_topic_table, verify_checksum
-from namesrv_grpc.core.compact_topics import CompactTopics
+from namesrv_grpc.core.compact_topics import CompactTopics, TopicsDelta
 from namesrv_grpc.core.errors import (
     ConfigKeyBlacklistedError,
     InvalidFieldError,
@@ -41,7 +41,7 @@ from namesrv_grpc.core.model import (
     TopicQueueMappingInfo,
     TopicRouteData,
 )
-from namesrv_grpc.core.route_table import RouteInfoManager
+from namesrv_grpc.core.route_table import RouteInfoManager, TopicsBaseChangedError
 from namesrv_grpc.core.route_watch import watched_topics
 from namesrv_grpc.core.validation import (
     require_addr,
@@ -90,13 +90,14 @@ class BrokerIdentity(NamedTuple):
 class DecodedBody(NamedTuple):
     """A registration body as :meth:`NameServer.apply_registration` needs it, whatever the wire format.
 
-    ``topic_configs`` None means "the topics are known unchanged, do not apply them";
+    ``topic_configs`` None means "the topics are known unchanged, do not apply them"; a
+    :class:`TopicsDelta` is the table as what it changes against the one the route table holds;
     ``topics_fingerprint`` (or None) lets the next registration skip decoding an unchanged topic table.
     ``topic_queue_mappings`` (RocketMQ 5.x static topics): topic -> mapping; None when the body
     carries none or they are known unchanged (they come with the topics' fingerprint).
     """
 
-    topic_configs: Mapping[str, TopicConfig] | None
+    topic_configs: Mapping[str, TopicConfig] | TopicsDelta | None
     data_version: DataVersion
     filter_server_list: Sequence[str]
     topics_fingerprint: int | None = None
@@ -117,6 +118,14 @@ class BodyDecoder(Protocol):
 
     def decode(self, function: Callable[..., T], *args: object) -> T:
         """``function(*args)``, somewhere else; raises what it raises."""
+        ...
+
+    def decode_delta(
+        self, function: Callable[..., DecodedBody], args: tuple[object, ...], base: int | None
+    ) -> DecodedBody:
+        """``function(*args)`` (returning CompactTopics) somewhere else, its topics as a
+        :class:`TopicsDelta` against the table of topics fingerprint ``base`` where that table is
+        known there (else in full); raises what ``function`` raises."""
         ...
 
 
@@ -298,19 +307,22 @@ class NameServer:
             zone_name=zone_name,
             instance_id=instance_id,
             body_fingerprint=(body_crc32c, len(body), compressed),
-            decode=lambda: self._decode_protobuf_body(identity, body, compressed),
+            decode=lambda delta_ok: self._decode_protobuf_body(identity, body, compressed, delta_ok),
             protocol=protocol,
         )
 
-    def _decode_protobuf_body(self, identity: BrokerIdentity, body: bytes, compressed: bool) -> DecodedBody:
+    def _decode_protobuf_body(
+        self, identity: BrokerIdentity, body: bytes, compressed: bool, delta_ok: bool = True
+    ) -> DecodedBody:
         """Decode within ``registerBodyMaxInflatedSize`` and ``registerBodyMaxTopics``; a large body in
-        :attr:`body_decoder`'s child process."""
+        :attr:`body_decoder`'s child process (a master's topics as a delta when ``delta_ok``)."""
         config = self.config
         known = self.route_table.stored_topics_fingerprint(**identity._asdict())
         limits = (config.register_body_max_inflated_size, config.register_body_max_topics, known)
         decoder = self.body_decoder if config.register_body_decode_in_child_process else None
         if decoder is not None and decoder.wants(len(body), compressed):
-            return decoder.decode(decode_protobuf_body, body, compressed, *limits, True)
+            base = known if delta_ok and identity.broker_id == MASTER_ID else None
+            return decoder.decode_delta(decode_protobuf_body, (body, compressed, *limits, True), base)
         return decode_protobuf_body(body, compressed, *limits)
 
     def apply_registration(
@@ -320,7 +332,7 @@ class NameServer:
         ha_server_addr: str,
         heartbeat_timeout_millis: int,
         body_fingerprint: tuple[int, int, bool],
-        decode: Callable[[], DecodedBody],
+        decode: Callable[[bool], DecodedBody],
         enable_acting_master: bool | None = None,
         zone_name: str = "",
         instance_id: str = "",
@@ -339,9 +351,11 @@ class NameServer:
         it alone. ``True``/``False`` = a 5.x broker (``RegisterBrokerRequestHeader.enableActingMaster``).
 
         ``body_fingerprint`` identifies the body bytes as sent (checksum, length, compressed): when it
-        equals this broker's last one, ``decode`` is not called. ``decode`` returns the decoded body
-        (raising MalformedBodyError or InvalidFieldError). Returns the registration result (S10) and
-        the ORDER_TOPIC_CONFIG table (S11). Raises InvalidFieldError, MalformedBodyError,
+        equals this broker's last one, ``decode`` is not called. ``decode(delta_ok)`` returns the
+        decoded body (raising MalformedBodyError or InvalidFieldError); with ``delta_ok`` its topics
+        may be a :class:`TopicsDelta`, and when the route table changed meanwhile so that the delta does
+        not apply, ``decode(False)`` is called and the registration applied again. Returns the
+        registration result (S10) and the ORDER_TOPIC_CONFIG table (S11). Raises InvalidFieldError, MalformedBodyError,
         StaleBrokerStateError, RegistrationRefusedError (S42: a broker's first registration over
         remoting carries exactly one topic), LimitExceededError (more than
         ``registerBodyMaxFilterServers`` filter servers); nothing changes when it raises.
@@ -355,41 +369,36 @@ class NameServer:
         require_optional_name("zone_name", zone_name)
         require_optional_name("instance_id", instance_id)
         kv_table = self._order_topic_config_for_reply()
-        filter_servers: Sequence[str]
-        mappings: Mapping[str, TopicQueueMappingInfo] | None = None
         same = self.route_table.same_body_registered(**identity._asdict(), fingerprint=body_fingerprint)
-        if same is not None:
-            # The same bytes as last time: decoding them would change nothing (S06, S07, S09).
-            data_version, filter_servers, topics_fingerprint = same
-            topic_configs: Mapping[str, TopicConfig] | None = None
-        else:
-            decoded = decode()
-            check_filter_server_count(len(decoded.filter_server_list), self.config.register_body_max_filter_servers)
-            for index, addr in enumerate(decoded.filter_server_list):
-                require_addr(f"body.filter_server_list[{index}]", addr)
-            topic_configs, data_version, filter_servers, topics_fingerprint, mappings = decoded
-            if mappings:
-                check_topic_queue_mappings(mappings, self.config.register_body_max_topics)
+        # The same bytes as last time: decoding them would change nothing (S06, S07, S09).
+        decoded = DecodedBody(None, *same) if same is not None else self._checked(decode(True))
         master_before = self.route_table.master_of(identity.broker_name)
-        result = self.route_table.register_broker(
-            **identity._asdict(),
-            ha_server_addr=ha_server_addr,
-            data_version=data_version,
-            topic_configs=topic_configs,
-            filter_server_list=filter_servers,
-            heartbeat_timeout_millis=heartbeat_timeout_millis,
-            zone_name=zone_name,
-            enable_acting_master=enable_acting_master,
-            instance_id=instance_id,
-            body_fingerprint=body_fingerprint,
-            topics_fingerprint=topics_fingerprint,
-            protocol=protocol,
-            topic_queue_mappings=mappings,
-            # S42: RocketMQ's remoting protocol carries topic-increment registrations (a Java broker's
-            # registerSingleTopicAll sends REGISTER_BROKER with one topic); a gRPC body is always the
-            # broker's whole table (RegisterBrokerBody, CONTRACT.md), so only remoting ones are refused.
-            refuse_single_topic_first=protocol == "remoting",
-        )
+
+        def register(decoded: DecodedBody) -> RegisterBrokerResult:
+            return self.route_table.register_broker(
+                **identity._asdict(),
+                ha_server_addr=ha_server_addr,
+                data_version=decoded.data_version,
+                topic_configs=decoded.topic_configs,
+                filter_server_list=decoded.filter_server_list,
+                heartbeat_timeout_millis=heartbeat_timeout_millis,
+                zone_name=zone_name,
+                enable_acting_master=enable_acting_master,
+                instance_id=instance_id,
+                body_fingerprint=body_fingerprint,
+                topics_fingerprint=decoded.topics_fingerprint,
+                protocol=protocol,
+                topic_queue_mappings=decoded.topic_queue_mappings,
+                # S42: RocketMQ's remoting protocol carries topic-increment registrations (a Java
+                # broker's registerSingleTopicAll sends REGISTER_BROKER with one topic); a gRPC body is
+                # always the broker's whole table (RegisterBrokerBody, CONTRACT.md): only remoting's.
+                refuse_single_topic_first=protocol == "remoting",
+            )
+
+        try:
+            result = register(decoded)
+        except TopicsBaseChangedError:  # the table changed since the delta's base was read: decode in full
+            result = register(self._checked(decode(False)))
         if result.conflicting_instance_id:
             log.warning(
                 "registration conflict: broker %s/%s id %d at %s is registered alternately by two runs "
@@ -400,6 +409,16 @@ class NameServer:
             )
         self._notify_if_master_changed(identity.broker_name, master_before)
         return result, kv_table
+
+    def _checked(self, decoded: DecodedBody) -> DecodedBody:
+        """The decoded body's filter servers (``registerBodyMaxFilterServers``, addresses) and
+        static-topic mappings checked. Raises LimitExceededError, InvalidFieldError."""
+        check_filter_server_count(len(decoded.filter_server_list), self.config.register_body_max_filter_servers)
+        for index, addr in enumerate(decoded.filter_server_list):
+            require_addr(f"body.filter_server_list[{index}]", addr)
+        if decoded.topic_queue_mappings:
+            check_topic_queue_mappings(decoded.topic_queue_mappings, self.config.register_body_max_topics)
+        return decoded
 
     def _order_topic_config_for_reply(self) -> dict[str, str]:
         """S11: the ORDER_TOPIC_CONFIG table a registration reply carries, checked before the

@@ -60,7 +60,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from namesrv_grpc.core.compact_topics import CompactTopics
+from namesrv_grpc.core.compact_topics import CompactTopics, TopicsDelta
 from namesrv_grpc.core.digest import RouteDigest, broker_data_hash, mapping_hash, queue_data_hash
 from namesrv_grpc.core.errors import (
     BrokerNameNotRegisteredError,
@@ -156,6 +156,12 @@ in a way RocketMQ tells the brokers about (S53)."""
 def wall_clock_millis() -> int:
     """The system clock in milliseconds since the epoch (RocketMQ ``System.currentTimeMillis()``)."""
     return time.time_ns() // 1_000_000
+
+
+class TopicsBaseChangedError(Exception):
+    """A :class:`TopicsDelta` was not applied (nothing changed): the route table no longer holds the
+    table it was made against. Not a client's error: the caller decodes the body in full and
+    registers again (:meth:`NameServer.apply_registration`)."""
 
 
 class QueueDataView(Mapping[str, dict[str, QueueData]]):
@@ -335,7 +341,7 @@ class RouteInfoManager:
         broker_addr: str,
         ha_server_addr: str = "",
         data_version: DataVersion = DataVersion(),
-        topic_configs: Mapping[str, TopicConfig] | None = None,
+        topic_configs: Mapping[str, TopicConfig] | TopicsDelta | None = None,
         filter_server_list: Iterable[str] = (),
         heartbeat_timeout_millis: int = 0,
         zone_name: str = "",
@@ -387,20 +393,40 @@ class RouteInfoManager:
         the broker id is not registered under its name yet and the topic table holds exactly one
         topic (a topic-increment registration before the full one).
 
+        ``topic_configs`` may be a :class:`TopicsDelta` (a master's table as what it changes against
+        the table of its last registration, made by the body-decoding child): applied only when this
+        broker address is registered under the same name and id and its live entry still holds that
+        table's ``topics_fingerprint`` (the table holds exactly what it made); otherwise
+        TopicsBaseChangedError is raised before anything changes, and the caller decodes in full.
+
         The S07 comparison of a master's topics is made before the lock is taken (:meth:`_differing`):
         under the lock only the QueueData that differ are written, unless another change ended in
         between (then every topic is compared again under the lock). So a 100,000-topic
         registration holds the lock for the topics it changes, not for all it names, and lookups
         of other routes are not kept waiting; readers still never see half of it.
         """
-        if topic_configs is not None and not isinstance(topic_configs, CompactTopics):
-            topic_configs = CompactTopics.from_topic_configs(topic_configs)
-        differing = self._differing(broker_name, topic_configs) if broker_id == MASTER_ID and topic_configs else None
+        delta = topic_configs if isinstance(topic_configs, TopicsDelta) else None
+        topics: CompactTopics | None = None
+        if isinstance(topic_configs, CompactTopics):
+            topics = topic_configs
+        elif topic_configs is not None and not isinstance(topic_configs, TopicsDelta):
+            topics = CompactTopics.from_topic_configs(topic_configs)
+        differing = self._differing(broker_name, topics) if broker_id == MASTER_ID and topics else None
         new_version = enable_acting_master is not None
         with self._changing():
             now = self._clock()
             broker_data = self.broker_addr_table.get(broker_name)
             old_addr = broker_data.broker_addrs.get(broker_id) if broker_data else None
+            if delta is not None:
+                live = self.broker_live_table.get(broker_addr)
+                if (
+                    broker_id != MASTER_ID
+                    or old_addr != broker_addr
+                    or live is None
+                    or (live.cluster, live.broker_name, live.broker_id) != (cluster_name, broker_name, broker_id)
+                    or live.topics_fingerprint != delta.base_fingerprint
+                ):
+                    raise TopicsBaseChangedError(f"{broker_addr}'s stored topics are not the delta's base")
             if old_addr is not None and old_addr != broker_addr:
                 old_live = self.broker_live_table.get(old_addr)
                 if old_live is not None and old_live.data_version.state_version > data_version.state_version:
@@ -410,10 +436,10 @@ class RouteInfoManager:
                         f"stateVersion {data_version.state_version}",
                         {"broker_name": broker_name, "broker_addr": broker_addr},
                     )
-            if refuse_single_topic_first and topic_configs is not None and len(topic_configs) == 1 and old_addr is None:
+            if refuse_single_topic_first and topics is not None and len(topics) == 1 and old_addr is None:
                 raise RegistrationRefusedError(
                     f"broker {broker_name} id {broker_id} at {broker_addr} is not registered yet and its "
-                    f"registration carries one topic ({next(iter(topic_configs))!r}): a broker registers its "
+                    f"registration carries one topic ({topics.names[0]!r}): a broker registers its "
                     "whole topic table first (RocketMQ 5.x answers 'register broker failed')",
                     {"broker_name": broker_name, "broker_addr": broker_addr},
                 )
@@ -470,17 +496,25 @@ class RouteInfoManager:
             changed = previous is None or previous.broker_name != broker_name or previous.data_version != data_version
             if carries_topics and topic_queue_mappings and (register_first or changed):
                 self._put_topic_queue_mappings(topic_queue_mappings)  # S40
-            if carries_topics and topic_configs is not None and (register_first or changed):
+            if carries_topics and (topics is not None or delta is not None) and (register_first or changed):
                 # S40: with mappings no topic is deleted; the table may then hold more than the body's
                 # topics make, so the topics fingerprint is not kept (the next body decodes in full).
                 topics_applied = not (self.delete_topic_with_broker_registration and topic_queue_mappings)
                 if self.delete_topic_with_broker_registration and not topic_queue_mappings:
-                    for topic in self.topics_by_broker_name.get(broker_name, {}).keys() - topic_configs.keys():
+                    if topics is not None:
+                        removed: Iterable[str] = self.topics_by_broker_name.get(broker_name, {}).keys() - topics.keys()
+                    elif delta is not None:
+                        removed = delta.removed
+                    for topic in removed:
                         self._remove_queue_data(topic, broker_name)
-                pairs: Iterable[tuple[str, QueueNums]] = topic_configs.queue_nums()
-                if differing is not None and differing[0] == self._changes_done:
+                if topics is None:
+                    assert delta is not None
+                    pairs: Iterable[tuple[str, QueueNums]] = delta.changed.queue_nums()
+                elif differing is not None and differing[0] == self._changes_done:
                     # nothing changed since: the others are equal, S07 skips them
-                    pairs = topic_configs.queue_nums(differing[1])
+                    pairs = topics.queue_nums(differing[1])
+                else:
+                    pairs = topics.queue_nums()
                 if prime_slave and broker_data.enable_acting_master:
                     pairs = [(topic, (r, w, perm & ~PERM_WRITE, flag)) for topic, (r, w, perm, flag) in pairs]
                 for topic, nums in pairs:

@@ -52,7 +52,14 @@ from namesrv_grpc.core.errors import (
     MalformedBodyError,
     NamesrvError,
 )
-from namesrv_grpc.core.model import ZONE_MODE_EXT_FIELD, ZONE_NAME_EXT_FIELD, DataVersion, TopicConfig, TopicRouteData
+from namesrv_grpc.core.model import (
+    MASTER_ID,
+    ZONE_MODE_EXT_FIELD,
+    ZONE_NAME_EXT_FIELD,
+    DataVersion,
+    TopicConfig,
+    TopicRouteData,
+)
 from namesrv_grpc.core.processor import BrokerIdentity, DecodedBody, NameServer
 from namesrv_grpc.log_limits import printable
 from namesrv_grpc.metrics import NamesrvMetrics
@@ -531,7 +538,9 @@ class RemotingHandlers:
                 zone_name=_optional(request, ZONE_NAME_EXT_FIELD),
                 instance_id=instance_id,
                 body_fingerprint=(actual + REMOTING_FINGERPRINT_TAG, len(body), compressed),
-                decode=lambda: self._decode_register_body(identity, body, compressed, request.version),
+                decode=lambda delta_ok: self._decode_register_body(
+                    identity, body, compressed, request.version, delta_ok
+                ),
             )
         bound = self._ns.bind_session(**identity._asdict(), instance_id=instance_id)
         ext_fields = {}
@@ -545,17 +554,24 @@ class RemotingHandlers:
         return self._ok(request, body_out, ext_fields), bound[0] if bound else None
 
     def _decode_register_body(
-        self, identity: BrokerIdentity, body: bytes, compressed: bool, version: int = VERSION_V5_0_0
+        self,
+        identity: BrokerIdentity,
+        body: bytes,
+        compressed: bool,
+        version: int = VERSION_V5_0_0,
+        delta_ok: bool = False,
     ) -> DecodedBody:
         """Decode a Java body (:func:`decode_java_register_body`); a large one in the NameServer's
-        body-decoding child process. When only its DataVersion differs from this broker's last body,
-        the filter servers are the stored ones (S07 and S09 would change nothing)."""
+        body-decoding child process (a master's topics as a delta against its last table when
+        ``delta_ok``). When only its DataVersion differs from this broker's last body, the filter
+        servers are the stored ones (S07 and S09 would change nothing)."""
         config = self._ns.config
         known = self._ns.route_table.stored_topics_fingerprint(**identity._asdict())
         args = (body, compressed, config.register_body_max_inflated_size, config.register_body_max_topics, known)
         decoder = self._ns.body_decoder if config.register_body_decode_in_child_process else None
         if decoder is not None and decoder.wants(len(body), compressed):
-            decoded = decoder.decode(decode_java_register_body, *args, True, version >= VERSION_V5_0_0)
+            base = known if delta_ok and identity.broker_id == MASTER_ID else None
+            decoded = decoder.decode_delta(decode_java_register_body, (*args, True, version >= VERSION_V5_0_0), base)
         else:
             decoded = decode_java_register_body(*args, False, version >= VERSION_V5_0_0)
         if decoded.topic_configs is None:
