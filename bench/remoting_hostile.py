@@ -6,16 +6,21 @@ of ``make bench`` (:func:`s12_hostile_clients`) at the issue's sizes::
 
     .venv/bin/python -m bench.run --only 12          # full size; results in docs/benchmarks.md
 
-The connection flood needs ``ulimit -n`` raised: :func:`raise_fd_limit` raises this process's soft
-limit to the hard one, and the server it starts inherits it. Each run reports the well-behaved
-client's lookup p99 and max on both doors, its failed lookups, the server's peak RSS growth
-(``VmHWM``) and log growth, and what the attacker saw.
+Each attack runs in a process of its own (spawned before the timing starts), the well-behaved
+client in the bench process: the attacker's Python loops must not hold the GIL the client's
+lookups are timed under. The connection flood needs ``ulimit -n`` raised: :func:`raise_fd_limit`
+raises this process's soft limit to the hard one, and the server and attacker it starts inherit
+it. Each run reports the well-behaved client's lookup p99 and max on both doors, its failed
+lookups, the server's peak RSS growth (``VmHWM``) and log growth, and what the attacker saw.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
+import multiprocessing
+import os
 import resource
 import socket
 import struct
@@ -23,6 +28,7 @@ import threading
 import time
 import zlib
 from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -388,9 +394,78 @@ def _peak_rss(pid: int) -> int:
     return 0
 
 
+# Each attack as run by scenario 12: a module-level function of the remoting address (and its
+# sizes) returning what the attacker saw, so that it can run in a process of its own (the
+# well-behaved client's lookups are timed in the bench process, whose GIL the attacker must not hold).
+
+
+def attack_pipelined(
+    remoting: str, code: int, connections: int, bytes_each: int, hold: float, ext: dict[str, str] | None = None
+) -> str:
+    socks = pipeline_unread(remoting, code, connections, bytes_each, ext)
+    time.sleep(hold)
+    for sock in socks:
+        sock.close()
+    return f"{connections} connections sent {bytes_each * connections // 1024:,} KiB"
+
+
+def attack_flood(remoting: str, count: int, hold: float) -> str:
+    socks = idle_flood(remoting, count)
+    time.sleep(hold)
+    alive = open_count(socks)
+    for sock in socks:
+        sock.close()
+    return f"{len(socks):,} connected, {alive:,} still open after the flood"
+
+
+def attack_slow(remoting: str, count: int, held: int, seconds: int) -> str:
+    socks = slow_frames(remoting, count, 16 * MIB, held)
+    for _ in range(seconds):
+        time.sleep(1)
+        trickle(socks)
+    alive = open_count(socks)
+    for sock in socks:
+        sock.close()
+    return f"{alive} of {count} still open"
+
+
+def attack_unknown(remoting: str, frames: int) -> str:
+    return f"{unknown_codes(remoting, frames):,} of {frames:,} answered"
+
+
+def attack_bombs(remoting: str, count: int, bomb: bytes) -> str:
+    codes = register_bombs(remoting, count, bomb)
+    return f"{len(codes)} of {count} answered, response codes {sorted(set(codes))}"
+
+
+def attack_header(remoting: str, size: int) -> str:
+    closed = 0
+    for _ in range(5):
+        sock = connect(remoting, 30)
+        with contextlib.suppress(OSError):
+            sock.sendall(wide_header(size))
+            if sock.recv(1) == b"":
+                closed += 1
+        sock.close()
+    return f"{closed} of 5 connections closed"
+
+
+def attack_counter(remoting: str) -> str:
+    sock = connect(remoting)
+    answer = call(sock, huge_counter_query())
+    sock.close()
+    return f"answer code {answer.code}: {(answer.remark or '')[:50]}"
+
+
+def attacker_ready() -> int:
+    """Run first in the attacker's process: this module is imported there before timing starts."""
+    return os.getpid()
+
+
 def sized_attacks(p: Profile) -> dict[str, tuple[str, str, Callable[[str], str]]]:
     """row id -> (name, what, run(remoting address) -> what the attacker saw), at the issue's sizes
-    for the full profile (what this box can make), smaller for quick and tiny."""
+    for the full profile (what this box can make), smaller for quick and tiny. Each ``run`` is
+    picklable (a partial of a module-level function), to run in the attacker's own process."""
     connections = p.pick(30, 10, 2)
     per_connection = p.pick(MIB, 256 * 1024, 64 * 1024)
     flood_size = p.pick(20_000, 2_000, 100)
@@ -398,60 +473,12 @@ def sized_attacks(p: Profile) -> dict[str, tuple[str, str, Callable[[str], str]]
     unknown = p.pick(1_000_000, 100_000, 5_000)
     bomb_count = p.pick(200, 20, 3)
     header_size = p.pick(16 * MIB - 16, 4 * MIB, MIB)
+    hold = p.pick(5, 2, 0.5)
 
     def pipelined(code: int, ext: dict[str, str] | None = None) -> Callable[[str], str]:
-        def run(remoting: str) -> str:
-            socks = pipeline_unread(remoting, code, connections, per_connection, ext)
-            time.sleep(p.pick(5, 2, 0.5))
-            for sock in socks:
-                sock.close()
-            return f"{connections} connections sent {per_connection * connections // 1024:,} KiB"
-
-        return run
-
-    def flood(remoting: str) -> str:
-        socks = idle_flood(remoting, flood_size)
-        time.sleep(p.pick(3, 1, 0.5))
-        alive = open_count(socks)
-        for sock in socks:
-            sock.close()
-        return f"{len(socks):,} connected, {alive:,} still open after the flood"
-
-    def slow(remoting: str) -> str:
-        socks = slow_frames(remoting, slow_count, 16 * MIB, slow_held)
-        for _ in range(p.pick(5, 3, 1)):
-            time.sleep(1)
-            trickle(socks)
-        alive = open_count(socks)
-        for sock in socks:
-            sock.close()
-        return f"{alive} of {slow_count} still open"
-
-    def unknown_run(remoting: str) -> str:
-        return f"{unknown_codes(remoting, unknown):,} of {unknown:,} answered"
-
-    bomb = deflate_bomb(1)
-
-    def bombs(remoting: str) -> str:
-        codes = register_bombs(remoting, bomb_count, bomb)
-        return f"{len(codes)} of {bomb_count} answered, response codes {sorted(set(codes))}"
-
-    def header(remoting: str) -> str:
-        closed = 0
-        for _ in range(5):
-            sock = connect(remoting, 30)
-            with contextlib.suppress(OSError):
-                sock.sendall(wide_header(header_size))
-                if sock.recv(1) == b"":
-                    closed += 1
-            sock.close()
-        return f"{closed} of 5 connections closed"
-
-    def counter(remoting: str) -> str:
-        sock = connect(remoting)
-        answer = call(sock, huge_counter_query())
-        sock.close()
-        return f"answer code {answer.code}: {(answer.remark or '')[:50]}"
+        return functools.partial(
+            attack_pipelined, code=code, connections=connections, bytes_each=per_connection, hold=hold, ext=ext
+        )
 
     mib = per_connection * connections / MIB
     return {
@@ -463,21 +490,33 @@ def sized_attacks(p: Profile) -> dict[str, tuple[str, str, Callable[[str], str]]
         ),
         "12b": ("pipelined-319", "the same with GET_NAMESRV_CONFIG (319)", pipelined(319)),
         "12c": ("pipelined-105", "the same with lookups (105)", pipelined(105, {"topic": PROBE_TOPIC})),
-        "12d": ("idle-flood", f"{flood_size:,} idle remoting connections (ulimit -n raised to the hard limit)", flood),
+        "12d": (
+            "idle-flood",
+            f"{flood_size:,} idle remoting connections (ulimit -n raised to the hard limit)",
+            functools.partial(attack_flood, count=flood_size, hold=p.pick(3, 1, 0.5)),
+        ),
         "12e": (
             "slow-frames",
             f"{slow_count} connections each holding {slow_held // MIB} MiB of a declared 16 MiB frame, "
             "one more byte a second",
-            slow,
+            functools.partial(attack_slow, count=slow_count, held=slow_held, seconds=p.pick(5, 3, 1)),
         ),
-        "12f": ("unknown-codes", f"{unknown:,} pipelined frames of an unknown request code", unknown_run),
+        "12f": (
+            "unknown-codes",
+            f"{unknown:,} pipelined frames of an unknown request code",
+            functools.partial(attack_unknown, frames=unknown),
+        ),
         "12g": (
             "register-bombs",
             f"{bomb_count} pipelined compressed REGISTER_BROKER bodies of 1 MiB inflating to 1 GiB",
-            bombs,
+            functools.partial(attack_bombs, count=bomb_count, bomb=deflate_bomb(1)),
         ),
-        "12h": ("wide-header", f"a {header_size / MIB:.0f} MiB JSON header [[],[],...], 5 connections", header),
-        "12i": ("huge-counter", "QUERY_DATA_VERSION with a DataVersion counter of 10^5000", counter),
+        "12h": (
+            "wide-header",
+            f"a {header_size / MIB:.0f} MiB JSON header [[],[],...], 5 connections",
+            functools.partial(attack_header, size=header_size),
+        ),
+        "12i": ("huge-counter", "QUERY_DATA_VERSION with a DataVersion counter of 10^5000", attack_counter),
     }
 
 
@@ -507,10 +546,12 @@ def s12_hostile_clients(p: Profile) -> Result:
                     time.sleep(p.pick(2, 1, 0.3))
                 log_before = server.log_size()
                 before = _peak_rss(server.pid)
-                with probing(remoting, server.address) as probe:
-                    started = time.monotonic()
-                    note = run(remoting)
-                    seconds = time.monotonic() - started
+                with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as attacker:
+                    attacker.submit(attacker_ready).result()
+                    with probing(remoting, server.address) as probe:
+                        started = time.monotonic()
+                        note = attacker.submit(run, remoting).result()
+                        seconds = time.monotonic() - started
                 alive = alive and server.process.poll() is None
                 growth = (_peak_rss(server.pid) - before) / MIB if alive else 0.0
                 for sock in _KEEP:
