@@ -154,6 +154,34 @@ def test_a_bounded_number_of_frames_per_turn(loop: asyncio.AbstractEventLoop) ->
     assert server.budget.metrics.reads_paused.labels("backlog")._value.get() == 1
 
 
+def test_all_connections_together_handle_a_bounded_number_of_frames_per_turn(
+    loop: asyncio.AbstractEventLoop,
+) -> None:
+    """remotingMaxFramesPerTurn: 10 connections pipelining 16 frames each get 32 frames handled in a
+    turn, not 160 (the event loop serves gRPC too); the others wait for the next turns, in order."""
+    server, _ = listener(loop, max_frames_per_read=16, max_frames_per_turn=32)
+    pairs = [connect(loop, server) for _ in range(10)]
+
+    async def turns() -> list[list[int]]:
+        for connection, _ in pairs:
+            connection.data_received(frames(16))
+        answered = [[len(transport.answers()) for _, transport in pairs]]
+        assert all("backlog" in connection.reading_paused for connection, _ in pairs[2:])
+        for _ in range(4):
+            await asyncio.sleep(0)  # the next turn
+            answered.append([len(transport.answers()) for _, transport in pairs])
+        return answered
+
+    assert loop.run_until_complete(turns()) == [
+        [16, 16] + [0] * 8,
+        [16] * 4 + [0] * 6,
+        [16] * 6 + [0] * 4,
+        [16] * 8 + [0] * 2,
+        [16] * 10,
+    ]
+    assert all(transport.reading for _, transport in pairs)
+
+
 def test_answers_not_read_stop_handling_at_once(loop: asyncio.AbstractEventLoop) -> None:
     """Over writeBufferHighWaterMark the connection stops in the middle of a read (one read of
     thousands of pipelined requests used to be answered in full before the check)."""

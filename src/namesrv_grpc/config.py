@@ -103,6 +103,9 @@ class NamesrvConfig:
     """Remoting connections open at once (``maxConnections``); 0 = from the file-descriptor limit."""
     remoting_max_frames_per_read: int = 16
     """Requests of one remoting connection handled per event-loop turn (``remotingMaxFramesPerRead``)."""
+    remoting_max_frames_per_turn: int = 64
+    """Requests of all remoting connections together handled per event-loop turn
+    (``remotingMaxFramesPerTurn``)."""
     remoting_max_requests_in_flight: int = 16
     """Requests of one remoting connection processed off the loop at once (``remotingMaxRequestsInFlight``)."""
     write_buffer_high_water_mark: int = 64 * 1024
@@ -348,6 +351,11 @@ KEYS: dict[str, _Key] = {
     "remotingMaxFramesPerRead": _Key(
         "remoting_max_frames_per_read", _int_parser(1, 100_000), "requests of one connection handled per loop turn"
     ),
+    "remotingMaxFramesPerTurn": _Key(
+        "remoting_max_frames_per_turn",
+        _int_parser(1, 100_000),
+        "requests of all remoting connections together handled per loop turn",
+    ),
     "remotingMaxRequestsInFlight": _Key(
         "remoting_max_requests_in_flight",
         _int_parser(1, 100_000),
@@ -429,6 +437,7 @@ RESTART_KEYS = frozenset(
         "remotingHeaderMaxFields",
         "maxConnections",
         "remotingMaxFramesPerRead",
+        "remotingMaxFramesPerTurn",
         "remotingMaxRequestsInFlight",
         "writeBufferHighWaterMark",
         "writeBufferLowWaterMark",

@@ -6,6 +6,11 @@ per-connection half is :class:`~namesrv_grpc.remoting.connection.RemotingConnect
   closed at once. So a flood of idle connections cannot exhaust file descriptors, and cannot lock
   out brokers (a broker sends its registration right after connecting). The default leaves a
   quarter of the process's file-descriptor limit (at least 256) to gRPC, files and the metrics port.
+- **Requests handled per turn of the event loop** (``remotingMaxFramesPerTurn``), all connections
+  together: the event loop also serves the gRPC door, and a gRPC call needs several turns, so one
+  turn must stay short however many connections pipeline requests (30 connections each handling
+  their 16 frames per turn made turns of ~15 ms and gRPC lookups of ~55 ms). A connection that
+  finds the turn's budget spent waits for the next turn, behind the connections already waiting.
 - **Bytes held in frames not yet decoded** (``remotingPartialFramesMaxBytes``), across all
   connections: over it, the connections holding the most are closed until the total fits again
   (100 connections each holding most of a 16 MiB frame would otherwise pin 1.4 GB).
@@ -16,6 +21,7 @@ Every refusal counts in the metrics (:class:`~.remoting_metrics.RemotingMetrics`
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import resource
 from dataclasses import dataclass
@@ -65,6 +71,9 @@ class RemotingLimits:
     max_frames_per_read: int = 16
     """``remotingMaxFramesPerRead``: requests of one connection handled per turn of the event loop,
     before the other connections get theirs."""
+    max_frames_per_turn: int = 64
+    """``remotingMaxFramesPerTurn``: requests of all connections together handled per turn of the
+    event loop; a connection that finds them spent waits for the next turn."""
     max_requests_in_flight: int = 16
     """``remotingMaxRequestsInFlight``: requests of one connection being processed off the event loop
     (large registrations, KV and configuration writes); at the bound the connection is not read."""
@@ -106,7 +115,29 @@ class RemotingBudget:
         self._partial: dict[BudgetedConnection, int] = {}
         """connection -> bytes it holds in frames not yet decoded (only non-zero entries)."""
         self.partial_bytes = 0
+        self._turn_frames = 0
+        """Requests handled in this turn of the event loop (reset at the start of the next one)."""
+        self._turn_reset_pending = False
         metrics.max_connections.set(self.max_connections)
+
+    # ------------------------------------------------------------------ requests per turn
+
+    def frames_left_this_turn(self) -> int:
+        """How many more requests may be handled in this turn of the event loop."""
+        return self.limits.max_frames_per_turn - self._turn_frames
+
+    def frame_handled(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Count one request against this turn of ``loop`` (``remotingMaxFramesPerTurn``). The count
+        is reset by a callback queued at the turn's first request: it runs at the start of the next
+        turn, before the connections that wait for it (they queue their turn after it)."""
+        self._turn_frames += 1
+        if not self._turn_reset_pending:
+            self._turn_reset_pending = True
+            loop.call_soon(self._new_turn)
+
+    def _new_turn(self) -> None:
+        self._turn_frames = 0
+        self._turn_reset_pending = False
 
     # ------------------------------------------------------------------ connections
 

@@ -13,8 +13,9 @@ What one connection does, in the order bytes flow::
 
 Bounds of one connection (issue 20; the server-wide ones are in :mod:`.budget`):
 
-- at most ``remotingMaxFramesPerRead`` requests are handled per turn of the event loop; the rest of
-  a read waits (the connection is not read meanwhile) until every other connection had its turn;
+- at most ``remotingMaxFramesPerRead`` requests are handled per turn of the event loop (and fewer
+  when the server-wide ``remotingMaxFramesPerTurn`` of the turn is spent); the rest of a read waits
+  (the connection is not read meanwhile) until every other connection had its turn;
 - answers waiting to be sent above ``writeBufferHighWaterMark`` bytes stop the handling and the
   reading at once (not at the end of a read), until they drain to ``writeBufferLowWaterMark``
   (RocketMQ 5.x turns Netty's ``autoRead`` off while a channel is unwritable);
@@ -200,17 +201,20 @@ class RemotingConnection(asyncio.Protocol):
             self._loop.call_soon(self._process)
 
     def _process(self) -> None:
-        """Handle up to ``remotingMaxFramesPerRead`` complete frames, then decide whether the
-        connection is read and whether another turn is needed."""
+        """Handle up to ``remotingMaxFramesPerRead`` complete frames (as many as the turn's
+        server-wide budget leaves), then decide whether the connection is read and whether another
+        turn is needed."""
         self._scheduled = False
         if self.closed:
             return
         limits = self.limits
+        budget = self.budget
         handled = 0
         self._batch, self._batch_bytes = [], 0
         try:
             while (
                 handled < limits.max_frames_per_read
+                and budget.frames_left_this_turn() > 0
                 and "write_buffer" not in self._paused
                 and len(self._tasks) < limits.max_requests_in_flight
             ):
@@ -221,6 +225,7 @@ class RemotingConnection(asyncio.Protocol):
                     self.active = True
                     self.budget.became_active(self)
                 self._frame_started = None
+                budget.frame_handled(self._loop)
                 self._handle(commands[0])
                 handled += 1
                 if self.closed:

@@ -18,7 +18,8 @@ anything else is ``unknown``), response codes by name.
 - ``namesrv_remoting_partial_frame_bytes`` (gauge): bytes held in frames not yet decoded
 - ``namesrv_remoting_reads_paused_total{reason}`` (counter): times a connection stopped being read:
   ``write_buffer`` (answers not read by the peer, ``writeBufferHighWaterMark``), ``in_flight``
-  (``remotingMaxRequestsInFlight``), ``backlog`` (more than ``remotingMaxFramesPerRead`` frames in one read)
+  (``remotingMaxRequestsInFlight``), ``backlog`` (more than ``remotingMaxFramesPerRead`` frames in
+  one read, or the turn's ``remotingMaxFramesPerTurn`` spent)
 - brokers removed because their remoting connection closed (S15) count in
   ``namesrv_broker_session_losses_total``, as gRPC session losses do (:mod:`namesrv_grpc.metrics`)
 """
