@@ -1,6 +1,8 @@
-"""A master's topics are compared with the table before the lock is taken (``RouteInfoManager.
-_differing``): only the QueueData that differ are written under the lock, and a change that ends
-in between makes the registration compare everything again under the lock (S07 unchanged)."""
+"""A master's topics are compared with the table, and their new records built, before the lock is
+taken (``RouteInfoManager._prepare``): under the lock only the records that change are written
+(``_commit``), a change of the broker name's QueueData in between makes the registration compare
+everything again under the lock, and a record another broker name changed in between is worked out
+again (S07 unchanged)."""
 
 from __future__ import annotations
 
@@ -9,8 +11,9 @@ from typing import Any
 
 import pytest
 
+from namesrv_grpc.core.digest import full_digest
 from namesrv_grpc.core.model import PERM_READ, DataVersion, QueueData, TopicConfig
-from namesrv_grpc.core.route_table import RouteInfoManager
+from namesrv_grpc.core.route_table import PreparedTopics, RouteInfoManager
 from tests.support import FakeClock
 
 A = "10.0.0.1:10911"
@@ -39,25 +42,28 @@ def queue_datas(table: RouteInfoManager) -> dict[str, QueueData]:
 def test_s07_only_the_differing_topics_are_written_under_the_lock(monkeypatch: pytest.MonkeyPatch) -> None:
     table = RouteInfoManager(FakeClock())
     register(table, topics(1_000), DataVersion(0, 1, 1))
-    written: list[str] = []
-    original = table._create_and_update_queue_nums
+    prepared: list[list[str]] = []
+    original = table._prepare
 
-    def counting(broker_name: str, topic: str, nums: tuple[int, int, int, int]) -> None:
-        written.append(topic)
-        original(broker_name, topic, nums)
+    def recording(*args: Any) -> PreparedTopics:
+        found = original(*args)
+        prepared.append(list(found.topics))
+        return found
 
-    monkeypatch.setattr(table, "_create_and_update_queue_nums", counting)
+    monkeypatch.setattr(table, "_prepare", recording)
+    monkeypatch.setattr(table, "_create_and_update_queue_nums", None)  # the slow path is not taken
     register(table, topics(1_000, changed=10), DataVersion(0, 2, 2))
-    assert sorted(written) == sorted(f"T{i}" for i in range(10))
+    assert prepared == [[f"T{i}" for i in range(10)]]
     assert queue_datas(table)["T3"] == QueueData("broker-a", 4, 4, 6)
     assert queue_datas(table)["T10"] == QueueData("broker-a", 8, 8, 6)
+    assert table.route_digest() == full_digest(table.topic_queue_table, table.broker_addr_table.values())
 
 
 def test_s07_the_comparison_runs_without_the_lock(monkeypatch: pytest.MonkeyPatch) -> None:
     table = RouteInfoManager(FakeClock())
     register(table, topics(100), DataVersion(0, 1, 1))
     acquired: list[bool] = []
-    original = table._differing
+    original = table._prepare
 
     def probing(*args: Any) -> Any:
         other = threading.Thread(target=lambda: acquired.append(_try_lock(table)))
@@ -65,9 +71,35 @@ def test_s07_the_comparison_runs_without_the_lock(monkeypatch: pytest.MonkeyPatc
         other.join()
         return original(*args)
 
-    monkeypatch.setattr(table, "_differing", probing)
+    monkeypatch.setattr(table, "_prepare", probing)
     register(table, topics(100, changed=1), DataVersion(0, 2, 2))
     assert acquired == [True], "another thread (a route lookup) can take the lock during the comparison"
+
+
+def test_s07_a_record_another_broker_name_changed_meanwhile_is_worked_out_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """broker-b registers the same topics between broker-a's comparison and its lock: both broker
+    names' QueueData end up in every topic's route, and the digest is that of the table."""
+    table = RouteInfoManager(FakeClock())
+    original = table._prepare
+
+    def racing(*args: Any) -> Any:
+        found = original(*args)
+        monkeypatch.setattr(table, "_prepare", original)  # once: broker-b's own registration prepares too
+        table.register_broker(
+            cluster_name="c1", broker_name="broker-b", broker_id=0, broker_addr="10.0.0.2:10911",
+            data_version=DataVersion(0, 1, 1), topic_configs={t.topic_name: t for t in topics(30)},
+        )  # fmt: skip
+        return found
+
+    monkeypatch.setattr(table, "_prepare", racing)
+    register(table, topics(20, changed=20), DataVersion(0, 1, 1))
+    routes = table.topic_queue_table
+    assert all(set(routes[f"T{i}"]) == {"broker-a", "broker-b"} for i in range(20))
+    assert routes["T5"]["broker-a"] == QueueData("broker-a", 4, 4, 6)
+    assert set(routes["T25"]) == {"broker-b"}
+    assert table.route_digest() == full_digest(table.topic_queue_table, table.broker_addr_table.values())
 
 
 def _try_lock(table: RouteInfoManager) -> bool:
@@ -85,19 +117,19 @@ def test_s07_a_change_between_comparison_and_lock_makes_every_topic_compared_aga
     last), as it would have without the early comparison."""
     table = RouteInfoManager(FakeClock())
     register(table, topics(50), DataVersion(0, 1, 1))
-    original = table._differing
+    original = table._prepare
 
     def racing(*args: Any) -> Any:
         found = original(*args)
-        assert list(found[1]) == [], "same topics: nothing differs at comparison time"
+        assert found.topics == [], "same topics: nothing differs at comparison time"
         assert table.wipe_write_perm_of_broker("broker-a") == 50
         return found
 
-    monkeypatch.setattr(table, "_differing", racing)
+    monkeypatch.setattr(table, "_prepare", racing)
     register(table, topics(50), DataVersion(0, 2, 2))
     assert {qd.perm for qd in queue_datas(table).values()} == {6}, "the wiped perm is written back by S07"
 
-    monkeypatch.setattr(table, "_differing", original)
+    monkeypatch.setattr(table, "_prepare", original)
     assert table.wipe_write_perm_of_broker("broker-a") == 50
     register(table, topics(50), DataVersion(0, 3, 3))
     assert {qd.perm for qd in queue_datas(table).values()} == {6}

@@ -45,7 +45,7 @@ from namesrv_grpc.grpc_api.sessions import BrokerSessions
 from namesrv_grpc.log_limits import RateLimitFilter, suppressed_lines_counter
 from namesrv_grpc.log_limits import install as install_log_filter
 from namesrv_grpc.metrics import NamesrvMetrics
-from namesrv_grpc.pauses import GcPauses, LoopLagProbe
+from namesrv_grpc.pauses import GcPauses, LoopLagProbe, freeze_startup_objects
 from namesrv_grpc.remoting.budget import RemotingLimits, default_grpc_max_connections
 from namesrv_grpc.remoting.handlers import RemotingHandlers
 from namesrv_grpc.remoting.notifier import BrokerNotifier
@@ -236,6 +236,7 @@ class NamesrvServer:
         for name in ("", *SERVICE_NAMES):
             await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
         self._scan_task = asyncio.create_task(self._scan_loop(), name="scan-not-active-broker")
+        log.debug("%d objects of the start frozen out of garbage collection", freeze_startup_objects())
         self.gc_pauses.install()
         self.loop_lag.start()
         self._snapshot_task = asyncio.create_task(self._snapshot_loop(), name="route-snapshots")
@@ -281,7 +282,8 @@ class NamesrvServer:
         await asyncio.sleep(min(FIRST_SCAN_DELAY_MILLIS, self.config.scan_not_active_broker_interval) / 1000)
         while True:
             try:
-                removed = self.nameserver.scan_not_active_broker()
+                # Off the event loop: an expired broker may take 100,000 topics with it.
+                removed = await asyncio.to_thread(self.nameserver.scan_not_active_broker)
                 self.metrics.expirations.inc(len(removed))
             except Exception:  # a scan must never kill the loop
                 log.exception("expiry scan failed")

@@ -61,7 +61,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from namesrv_grpc.core.compact_topics import CompactTopics, TopicsDelta
-from namesrv_grpc.core.digest import RouteDigest, broker_data_hash, mapping_hash, queue_data_hash
+from namesrv_grpc.core.digest import DIGEST_MASK, RouteDigest, broker_data_hash, mapping_hash, queue_data_hash
 from namesrv_grpc.core.errors import (
     BrokerNameNotRegisteredError,
     BrokerNotRegisteredError,
@@ -156,6 +156,23 @@ in a way RocketMQ tells the brokers about (S53)."""
 def wall_clock_millis() -> int:
     """The system clock in milliseconds since the epoch (RocketMQ ``System.currentTimeMillis()``)."""
     return time.time_ns() // 1_000_000
+
+
+MAX_NAME_STAMPS = 100_000
+"""Broker names whose change stamps are kept; past it they start over (prepared work is redone)."""
+
+
+@dataclass(slots=True)
+class PreparedTopics:
+    """S07 of one registration worked out without the lock (:meth:`RouteInfoManager._prepare`):
+    the topics whose QueueData change, each one's record before and after, the digest change of
+    each, and the broker name's change stamp when it was read."""
+
+    stamp: int
+    topics: list[str]
+    olds: list[TopicQueues | None]
+    news: list[TopicQueues]
+    digest_changes: array[int]
 
 
 class TopicsBaseChangedError(Exception):
@@ -284,8 +301,12 @@ class RouteInfoManager:
         self._all_routes_changed = False
         self._change_depth = 0
         self._changes_done = 0
-        """Changing calls completed (bumped under the lock as each ends): a read made without the
-        lock is still true when this has not moved since before the read (see register_broker)."""
+        """Changing calls completed (bumped under the lock as each ends)."""
+        self._name_stamps: dict[str, int] = {}
+        """broker name -> stamp of the last change of its QueueData (:meth:`_touch`): a read of that
+        broker name's QueueData made without the lock is still true while its stamp has not moved."""
+        self._stamp = 0
+        """The last stamp given; stamps only grow, also across :attr:`_name_stamps` being cleared."""
 
     @property
     def topic_queue_table(self) -> QueueDataView:
@@ -399,11 +420,12 @@ class RouteInfoManager:
         table's ``topics_fingerprint`` (the table holds exactly what it made); otherwise
         TopicsBaseChangedError is raised before anything changes, and the caller decodes in full.
 
-        The S07 comparison of a master's topics is made before the lock is taken (:meth:`_differing`):
-        under the lock only the QueueData that differ are written, unless another change ended in
-        between (then every topic is compared again under the lock). So a 100,000-topic
-        registration holds the lock for the topics it changes, not for all it names, and lookups
-        of other routes are not kept waiting; readers still never see half of it.
+        The S07 comparison of a master's topics, and the records it writes, are worked out before
+        the lock is taken (:meth:`_prepare`): under the lock only the changed records are written
+        (:meth:`_commit`, a few dict operations each), unless something changed this broker name's
+        QueueData in between (then every topic is compared again under the lock). So a 100,000-topic
+        registration holds the lock for the topics it changes, and briefly, and lookups of other
+        routes are not kept waiting; readers still never see half of it.
         """
         delta = topic_configs if isinstance(topic_configs, TopicsDelta) else None
         topics: CompactTopics | None = None
@@ -411,7 +433,9 @@ class RouteInfoManager:
             topics = topic_configs
         elif topic_configs is not None and not isinstance(topic_configs, TopicsDelta):
             topics = CompactTopics.from_topic_configs(topic_configs)
-        differing = self._differing(broker_name, topics) if broker_id == MASTER_ID and topics else None
+        prepared = None
+        if broker_id == MASTER_ID and (topics or delta):
+            prepared = self._prepare(broker_name, topics if topics is not None else delta.changed)  # type: ignore[union-attr]
         new_version = enable_acting_master is not None
         with self._changing():
             now = self._clock()
@@ -500,6 +524,8 @@ class RouteInfoManager:
                 # S40: with mappings no topic is deleted; the table may then hold more than the body's
                 # topics make, so the topics fingerprint is not kept (the next body decodes in full).
                 topics_applied = not (self.delete_topic_with_broker_registration and topic_queue_mappings)
+                # Prepared without the lock: still true when nothing changed this broker name's QueueData since.
+                fresh = prepared is not None and prepared.stamp == self._name_stamps.get(broker_name, 0)
                 if self.delete_topic_with_broker_registration and not topic_queue_mappings:
                     if topics is not None:
                         removed: Iterable[str] = self.topics_by_broker_name.get(broker_name, {}).keys() - topics.keys()
@@ -507,18 +533,16 @@ class RouteInfoManager:
                         removed = delta.removed
                     for topic in removed:
                         self._remove_queue_data(topic, broker_name)
-                if topics is None:
-                    assert delta is not None
-                    pairs: Iterable[tuple[str, QueueNums]] = delta.changed.queue_nums()
-                elif differing is not None and differing[0] == self._changes_done:
-                    # nothing changed since: the others are equal, S07 skips them
-                    pairs = topics.queue_nums(differing[1])
+                if fresh:
+                    assert prepared is not None
+                    self._commit(broker_name, prepared)  # the others are equal: S07 skips them
                 else:
-                    pairs = topics.queue_nums()
-                if prime_slave and broker_data.enable_acting_master:
-                    pairs = [(topic, (r, w, perm & ~PERM_WRITE, flag)) for topic, (r, w, perm, flag) in pairs]
-                for topic, nums in pairs:
-                    self._create_and_update_queue_nums(broker_name, topic, nums)
+                    pairs: Iterable[tuple[str, QueueNums]]
+                    pairs = delta.changed.queue_nums() if delta is not None else topics.queue_nums()  # type: ignore[union-attr]
+                    if prime_slave and broker_data.enable_acting_master:
+                        pairs = [(topic, (r, w, perm & ~PERM_WRITE, flag)) for topic, (r, w, perm, flag) in pairs]
+                    for topic, nums in pairs:
+                        self._create_and_update_queue_nums(broker_name, topic, nums)
 
             # S08: the live entry (the session stays only with the same broker instance).
             same_instance = (
@@ -599,19 +623,64 @@ class RouteInfoManager:
             displaced.pop(next(iter(displaced)))
         return holder.instance_id if fighting else ""
 
-    def _differing(self, broker_name: str, topics: CompactTopics) -> tuple[int, array[int]]:
-        """``(changes done before the read, positions in ``topics`` of the topics whose QueueData
-        differ from the table's)``, read without the lock (single dict reads; the values are
-        immutable tuples). Those topics are what S07 would write as long as no change ended since.
-        Positions, not (topic, QueueNums) pairs: 100,000 pairs kept until the update would be
-        tracked by the collector and make its full passes long."""
-        seen = self._changes_done
+    def _prepare(self, broker_name: str, topics: CompactTopics) -> PreparedTopics:
+        """S07 worked out without the lock (dict reads only; records are immutable tuples): for
+        each topic whose QueueData of ``broker_name`` differs from ``topics``', its record now and
+        the record it gets, and the digest change. :meth:`_commit` writes them under the lock, in
+        a few dict operations per topic: a 100,000-topic first registration holds the lock for a
+        fraction of what comparing and building the records takes."""
+        stamp = self._name_stamps.get(broker_name, 0)
         table = self.topic_queue_nums
-        differing = array("i")
-        for position, (topic, nums) in enumerate(topics.queue_nums()):
-            if queues_get(table.get(topic), broker_name) != nums:
-                differing.append(position)
-        return seen, differing
+        prepared = PreparedTopics(stamp, [], [], [], array("q"))
+        for topic, nums in topics.queue_nums():
+            old = table.get(topic)
+            old_nums = queues_get(old, broker_name)
+            if old_nums == nums:
+                continue
+            prepared.topics.append(topic)
+            prepared.olds.append(old)
+            prepared.news.append(self._intern_record(queues_put(old, broker_name, self._intern_nums(nums))))
+            old_hash = 0 if old_nums is None else queue_data_hash(topic, QueueData(broker_name, *old_nums))
+            prepared.digest_changes.append(queue_data_hash(topic, QueueData(broker_name, *nums)) - old_hash)
+        return prepared
+
+    def _commit(self, broker_name: str, prepared: PreparedTopics) -> None:
+        """Write what :meth:`_prepare` worked out (under the lock, ``broker_name``'s stamp unchanged
+        since). A topic whose record another broker name changed meanwhile is worked out again."""
+        table = self.topic_queue_nums
+        index = self.topics_by_broker_name.setdefault(broker_name, {})
+        digest_change = 0
+        for topic, old, new, change in zip(
+            prepared.topics, prepared.olds, prepared.news, prepared.digest_changes, strict=True
+        ):
+            if table.get(topic) is old:
+                table[topic] = new
+                digest_change += change
+                self._route_changed(topic)
+                index[topic] = None
+            else:
+                nums = queues_get(new, broker_name)
+                assert nums is not None
+                self._create_and_update_queue_nums(broker_name, topic, nums)
+        self._digest.add(digest_change & DIGEST_MASK)
+        if prepared.topics:
+            self._touch(broker_name)
+
+    def _touch(self, broker_name: str) -> None:
+        """``broker_name``'s QueueData changed (under the lock): what was prepared for it is stale."""
+        if len(self._name_stamps) >= MAX_NAME_STAMPS:
+            self._name_stamps.clear()  # stamps only grow: a cleared name reads 0, which no prepare holds
+        self._stamp += 1
+        self._name_stamps[broker_name] = self._stamp
+
+    def _intern_nums(self, nums: QueueNums) -> QueueNums:
+        """The shared copy of ``nums`` (bounded as :meth:`_intern_record`)."""
+        interned = self._interned.get(nums)
+        if interned is None:
+            if len(self._interned) >= MAX_INTERNED_QUEUE_NUMS:
+                self._interned.clear()
+            interned = self._interned[nums] = nums
+        return interned
 
     def _create_and_update_queue_data(self, broker_name: str, topic_config: TopicConfig) -> None:
         """S07 for one TopicConfig (see :meth:`_create_and_update_queue_nums`)."""
@@ -645,12 +714,8 @@ class RouteInfoManager:
         missing), keeping the digest up to date."""
         queues = self.topic_queue_nums.get(topic)
         old = queues_get(queues, broker_name)
-        interned = self._interned.get(nums)
-        if interned is None:
-            if len(self._interned) >= MAX_INTERNED_QUEUE_NUMS:
-                self._interned.clear()
-            interned = self._interned[nums] = nums
-        self.topic_queue_nums[topic] = self._intern_record(queues_put(queues, broker_name, interned))
+        self._touch(broker_name)
+        self.topic_queue_nums[topic] = self._intern_record(queues_put(queues, broker_name, self._intern_nums(nums)))
         self._digest.replace(
             None if old is None else queue_data_hash(topic, QueueData(broker_name, *old)),
             queue_data_hash(topic, QueueData(broker_name, *nums)),
@@ -929,6 +994,7 @@ class RouteInfoManager:
                 live.topics_fingerprint = None
 
     def _remove_queue_data(self, topic: str, broker_name: str) -> None:
+        self._touch(broker_name)
         self._forget_topics_fingerprints(broker_name)
         self._route_changed(topic)
         queues = self.topic_queue_nums.get(topic)

@@ -90,19 +90,10 @@ class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[mis
             zone_name=request.zone_name,
             instance_id=request.instance_id,
         )
-        # A large or compressed body is checked and decoded off the event loop (in batches, so the
-        # GIL is released often), and route lookups go on meanwhile; the table itself is locked
-        # only while it is updated. The same body as last time is not decoded at all: it is
-        # handled right here.
-        off_loop = (
-            request.compressed or len(body) > OFF_LOOP_BODY_BYTES
-        ) and not self._ns.route_table.same_body_registered(
-            cluster_name=request.cluster_name,
-            broker_name=request.broker_name,
-            broker_id=request.broker_id,
-            broker_addr=request.broker_addr,
-            fingerprint=(request.body_crc32c, len(body), request.compressed),
-        )
+        # A large or compressed body is checked, decoded and applied off the event loop (route
+        # lookups go on meanwhile); the table itself is locked only while it is updated. The
+        # decision takes no lock: the event loop never waits for a registration in another thread.
+        off_loop = request.compressed or len(body) > OFF_LOOP_BODY_BYTES
         with self._metrics.registration():
             result, kv_table = await asyncio.to_thread(call) if off_loop else call()
         if result.conflicting_instance_id:
@@ -130,12 +121,16 @@ class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[mis
         self, request: ns_pb2.UnregisterBrokerRequest, context: Context
     ) -> ns_pb2.UnregisterBrokerResponse:
         caller = self._guard.require(context, Action.UNREGISTER_BROKER, request.broker_name)
-        removed = self._ns.unregister_broker(
-            cluster_name=request.cluster_name,
-            broker_name=request.broker_name,
-            broker_id=request.broker_id,
-            broker_addr=request.broker_addr,
-            instance_id=request.instance_id,
+        # Off the event loop: removing a broker name with 100,000 topics takes a while.
+        removed = await asyncio.to_thread(
+            functools.partial(
+                self._ns.unregister_broker,
+                cluster_name=request.cluster_name,
+                broker_name=request.broker_name,
+                broker_id=request.broker_id,
+                broker_addr=request.broker_addr,
+                instance_id=request.instance_id,
+            )
         )
         if removed is not None:
             self._metrics.unregistrations.inc()

@@ -599,14 +599,21 @@ class RemotingHandlers:
 
     def connection_closed(self, connection: RemotingConnection) -> None:
         """S15 (RocketMQ ``BrokerHousekeepingService.onChannelDestroy``): remove the brokers registered
-        over this connection, unless a newer registration (another connection, gRPC) took them (S17)."""
-        for broker_addr, session_id in connection.registered.items():
+        over this connection, unless a newer registration (another connection, gRPC) took them (S17).
+        The removal runs in a worker thread (a broker may take 100,000 topics with it)."""
+        sessions = list(connection.registered.items())
+        connection.registered.clear()
+        if sessions:
+            asyncio.get_running_loop().run_in_executor(None, self._end_sessions, sessions)
+
+    def _end_sessions(self, sessions: list[tuple[str, int]]) -> None:
+        for broker_addr, session_id in sessions:
             if self._ns.session_ended(broker_addr, session_id, CONNECTION_CLOSED) is not None:
                 self._namesrv_metrics.session_losses.inc()
-        connection.registered.clear()
 
-    def unregister_broker(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
-        removed = self._ns.unregister_broker(**_identity(request)._asdict())
+    async def unregister_broker(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
+        """UNREGISTER_BROKER, in a worker thread (a broker may take 100,000 topics with it)."""
+        removed = await asyncio.to_thread(self._ns.unregister_broker, **_identity(request)._asdict())
         if removed is not None:
             self._namesrv_metrics.unregistrations.inc()
         return self._ok(request)
