@@ -65,8 +65,10 @@ class DeltaDecoder:
             self.before_return()
         return result
 
-    def decode_delta(self, function: Callable[..., DecodedBody], args: tuple[object, ...], base: int | None) -> Any:
-        decoded = self.decode(decode_pool.decode_as_delta, function, args, base)
+    def decode_delta(
+        self, function: Callable[..., DecodedBody], args: tuple[object, ...], base: int | None, broker_name: str = ""
+    ) -> Any:
+        decoded = self.decode(decode_pool.decode_as_delta, function, args, base, broker_name)
         self.deltas += isinstance(decoded.topic_configs, TopicsDelta)
         return decoded
 

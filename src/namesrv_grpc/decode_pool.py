@@ -91,20 +91,29 @@ def _remember(fingerprint: int, topics: CompactTopics) -> None:
         _tables.clear()
 
 
-def decode_as_delta(decode: Callable[..., DecodedBody], args: tuple[object, ...], base: int | None) -> DecodedBody:
+def decode_as_delta(
+    decode: Callable[..., DecodedBody], args: tuple[object, ...], base: int | None, broker_name: str = ""
+) -> DecodedBody:
     """``decode(*args)`` (a body decoder returning :class:`CompactTopics`), with its topics as a
     :class:`TopicsDelta` against the table of fingerprint ``base`` when this is the child and it
-    still has that table (else unchanged). Only the child keeps tables: called in the server's
-    process (the child died) it decodes in full and keeps nothing. Raises what ``decode`` raises."""
+    still has that table (else unchanged), and, when ``broker_name`` is given, the route digest
+    hash of each topic it returns as that broker name's QueueData (:meth:`CompactTopics.with_hashes`:
+    the server's process then does not hash them). Only the child keeps tables: called in the
+    server's process (the child died) it decodes in full and keeps nothing. Raises what ``decode``
+    raises."""
     decoded = decode(*args)
     topics, fingerprint = decoded.topic_configs, decoded.topics_fingerprint
-    if not _in_child or not isinstance(topics, CompactTopics) or fingerprint is None:
+    if not _in_child or not isinstance(topics, CompactTopics):
         return decoded
-    previous = _tables.get(base) if base is not None else None
-    _remember(fingerprint, topics)
-    if base is None or previous is None:
-        return decoded
-    return decoded._replace(topic_configs=TopicsDelta.between(base, previous, topics))
+    previous = _tables.get(base) if base is not None and fingerprint is not None else None
+    if fingerprint is not None:
+        _remember(fingerprint, topics)
+    if base is not None and previous is not None:
+        delta = TopicsDelta.between(base, previous, topics)
+        if broker_name:
+            delta.changed = delta.changed.with_hashes(broker_name)
+        return decoded._replace(topic_configs=delta)
+    return decoded._replace(topic_configs=topics.with_hashes(broker_name)) if broker_name else decoded
 
 
 class BodyDecodePool:
@@ -165,11 +174,12 @@ class BodyDecodePool:
         return result
 
     def decode_delta(
-        self, function: Callable[..., DecodedBody], args: tuple[object, ...], base: int | None
+        self, function: Callable[..., DecodedBody], args: tuple[object, ...], base: int | None, broker_name: str = ""
     ) -> DecodedBody:
         """:func:`decode_as_delta` of ``function(*args)`` against the table of fingerprint ``base``
-        (None: in full), as :meth:`decode` runs it (in this thread, in full, when the child died)."""
-        return self.decode(decode_as_delta, function, args, base)
+        (None: in full), hashed for ``broker_name``, as :meth:`decode` runs it (in this thread, in
+        full and unhashed, when the child died)."""
+        return self.decode(decode_as_delta, function, args, base, broker_name)
 
     def child_pid(self) -> int | None:
         """The child's process id, None before the first large body (for tests and the benchmarks)."""

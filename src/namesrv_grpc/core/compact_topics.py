@@ -16,6 +16,7 @@ from __future__ import annotations
 from array import array
 from collections.abc import Iterable, Iterator, Mapping
 
+from namesrv_grpc.core.digest import queue_nums_hash
 from namesrv_grpc.core.model import TopicConfig
 
 QueueNums = tuple[int, int, int, int]
@@ -25,16 +26,33 @@ QueueNums = tuple[int, int, int, int]
 class CompactTopics(Mapping[str, TopicConfig]):
     """topic name -> TopicConfig (four numbers each); names are unique."""
 
-    __slots__ = ("_index", "names", "nums")
+    __slots__ = ("_index", "hashed_for", "hashes", "names", "nums")
 
-    def __init__(self, names: list[str], nums: array[int]) -> None:
-        """``nums`` holds four ints per name, in the order of ``names``. Raises ValueError when the
-        lengths disagree."""
+    def __init__(
+        self, names: list[str], nums: array[int], hashed_for: str = "", hashes: array[int] | None = None
+    ) -> None:
+        """``nums`` holds four ints per name, in the order of ``names``. ``hashes`` (optional): the
+        route digest hash of each topic's QueueData for broker name ``hashed_for``
+        (``core.digest.queue_nums_hash``), worked out where the body was decoded. Raises ValueError
+        when the lengths disagree."""
         if len(nums) != 4 * len(names):
             raise ValueError(f"{len(names)} names need {4 * len(names)} numbers, got {len(nums)}")
+        if hashes is not None and len(hashes) != len(names):
+            raise ValueError(f"{len(names)} names need {len(names)} hashes, got {len(hashes)}")
         self.names = names
         self.nums = nums
+        self.hashed_for = hashed_for
+        self.hashes = hashes
         self._index: dict[str, int] | None = None
+
+    def with_hashes(self, broker_name: str) -> CompactTopics:
+        """The same topics with the digest hash of each as ``broker_name``'s QueueData."""
+        hashes = array("q", (queue_nums_hash(topic, broker_name, nums) for topic, nums in self.queue_nums()))
+        return CompactTopics(self.names, self.nums, broker_name, hashes)
+
+    def hash_at(self, position: int, broker_name: str) -> int | None:
+        """The digest hash of the topic at ``position`` as ``broker_name``'s QueueData, when known."""
+        return self.hashes[position] if self.hashes is not None and self.hashed_for == broker_name else None
 
     @classmethod
     def from_topic_configs(cls, topic_configs: Mapping[str, TopicConfig]) -> CompactTopics:
@@ -71,8 +89,8 @@ class CompactTopics(Mapping[str, TopicConfig]):
         read, write, perm, sys_flag = self._nums_at(self._index[name])
         return TopicConfig(name, read, write, perm, sys_flag)
 
-    def __reduce__(self) -> tuple[type[CompactTopics], tuple[list[str], array[int]]]:
-        return CompactTopics, (self.names, self.nums)
+    def __reduce__(self) -> tuple[type[CompactTopics], tuple[list[str], array[int], str, array[int] | None]]:
+        return CompactTopics, (self.names, self.nums, self.hashed_for, self.hashes)
 
 
 DELTA_CHUNK = 1024

@@ -37,9 +37,14 @@ def _hash(text: str) -> int:
 def queue_data_hash(topic: str, queue_data: QueueData) -> int:
     """Hash of one QueueData of ``topic`` (52 bits)."""
     q = queue_data
-    return _hash(
-        f"Q\0{topic}\0{q.broker_name}\0{q.read_queue_nums}\0{q.write_queue_nums}\0{q.perm}\0{q.topic_sys_flag}"
-    )
+    return queue_nums_hash(topic, q.broker_name, (q.read_queue_nums, q.write_queue_nums, q.perm, q.topic_sys_flag))
+
+
+def queue_nums_hash(topic: str, broker_name: str, nums: tuple[int, int, int, int]) -> int:
+    """:func:`queue_data_hash` of ``QueueData(broker_name, *nums)`` without building it; ``nums`` is
+    ``(readQueueNums, writeQueueNums, perm, topicSysFlag)``."""
+    read, write, perm, sys_flag = nums
+    return _hash(f"Q\0{topic}\0{broker_name}\0{read}\0{write}\0{perm}\0{sys_flag}")
 
 
 def broker_data_hash(broker_data: BrokerData) -> int:

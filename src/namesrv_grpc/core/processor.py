@@ -121,11 +121,12 @@ class BodyDecoder(Protocol):
         ...
 
     def decode_delta(
-        self, function: Callable[..., DecodedBody], args: tuple[object, ...], base: int | None
+        self, function: Callable[..., DecodedBody], args: tuple[object, ...], base: int | None, broker_name: str = ""
     ) -> DecodedBody:
         """``function(*args)`` (returning CompactTopics) somewhere else, its topics as a
         :class:`TopicsDelta` against the table of topics fingerprint ``base`` where that table is
-        known there (else in full); raises what ``function`` raises."""
+        known there (else in full), with their digest hashes for ``broker_name`` when given; raises
+        what ``function`` raises."""
         ...
 
 
@@ -321,8 +322,10 @@ class NameServer:
         limits = (config.register_body_max_inflated_size, config.register_body_max_topics, known)
         decoder = self.body_decoder if config.register_body_decode_in_child_process else None
         if decoder is not None and decoder.wants(len(body), compressed):
-            base = known if delta_ok and identity.broker_id == MASTER_ID else None
-            return decoder.decode_delta(decode_protobuf_body, (body, compressed, *limits, True), base)
+            master = identity.broker_id == MASTER_ID
+            base = known if delta_ok and master else None
+            args = (body, compressed, *limits, True)
+            return decoder.decode_delta(decode_protobuf_body, args, base, identity.broker_name if master else "")
         return decode_protobuf_body(body, compressed, *limits)
 
     def apply_registration(

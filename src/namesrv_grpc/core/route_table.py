@@ -61,7 +61,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from namesrv_grpc.core.compact_topics import CompactTopics, TopicsDelta
-from namesrv_grpc.core.digest import DIGEST_MASK, RouteDigest, broker_data_hash, mapping_hash, queue_data_hash
+from namesrv_grpc.core.digest import (
+    DIGEST_MASK,
+    RouteDigest,
+    broker_data_hash,
+    mapping_hash,
+    queue_data_hash,
+    queue_nums_hash,
+)
 from namesrv_grpc.core.errors import (
     BrokerNameNotRegisteredError,
     BrokerNotRegisteredError,
@@ -632,7 +639,7 @@ class RouteInfoManager:
         stamp = self._name_stamps.get(broker_name, 0)
         table = self.topic_queue_nums
         prepared = PreparedTopics(stamp, [], [], [], array("q"))
-        for topic, nums in topics.queue_nums():
+        for position, (topic, nums) in enumerate(topics.queue_nums()):
             old = table.get(topic)
             old_nums = queues_get(old, broker_name)
             if old_nums == nums:
@@ -640,8 +647,11 @@ class RouteInfoManager:
             prepared.topics.append(topic)
             prepared.olds.append(old)
             prepared.news.append(self._intern_record(queues_put(old, broker_name, self._intern_nums(nums))))
-            old_hash = 0 if old_nums is None else queue_data_hash(topic, QueueData(broker_name, *old_nums))
-            prepared.digest_changes.append(queue_data_hash(topic, QueueData(broker_name, *nums)) - old_hash)
+            new_hash = topics.hash_at(position, broker_name)
+            if new_hash is None:
+                new_hash = queue_nums_hash(topic, broker_name, nums)
+            old_hash = 0 if old_nums is None else queue_nums_hash(topic, broker_name, old_nums)
+            prepared.digest_changes.append(new_hash - old_hash)
         return prepared
 
     def _commit(self, broker_name: str, prepared: PreparedTopics) -> None:

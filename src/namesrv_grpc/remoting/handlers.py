@@ -570,8 +570,14 @@ class RemotingHandlers:
         args = (body, compressed, config.register_body_max_inflated_size, config.register_body_max_topics, known)
         decoder = self._ns.body_decoder if config.register_body_decode_in_child_process else None
         if decoder is not None and decoder.wants(len(body), compressed):
-            base = known if delta_ok and identity.broker_id == MASTER_ID else None
-            decoded = decoder.decode_delta(decode_java_register_body, (*args, True, version >= VERSION_V5_0_0), base)
+            master = identity.broker_id == MASTER_ID
+            base = known if delta_ok and master else None
+            decoded = decoder.decode_delta(
+                decode_java_register_body,
+                (*args, True, version >= VERSION_V5_0_0),
+                base,
+                identity.broker_name if master else "",
+            )
         else:
             decoded = decode_java_register_body(*args, False, version >= VERSION_V5_0_0)
         if decoded.topic_configs is None:
