@@ -182,6 +182,31 @@ def test_all_connections_together_handle_a_bounded_number_of_frames_per_turn(
     assert all(transport.reading for _, transport in pairs)
 
 
+def test_a_connection_with_one_request_waits_a_few_turns_not_for_the_pipelining_ones(
+    loop: asyncio.AbstractEventLoop,
+) -> None:
+    """Round robin: 10 connections pipelining 64 frames each take 20 turns at 32 frames a turn; a
+    connection that sends one request meanwhile is answered within a round of the queue."""
+    server, _ = listener(loop, max_frames_per_read=16, max_frames_per_turn=32)
+    pairs = [connect(loop, server) for _ in range(10)]
+    probe, probe_transport = connect(loop, server)
+
+    async def turns_until_answered() -> tuple[int, int]:
+        for connection, _ in pairs:
+            connection.data_received(frames(64))
+        await asyncio.sleep(0)
+        probe.data_received(frames(1))
+        for turn_number in range(1, 30):
+            await asyncio.sleep(0)
+            if probe_transport.answers():
+                return turn_number, sum(len(transport.answers()) for _, transport in pairs)
+        return -1, 0
+
+    turns, answered_meanwhile = loop.run_until_complete(turns_until_answered())
+    assert 0 < turns <= 7, turns
+    assert answered_meanwhile < 10 * 64 // 2  # the pipelining connections are far from done
+
+
 def test_answers_not_read_stop_handling_at_once(loop: asyncio.AbstractEventLoop) -> None:
     """Over writeBufferHighWaterMark the connection stops in the middle of a read (one read of
     thousands of pipelined requests used to be answered in full before the check)."""

@@ -9,8 +9,10 @@ per-connection half is :class:`~namesrv_grpc.remoting.connection.RemotingConnect
 - **Requests handled per turn of the event loop** (``remotingMaxFramesPerTurn``), all connections
   together: the event loop also serves the gRPC door, and a gRPC call needs several turns, so one
   turn must stay short however many connections pipeline requests (30 connections each handling
-  their 16 frames per turn made turns of ~15 ms and gRPC lookups of ~55 ms). A connection that
-  finds the turn's budget spent waits for the next turn, behind the connections already waiting.
+  their 16 frames per turn made turns of ~15 ms and gRPC lookups of ~55 ms). Connections with
+  requests left wait in one queue, served in order once per turn while the turn's budget lasts; a
+  connection served that still has requests goes to the back (round robin: a client with one
+  lookup waits for a few turns, not for the pipelining ones to finish).
 - **Bytes held in frames not yet decoded** (``remotingPartialFramesMaxBytes``), across all
   connections: over it, the connections holding the most are closed until the total fits again
   (100 connections each holding most of a 16 MiB frame would otherwise pin 1.4 GB).
@@ -24,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import resource
+from collections import deque
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -101,6 +104,11 @@ class BudgetedConnection(Protocol):
 
     def abort(self, reason: str) -> None: ...
 
+    def take_turn(self) -> None:
+        """Handle waiting requests (as many as the turn's budget leaves); called when the
+        connection's place in :meth:`RemotingBudget.wait_turn`'s queue comes."""
+        ...
+
 
 class RemotingBudget:
     """Counts what all connections hold and decides who goes when a bound is reached."""
@@ -118,6 +126,9 @@ class RemotingBudget:
         self._turn_frames = 0
         """Requests handled in this turn of the event loop (reset at the start of the next one)."""
         self._turn_reset_pending = False
+        self._waiting: deque[BudgetedConnection] = deque()
+        """Connections with requests left, in the order they are served (see :meth:`wait_turn`)."""
+        self._turns_scheduled = False
         metrics.max_connections.set(self.max_connections)
 
     # ------------------------------------------------------------------ requests per turn
@@ -138,6 +149,27 @@ class RemotingBudget:
     def _new_turn(self) -> None:
         self._turn_frames = 0
         self._turn_reset_pending = False
+
+    def wait_turn(self, connection: BudgetedConnection, loop: asyncio.AbstractEventLoop) -> None:
+        """Queue ``connection`` (it has requests left) to be served in a later turn of ``loop``,
+        after the connections already waiting."""
+        self._waiting.append(connection)
+        if not self._turns_scheduled:
+            self._turns_scheduled = True
+            loop.call_soon(self._serve_waiting, loop)
+
+    def _serve_waiting(self, loop: asyncio.AbstractEventLoop) -> None:
+        """One turn: serve the waiting connections in order while the turn's budget lasts; each one
+        served once at most (one still with requests queues again at the back); the rest keep their
+        places for the next turn."""
+        self._turns_scheduled = False
+        for _ in range(len(self._waiting)):
+            if self.frames_left_this_turn() <= 0:
+                break
+            self._waiting.popleft().take_turn()
+        if self._waiting and not self._turns_scheduled:
+            self._turns_scheduled = True
+            loop.call_soon(self._serve_waiting, loop)
 
     # ------------------------------------------------------------------ connections
 

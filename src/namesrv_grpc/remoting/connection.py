@@ -195,10 +195,15 @@ class RemotingConnection(asyncio.Protocol):
         return frozenset(self._paused)
 
     def _schedule(self) -> None:
-        """Handle waiting frames at the next turn of the event loop."""
+        """Handle waiting frames in a later turn of the event loop, when this connection's place in
+        the server-wide queue comes (:meth:`RemotingBudget.wait_turn`)."""
         if not self._scheduled and not self.closed:
             self._scheduled = True
-            self._loop.call_soon(self._process)
+            self.budget.wait_turn(self, self._loop)
+
+    def take_turn(self) -> None:
+        """The connection's place in the queue came: handle what the turn's budget allows."""
+        self._process()
 
     def _process(self) -> None:
         """Handle up to ``remotingMaxFramesPerRead`` complete frames (as many as the turn's
