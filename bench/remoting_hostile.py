@@ -591,4 +591,24 @@ def s12_hostile_clients(p: Profile) -> Result:
                 note=f"{row_id} attacker saw: " + "; ".join(notes),
             )
         )
-    return {"title": "clients that try to starve the others (issue 20), both doors", "rows": rows, "raw": raw}
+    return {
+        "title": "clients that try to starve the others (issue 20), both doors",
+        "rows": rows,
+        "notes": [BEFORE],
+        "raw": raw,
+    }
+
+
+BEFORE = """What these attacks did before the bounds of issue 20 (same kind of box, quiet, 1,000 topics, a \
+client looking a topic up every 50 ms on each door; figures from the issue):
+
+| attack | before |
+|---|---|
+| 12a: 30 x 1 MiB pipelined GET_ALL_TOPIC_LIST, never read | RSS 2.5 GB; no lookup answered on either door for 50 s |
+| 12b, 12c: the same with GET_NAMESRV_CONFIG, or with lookups | lookups waited 1.6-3.4 s |
+| 12d: ~20,000 idle connections | fds exhausted; gRPC lookups timed out; 220 MB of "accept() out of system resource" |
+| 12e: 100 connections x 14 MiB of a 16 MiB frame, a byte at a time | RSS +1.4 GB, kept forever |
+| 12f: ~1M frames of an unknown request code | 107 MB of WARNING lines |
+| 12g: 200 pipelined compressed REGISTER_BROKER bombs | 44 s of work queued, RSS +750 MB kept, lookups <= 335 ms |
+| 12h: a 16 MiB JSON header `[[],[],...]` | the event loop blocked 1.5 s per frame |
+| 12i: a DataVersion counter of 10^5000 | a traceback logged per request |"""

@@ -157,6 +157,8 @@ def render_markdown(report: dict[str, Any]) -> str:
         notes = [r["note"] for r in result["rows"] if r.get("note")]
         if notes:
             lines += [""] + [f"- {_cell(note)}" for note in notes]
+        for paragraph in result.get("notes", []):  # the scenario's own text (markdown), after its table
+            lines += ["", paragraph]
         lines.append("")
     lines += [
         "## Raw results",
