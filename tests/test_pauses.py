@@ -10,7 +10,7 @@ import time
 from namesrv_grpc.core.model import QueueData, TopicConfig
 from namesrv_grpc.core.route_table import RouteInfoManager
 from namesrv_grpc.metrics import GC_PAUSE_BUCKETS, LOOP_LAG_BUCKETS, FastHistogram
-from namesrv_grpc.pauses import GC_GENERATIONS, GcPauses, LoopLagProbe
+from namesrv_grpc.pauses import GC_GENERATIONS, GcPauses, LoopLagProbe, freeze_startup_objects
 
 
 def total(histogram: FastHistogram) -> int:
@@ -82,3 +82,12 @@ def test_large_table_is_not_tracked_by_the_collector() -> None:
     assert len({id(record) for record in records}) == 2  # two distinct records (broker-0/2, broker-1/3), shared
     values = {id(nums) for _, values in records for nums in values}
     assert len(values) == 1  # one shared (8, 8, 6, 0)
+
+
+def test_startup_objects_are_frozen_out_of_collections() -> None:
+    try:
+        frozen = freeze_startup_objects()
+        assert frozen == gc.get_freeze_count() > 1_000
+        assert not any(obj is test_startup_objects_are_frozen_out_of_collections for obj in gc.get_objects())
+    finally:
+        gc.unfreeze()
