@@ -10,6 +10,9 @@ own functions (:mod:`bench.remoting_hostile`).
 
 from __future__ import annotations
 
+import os
+import signal
+import socket
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -273,3 +276,30 @@ def _answers(stub: ns_grpc.NameServerServiceStub) -> bool:
     except grpc.RpcError:
         return False
     return True
+
+
+def test_the_kernel_queues_a_burst_of_connections_while_the_server_is_busy(tmp_path: Path) -> None:
+    """The listening socket's accept queue is RocketMQ's 1,024 (``serverSocketBacklog``) although
+    asyncio accepts only 64 per turn of the loop: 300 clients connecting while the server is stopped
+    are all taken (with a queue of 64 most would time out), and answered once it runs again."""
+    with running_namesrv(tmp_path) as process:
+        host, port = process.remoting_address.rsplit(":", 1)
+        os.kill(process.process.pid, signal.SIGSTOP)
+        socks: list[socket.socket] = []
+        try:
+            for _ in range(300):
+                sock = socket.socket()
+                sock.settimeout(0.5)
+                try:
+                    sock.connect((host, int(port)))
+                except OSError:
+                    sock.close()
+                    continue
+                socks.append(sock)
+        finally:
+            os.kill(process.process.pid, signal.SIGCONT)
+        assert len(socks) >= 290
+        answer = attacks.call(socks[-1], attacks.frame(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, 1))
+        assert answer.code == ResponseCode.SUCCESS
+        for sock in socks:
+            sock.close()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import socket
 import ssl
 import time
 from collections.abc import Callable
@@ -26,6 +27,14 @@ from namesrv_grpc.remoting.tls_sniff import TlsSniffer
 __all__ = ["RemotingConnection", "RemotingServer", "printable"]
 
 log = logging.getLogger(__name__)
+
+LISTEN_BACKLOG = 1024
+"""The kernel's queue of connections not yet accepted (RocketMQ ``serverSocketBacklog``)."""
+
+ACCEPTS_PER_TURN = 64
+"""Connections accepted per turn of the event loop at most (asyncio accepts as many as the backlog it
+is given per readiness event): a flood's burst of 1,024 waiting connections set up in one turn
+stalled lookups on both doors for ~70 ms; the rest wait in the kernel's queue for the next turns."""
 
 
 class RemotingHandlersLike(Dispatcher, Protocol):
@@ -85,7 +94,7 @@ class RemotingServer:
                     host or None,
                     port,
                     reuse_address=True,
-                    backlog=1024,
+                    backlog=ACCEPTS_PER_TURN,
                 )
             else:
                 self._server = await loop.create_server(
@@ -93,10 +102,14 @@ class RemotingServer:
                     host or None,
                     port,
                     reuse_address=True,
-                    backlog=1024,
+                    backlog=ACCEPTS_PER_TURN,
                     ssl=self.ssl_context,
                     ssl_handshake_timeout=10.0 if self.ssl_context is not None else None,
                 )
+            for listening in self._server.sockets:
+                # asyncio uses one number for both; keep the kernel's accept queue at RocketMQ's size
+                with socket.fromfd(listening.fileno(), listening.family, listening.type) as same:
+                    same.listen(LISTEN_BACKLOG)
         except OSError as exc:
             raise RuntimeError(f"cannot listen on {host}:{port} (remoting): {exc.strerror or exc}") from None
         self.port = self._server.sockets[0].getsockname()[1]
