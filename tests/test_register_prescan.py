@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from namesrv_grpc.core import route_table
 from namesrv_grpc.core.digest import full_digest
 from namesrv_grpc.core.model import PERM_READ, DataVersion, QueueData, TopicConfig
 from namesrv_grpc.core.route_table import PreparedTopics, RouteInfoManager
@@ -135,3 +136,33 @@ def test_s07_a_change_between_comparison_and_lock_makes_every_topic_compared_aga
     assert {qd.perm for qd in queue_datas(table).values()} == {6}
     assert table.wipe_write_perm_of_broker("broker-a") == 50
     assert {qd.perm for qd in queue_datas(table).values()} == {PERM_READ}
+
+
+def test_s07_a_change_stays_seen_when_the_change_stamps_start_over(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With room for 2 broker names' stamps, other brokers' registrations make the stamps start
+    over (broker-a's is forgotten) before and after broker-a's wipe: the registration prepared before
+    the wipe still sees that broker-a changed, and writes every perm back."""
+    monkeypatch.setattr(route_table, "MAX_NAME_STAMPS", 2)
+    table = RouteInfoManager(FakeClock())
+
+    def register_others(counter: int) -> None:
+        for name in ("broker-b", "broker-c"):
+            table.register_broker(
+                cluster_name="c1", broker_name=name, broker_id=0, broker_addr=f"10.0.1.{ord(name[-1])}:10911",
+                data_version=DataVersion(0, 1, counter), topic_configs={"X": TopicConfig("X", 1, counter, 6)},
+            )  # fmt: skip
+
+    register(table, topics(20), DataVersion(0, 1, 1))
+    register_others(1)  # broker-a's stamp is forgotten
+    original = table._prepare
+
+    def racing(*args: Any) -> Any:
+        found = original(*args)
+        monkeypatch.setattr(table, "_prepare", original)
+        assert table.wipe_write_perm_of_broker("broker-a") == 20
+        register_others(2)  # forgotten again
+        return found
+
+    monkeypatch.setattr(table, "_prepare", racing)
+    register(table, topics(20), DataVersion(0, 2, 2))
+    assert {table.topic_queue_table[f"T{i}"]["broker-a"].perm for i in range(20)} == {6}

@@ -314,6 +314,9 @@ class RouteInfoManager:
         broker name's QueueData made without the lock is still true while its stamp has not moved."""
         self._stamp = 0
         """The last stamp given; stamps only grow, also across :attr:`_name_stamps` being cleared."""
+        self._stamp_floor = 0
+        """The stamp of a broker name not in :attr:`_name_stamps`: the last stamp given when it was
+        last cleared (so a name forgotten then does not read as unchanged to a prepare made before)."""
 
     @property
     def topic_queue_table(self) -> QueueDataView:
@@ -532,7 +535,7 @@ class RouteInfoManager:
                 # topics make, so the topics fingerprint is not kept (the next body decodes in full).
                 topics_applied = not (self.delete_topic_with_broker_registration and topic_queue_mappings)
                 # Prepared without the lock: still true when nothing changed this broker name's QueueData since.
-                fresh = prepared is not None and prepared.stamp == self._name_stamps.get(broker_name, 0)
+                fresh = prepared is not None and prepared.stamp == self._name_stamps.get(broker_name, self._stamp_floor)
                 if self.delete_topic_with_broker_registration and not topic_queue_mappings:
                     if topics is not None:
                         removed: Iterable[str] = self.topics_by_broker_name.get(broker_name, {}).keys() - topics.keys()
@@ -636,7 +639,7 @@ class RouteInfoManager:
         the record it gets, and the digest change. :meth:`_commit` writes them under the lock, in
         a few dict operations per topic: a 100,000-topic first registration holds the lock for a
         fraction of what comparing and building the records takes."""
-        stamp = self._name_stamps.get(broker_name, 0)
+        stamp = self._name_stamps.get(broker_name, self._stamp_floor)
         table = self.topic_queue_nums
         prepared = PreparedTopics(stamp, [], [], [], array("q"))
         for position, (topic, nums) in enumerate(topics.queue_nums()):
@@ -679,7 +682,8 @@ class RouteInfoManager:
     def _touch(self, broker_name: str) -> None:
         """``broker_name``'s QueueData changed (under the lock): what was prepared for it is stale."""
         if len(self._name_stamps) >= MAX_NAME_STAMPS:
-            self._name_stamps.clear()  # stamps only grow: a cleared name reads 0, which no prepare holds
+            self._name_stamps.clear()
+            self._stamp_floor = self._stamp
         self._stamp += 1
         self._name_stamps[broker_name] = self._stamp
 
