@@ -16,6 +16,7 @@ from pathlib import Path
 
 from namesrv_grpc.config import NamesrvConfig, apply_properties, check_security_settings
 from namesrv_grpc.core.kvconfig import KVConfigFileError
+from namesrv_grpc.event_loop import new_event_loop
 from namesrv_grpc.pipes import print_line, quiet_broken_pipe
 from namesrv_grpc.properties import ConfigError, read_properties
 from namesrv_grpc.security.tls import TlsFileError
@@ -183,7 +184,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{key}={value}")
         return 0
     try:
-        return asyncio.run(_serve(config, config_origin(args, config)))
+        with asyncio.Runner(loop_factory=new_event_loop) as runner:
+            return runner.run(_serve(config, config_origin(args, config)))
     except (KVConfigFileError, ConfigError, TlsFileError) as exc:
         print(f"namesrv: {exc}", file=sys.stderr)
         return 2

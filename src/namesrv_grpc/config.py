@@ -106,6 +106,8 @@ class NamesrvConfig:
     remoting_max_frames_per_turn: int = 64
     """Requests of all remoting connections together handled per event-loop turn
     (``remotingMaxFramesPerTurn``)."""
+    remoting_accepts_per_turn: int = 64
+    """Remoting connections accepted per event-loop turn (``remotingAcceptsPerTurn``)."""
     remoting_max_requests_in_flight: int = 16
     """Requests of one remoting connection processed off the loop at once (``remotingMaxRequestsInFlight``)."""
     write_buffer_high_water_mark: int = 64 * 1024
@@ -356,6 +358,11 @@ KEYS: dict[str, _Key] = {
         _int_parser(1, 100_000),
         "requests of all remoting connections together handled per loop turn",
     ),
+    "remotingAcceptsPerTurn": _Key(
+        "remoting_accepts_per_turn",
+        _int_parser(1, 1024),
+        "remoting connections accepted per loop turn (the kernel's queue stays 1024)",
+    ),
     "remotingMaxRequestsInFlight": _Key(
         "remoting_max_requests_in_flight",
         _int_parser(1, 100_000),
@@ -438,6 +445,7 @@ RESTART_KEYS = frozenset(
         "maxConnections",
         "remotingMaxFramesPerRead",
         "remotingMaxFramesPerTurn",
+        "remotingAcceptsPerTurn",
         "remotingMaxRequestsInFlight",
         "writeBufferHighWaterMark",
         "writeBufferLowWaterMark",

@@ -116,6 +116,7 @@ class NamesrvServer:
                 max_connections=config.max_connections,
                 max_frames_per_read=config.remoting_max_frames_per_read,
                 max_frames_per_turn=config.remoting_max_frames_per_turn,
+                accepts_per_turn=config.remoting_accepts_per_turn,
                 max_requests_in_flight=config.remoting_max_requests_in_flight,
                 write_buffer_high_water_mark=config.write_buffer_high_water_mark,
                 write_buffer_low_water_mark=min(

@@ -29,12 +29,10 @@ __all__ = ["RemotingConnection", "RemotingServer", "printable"]
 log = logging.getLogger(__name__)
 
 LISTEN_BACKLOG = 1024
-"""The kernel's queue of connections not yet accepted (RocketMQ ``serverSocketBacklog``)."""
-
-ACCEPTS_PER_TURN = 64
-"""Connections accepted per turn of the event loop at most (asyncio accepts as many as the backlog it
-is given per readiness event): a flood's burst of 1,024 waiting connections set up in one turn
-stalled lookups on both doors for ~70 ms; the rest wait in the kernel's queue for the next turns."""
+"""The kernel's queue of connections not yet accepted (RocketMQ ``serverSocketBacklog``). asyncio
+takes one number for this queue and for the connections it accepts per turn of the event loop; the
+listener asks for ``remotingAcceptsPerTurn`` and then sets the queue to this (a flood's burst of
+1,024 waiting connections set up in one turn stalled lookups on both doors for ~70 ms)."""
 
 
 class RemotingHandlersLike(Dispatcher, Protocol):
@@ -94,7 +92,7 @@ class RemotingServer:
                     host or None,
                     port,
                     reuse_address=True,
-                    backlog=ACCEPTS_PER_TURN,
+                    backlog=self.budget.limits.accepts_per_turn,
                 )
             else:
                 self._server = await loop.create_server(
@@ -102,7 +100,7 @@ class RemotingServer:
                     host or None,
                     port,
                     reuse_address=True,
-                    backlog=ACCEPTS_PER_TURN,
+                    backlog=self.budget.limits.accepts_per_turn,
                     ssl=self.ssl_context,
                     ssl_handshake_timeout=10.0 if self.ssl_context is not None else None,
                 )

@@ -1,0 +1,49 @@
+"""The server's event loop handles a bounded number of ready sockets per turn (namesrv_grpc.event_loop)."""
+
+from __future__ import annotations
+
+import asyncio
+import selectors
+import socket
+
+import pytest
+
+from namesrv_grpc import event_loop
+
+pytestmark = pytest.mark.skipif(not hasattr(selectors, "EpollSelector"), reason="epoll is Linux's")
+
+
+def test_at_most_max_events_per_turn_and_the_rest_in_the_next_turns(monkeypatch: pytest.MonkeyPatch) -> None:
+    """40 readable sockets, 16 events a turn: 16, 16 and 8 callbacks in three turns, each socket's once."""
+    monkeypatch.setattr(event_loop, "MAX_EVENTS_PER_TURN", 16)
+    loop = event_loop.new_event_loop()
+    pairs = [socket.socketpair() for _ in range(40)]
+    turns: list[list[int]] = []
+    try:
+
+        async def run() -> None:
+            current: list[int] = []
+            for index, (reader, writer) in enumerate(pairs):
+                reader.setblocking(False)
+
+                def readable(index: int = index, reader: socket.socket = reader) -> None:
+                    reader.recv(1)
+                    current.append(index)
+
+                loop.add_reader(reader, readable)
+                writer.send(b"x")
+            while sum(map(len, turns)) + len(current) < 40:
+                await asyncio.sleep(0)
+                if current:
+                    turns.append(list(current))
+                    current.clear()
+
+        loop.run_until_complete(asyncio.wait_for(run(), 10))
+    finally:
+        for reader, writer in pairs:
+            loop.remove_reader(reader)
+            reader.close()
+            writer.close()
+        loop.close()
+    assert [len(turn) for turn in turns] == [16, 16, 8]
+    assert sorted(index for turn in turns for index in turn) == list(range(40))
