@@ -58,7 +58,7 @@ from array import array
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from namesrv_grpc.core.compact_topics import CompactTopics, TopicsDelta
 from namesrv_grpc.core.digest import (
@@ -165,6 +165,8 @@ def wall_clock_millis() -> int:
     return time.time_ns() // 1_000_000
 
 
+T = TypeVar("T")
+
 MAX_NAME_STAMPS = 100_000
 """Broker names whose change stamps are kept; past it they start over (prepared work is redone)."""
 
@@ -180,6 +182,17 @@ class PreparedTopics:
     olds: list[TopicQueues | None]
     news: list[TopicQueues]
     digest_changes: array[int]
+
+
+def _shared_copy(table: dict[T, T], value: T, limit: int) -> T:
+    """The copy of ``value`` kept in ``table`` (``value`` itself when new); ``table`` starts over
+    past ``limit`` entries (copies handed out stay valid)."""
+    shared = table.get(value)
+    if shared is None:
+        if len(table) >= limit:
+            table.clear()
+        shared = table[value] = value
+    return shared
 
 
 class TopicsBaseChangedError(Exception):
@@ -307,8 +320,6 @@ class RouteInfoManager:
         self._changed_topics: set[str] = set()
         self._all_routes_changed = False
         self._change_depth = 0
-        self._changes_done = 0
-        """Changing calls completed (bumped under the lock as each ends)."""
         self._name_stamps: dict[str, int] = {}
         """broker name -> stamp of the last change of its QueueData (:meth:`_touch`): a read of that
         broker name's QueueData made without the lock is still true while its stamp has not moved."""
@@ -338,8 +349,6 @@ class RouteInfoManager:
                 yield
             finally:
                 self._change_depth -= 1
-                if self._change_depth == 0:
-                    self._changes_done += 1
                 if self._change_depth == 0 and (self._changed_topics or self._all_routes_changed):
                     self.route_revision += 1
                     topics = None if self._all_routes_changed else frozenset(self._changed_topics)
@@ -688,23 +697,9 @@ class RouteInfoManager:
         self._name_stamps[broker_name] = self._stamp
 
     def _intern_nums(self, nums: QueueNums) -> QueueNums:
-        """The shared copy of ``nums`` (bounded as :meth:`_intern_record`)."""
-        interned = self._interned.get(nums)
-        if interned is None:
-            if len(self._interned) >= MAX_INTERNED_QUEUE_NUMS:
-                self._interned.clear()
-            interned = self._interned[nums] = nums
-        return interned
-
-    def _create_and_update_queue_data(self, broker_name: str, topic_config: TopicConfig) -> None:
-        """S07 for one TopicConfig (see :meth:`_create_and_update_queue_nums`)."""
-        nums = (
-            topic_config.read_queue_nums,
-            topic_config.write_queue_nums,
-            topic_config.perm,
-            topic_config.topic_sys_flag,
-        )
-        self._create_and_update_queue_nums(broker_name, topic_config.topic_name, nums)
+        """The shared copy of ``nums`` (bounded: past :data:`MAX_INTERNED_QUEUE_NUMS` distinct values
+        the sharing starts over)."""
+        return _shared_copy(self._interned, nums, MAX_INTERNED_QUEUE_NUMS)
 
     def _create_and_update_queue_nums(self, broker_name: str, topic: str, nums: QueueNums) -> None:
         """S07: create the topic, add or replace this broker name's QueueData when it differs."""
@@ -716,12 +711,7 @@ class RouteInfoManager:
     def _intern_record(self, record: TopicQueues) -> TopicQueues:
         """The shared copy of ``record`` (bounded: past :data:`MAX_INTERNED_RECORDS` distinct records
         the sharing starts over; stored records stay valid)."""
-        shared = self._interned_records.get(record)
-        if shared is None:
-            if len(self._interned_records) >= MAX_INTERNED_RECORDS:
-                self._interned_records.clear()
-            shared = self._interned_records[record] = record
-        return shared
+        return _shared_copy(self._interned_records, record, MAX_INTERNED_RECORDS)
 
     def _set_queue_nums(self, topic: str, broker_name: str, nums: QueueNums) -> None:
         """Put ``nums`` (interned here) as ``broker_name``'s QueueData of ``topic`` (created when
