@@ -166,3 +166,46 @@ def test_s07_a_change_stays_seen_when_the_change_stamps_start_over(monkeypatch: 
     monkeypatch.setattr(table, "_prepare", racing)
     register(table, topics(20), DataVersion(0, 2, 2))
     assert {table.topic_queue_table[f"T{i}"]["broker-a"].perm for i in range(20)} == {6}
+
+
+def test_s07_a_big_first_registration_is_prepared_in_slices_with_the_loop_paced_between() -> None:
+    """1,300 topics no broker name holds yet: prepared in three slices of 512 with ``pace`` called
+    between them and once more before the lock; every topic gets the broker's QueueData, topics with
+    the same numbers share one record, and the digest is that of the table."""
+    table = RouteInfoManager(FakeClock())
+    paced: list[int] = []
+    table.pace = lambda: paced.append(len(table.topic_queue_nums))
+    register(table, topics(1_300, changed=300), DataVersion(0, 1, 1))
+    assert paced == [0, 0, 0], "paced twice between the three slices and once before the lock, nothing written yet"
+    assert len(table.topic_queue_nums) == 1_300
+    assert queue_datas(table)["T299"] == QueueData("broker-a", 4, 4, 6)
+    assert queue_datas(table)["T300"] == QueueData("broker-a", 8, 8, 6)
+    assert len({id(record) for record in table.topic_queue_nums.values()}) == 2, "one record per distinct numbers"
+    assert table.route_digest() == full_digest(table.topic_queue_table, table.broker_addr_table.values())
+
+
+def test_s07_records_another_broker_name_changed_between_slices_are_worked_out_again() -> None:
+    """While broker-a's registration is between its first and second slice, broker-b registers T0-T9
+    (prepared already as topics nobody holds) and T600 (not prepared yet): the first slice is written
+    topic by topic and keeps broker-b's QueueData, the second sees broker-b's records; the digest is
+    that of the table."""
+    table = RouteInfoManager(FakeClock())
+    calls: list[int] = []
+
+    def broker_b_registers() -> None:
+        calls.append(1)
+        if len(calls) == 1:
+            table.register_broker(
+                cluster_name="c1", broker_name="broker-b", broker_id=0, broker_addr="10.0.0.2:10911",
+                data_version=DataVersion(0, 1, 1),
+                topic_configs={t: TopicConfig(t, 2, 2, 6) for t in [*(f"T{i}" for i in range(10)), "T600"]},
+            )  # fmt: skip
+
+    table.pace = broker_b_registers
+    register(table, topics(1_300), DataVersion(0, 1, 1))
+    routes = table.topic_queue_table
+    for topic in ("T0", "T9", "T600"):
+        assert routes[topic] == {"broker-a": QueueData("broker-a", 8, 8, 6), "broker-b": QueueData("broker-b", 2, 2, 6)}
+    assert set(routes["T10"]) == {"broker-a"}
+    assert len(routes) == 1_300
+    assert table.route_digest() == full_digest(table.topic_queue_table, table.broker_addr_table.values())

@@ -37,6 +37,7 @@ from namesrv_grpc.core.kvconfig import KVConfigManager
 from namesrv_grpc.core.processor import NameServer
 from namesrv_grpc.core.route_table import Clock, RouteInfoManager, wall_clock_millis
 from namesrv_grpc.decode_pool import BodyDecodePool
+from namesrv_grpc.event_loop import LoopPacer
 from namesrv_grpc.grpc_api.grpc_metrics import GrpcServerMetrics
 from namesrv_grpc.grpc_api.handlers import add_services
 from namesrv_grpc.grpc_api.route_watches import RouteWatchCollector, new_route_watches
@@ -85,6 +86,8 @@ class NamesrvServer:
     def __init__(self, config: NamesrvConfig, clock: Clock = wall_clock_millis) -> None:
         """Load the KV config file (raises KVConfigFileError) and build the route table."""
         self.route_table = RouteInfoManager(clock)
+        self.pacer = LoopPacer()
+        """Big registrations prepared in worker threads let this server's event loop go first."""
         kv_path = Path(config.kv_config_path).expanduser()
         self.nameserver = NameServer(config, self.route_table, KVConfigManager(kv_path))
         self.body_decode_pool = BodyDecodePool()
@@ -169,6 +172,8 @@ class NamesrvServer:
         fix_malloc_mmap_threshold()
         self._remove_log_filter = install_log_filter(self.log_filter)
         self.broker_notifier.attach(asyncio.get_running_loop())
+        self.route_table.pace = self.pacer
+        self.pacer.attach(asyncio.get_running_loop())
         await self.remoting.start(config.bind_address, config.listen_port)
         options = [
             ("grpc.max_receive_message_length", config.grpc_max_message_size),

@@ -50,10 +50,6 @@ class CompactTopics(Mapping[str, TopicConfig]):
         hashes = array("q", (queue_nums_hash(topic, broker_name, nums) for topic, nums in self.queue_nums()))
         return CompactTopics(self.names, self.nums, broker_name, hashes)
 
-    def hash_at(self, position: int, broker_name: str) -> int | None:
-        """The digest hash of the topic at ``position`` as ``broker_name``'s QueueData, when known."""
-        return self.hashes[position] if self.hashes is not None and self.hashed_for == broker_name else None
-
     @classmethod
     def from_topic_configs(cls, topic_configs: Mapping[str, TopicConfig]) -> CompactTopics:
         """The compact form of decoded topic configs (keyed by their topic names)."""
@@ -71,6 +67,11 @@ class CompactTopics(Mapping[str, TopicConfig]):
             return ((self.names[i], self._nums_at(i)) for i in positions)
         numbers = iter(self.nums)
         return zip(self.names, zip(numbers, numbers, numbers, numbers, strict=True), strict=True)
+
+    def nums_list(self) -> list[QueueNums]:
+        """The four numbers of every topic, in the order of :attr:`names` (built in C)."""
+        numbers = iter(self.nums)
+        return list(zip(numbers, numbers, numbers, numbers, strict=True))
 
     def _nums_at(self, position: int) -> QueueNums:
         nums = self.nums

@@ -52,12 +52,14 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import heapq
+import operator
 import threading
 import time
 from array import array
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Any, TypeVar
 
 from namesrv_grpc.core.compact_topics import CompactTopics, TopicsDelta
@@ -169,6 +171,14 @@ T = TypeVar("T")
 
 MAX_NAME_STAMPS = 100_000
 """Broker names whose change stamps are kept; past it they start over (prepared work is redone)."""
+
+REGISTRATION_SLICE_TOPICS = 512
+"""A registration's topics are compared without the lock, and written under it, this many at a time
+(a few hundred microseconds each): no step of a big registration holds the GIL for long."""
+
+
+def _no_pace() -> None:
+    """The default :attr:`RouteInfoManager.pace`: go on at once."""
 
 
 @dataclass(slots=True)
@@ -328,6 +338,12 @@ class RouteInfoManager:
         self._stamp_floor = 0
         """The stamp of a broker name not in :attr:`_name_stamps`: the last stamp given when it was
         last cleared (so a name forgotten then does not read as unchanged to a prepare made before)."""
+        self.pace: Callable[[], None] = _no_pace
+        """Called between slices of :data:`REGISTRATION_SLICE_TOPICS` topics of a master's
+        registration being prepared, and once more before its lock is taken, without the lock, in
+        the registering thread: the server sets a :class:`~namesrv_grpc.event_loop.LoopPacer`, so
+        route lookups on its event loop go first while a big registration is worked out in a worker
+        thread (issue 21). Must not raise, and must not wait for anything that waits for this lock."""
 
     @property
     def topic_queue_table(self) -> QueueDataView:
@@ -369,6 +385,14 @@ class RouteInfoManager:
         for cache in self._route_caches:
             cache.pop(topic, None)
         self._changed_topics.add(topic)
+
+    def _routes_changed(self, topics: list[str]) -> None:
+        """:meth:`_route_changed` of many topics at once (the cached ones found by set operations)."""
+        for cache in self._route_caches:
+            if cache:
+                for topic in cache.keys() & topics:
+                    del cache[topic]
+        self._changed_topics.update(topics)
 
     # ------------------------------------------------------------------ registration (S03-S12)
 
@@ -445,6 +469,10 @@ class RouteInfoManager:
         QueueData in between (then every topic is compared again under the lock). So a 100,000-topic
         registration holds the lock for the topics it changes, and briefly, and lookups of other
         routes are not kept waiting; readers still never see half of it.
+
+        Both steps work in slices of :data:`REGISTRATION_SLICE_TOPICS` topics, and :attr:`pace` is
+        called between the slices of the preparation: no step holds the GIL long enough to keep a
+        lookup on the event loop waiting.
         """
         delta = topic_configs if isinstance(topic_configs, TopicsDelta) else None
         topics: CompactTopics | None = None
@@ -456,6 +484,8 @@ class RouteInfoManager:
         if broker_id == MASTER_ID and (topics or delta):
             prepared = self._prepare(broker_name, topics if topics is not None else delta.changed)  # type: ignore[union-attr]
         new_version = enable_acting_master is not None
+        if prepared is not None:
+            self.pace()
         with self._changing():
             now = self._clock()
             broker_data = self.broker_addr_table.get(broker_name)
@@ -647,43 +677,102 @@ class RouteInfoManager:
         each topic whose QueueData of ``broker_name`` differs from ``topics``', its record now and
         the record it gets, and the digest change. :meth:`_commit` writes them under the lock, in
         a few dict operations per topic: a 100,000-topic first registration holds the lock for a
-        fraction of what comparing and building the records takes."""
-        stamp = self._name_stamps.get(broker_name, self._stamp_floor)
-        table = self.topic_queue_nums
-        prepared = PreparedTopics(stamp, [], [], [], array("q"))
-        for position, (topic, nums) in enumerate(topics.queue_nums()):
-            old = table.get(topic)
-            old_nums = queues_get(old, broker_name)
-            if old_nums == nums:
-                continue
+        fraction of what comparing and building the records takes.
+
+        Works in slices of :data:`REGISTRATION_SLICE_TOPICS` topics and calls :attr:`pace` between
+        them, so that no step holds the GIL for long (a lookup on the event loop waits for one slice
+        at most)."""
+        prepared = PreparedTopics(self._name_stamps.get(broker_name, self._stamp_floor), [], [], [], array("q"))
+        names = topics.names
+        all_nums = topics.nums_list()
+        hashes = topics.hashes if topics.hashed_for == broker_name else None
+        outcomes: dict[tuple[int, QueueNums], tuple[TopicQueues | None, QueueNums | None, TopicQueues | None]] = {}
+        for start in range(0, len(names), REGISTRATION_SLICE_TOPICS):
+            if start:
+                self.pace()
+            end = start + REGISTRATION_SLICE_TOPICS
+            self._prepare_slice(broker_name, names[start:end], all_nums[start:end], hashes, start, outcomes, prepared)
+        return prepared
+
+    def _prepare_slice(
+        self,
+        broker_name: str,
+        names: list[str],
+        all_nums: list[QueueNums],
+        hashes: array[int] | None,
+        offset: int,
+        outcomes: dict[tuple[int, QueueNums], tuple[TopicQueues | None, QueueNums | None, TopicQueues | None]],
+        prepared: PreparedTopics,
+    ) -> None:
+        """:meth:`_prepare` of the topics ``names`` (at ``offset`` in the body; ``hashes`` are the
+        body's), added to ``prepared``. ``outcomes``: (id of a record now, numbers) -> (the record it
+        becomes, None when equal; ``broker_name``'s numbers in it now; that record itself, so that its
+        id is not reused while ``outcomes`` lives), kept across slices: records are shared, so most
+        topics repeat an outcome worked out before."""
+        olds = list(map(self.topic_queue_nums.get, names))
+        if olds.count(None) == len(olds):
+            # No broker name holds any of these topics yet (a new broker's first registration): all
+            # of them change, and the topics with the same numbers share one record.
+            records = {nums: self._new_record(None, broker_name, nums) for nums in set(all_nums)}
+            prepared.topics.extend(names)
+            prepared.olds.extend(olds)
+            prepared.news.extend(map(records.__getitem__, all_nums))
+            if hashes is not None:
+                prepared.digest_changes.extend(hashes[offset : offset + len(names)])
+            else:
+                prepared.digest_changes.extend(map(queue_nums_hash, names, repeat(broker_name), all_nums))
+            return
+        for position, (old, nums) in enumerate(zip(olds, all_nums, strict=True)):
+            key = (id(old), nums)
+            outcome = outcomes.get(key)
+            if outcome is None:
+                old_nums = queues_get(old, broker_name)
+                new = None if old_nums == nums else self._new_record(old, broker_name, nums)
+                outcome = outcomes[key] = (new, old_nums, old)
+            new, old_nums, _ = outcome
+            if new is None:
+                continue  # S07: equal QueueData is left alone
+            topic = names[position]
             prepared.topics.append(topic)
             prepared.olds.append(old)
-            prepared.news.append(self._intern_record(queues_put(old, broker_name, self._intern_nums(nums))))
-            new_hash = topics.hash_at(position, broker_name)
-            if new_hash is None:
-                new_hash = queue_nums_hash(topic, broker_name, nums)
+            prepared.news.append(new)
+            new_hash = hashes[offset + position] if hashes is not None else queue_nums_hash(topic, broker_name, nums)
             old_hash = 0 if old_nums is None else queue_nums_hash(topic, broker_name, old_nums)
             prepared.digest_changes.append(new_hash - old_hash)
-        return prepared
+
+    def _new_record(self, old: TopicQueues | None, broker_name: str, nums: QueueNums) -> TopicQueues:
+        """The shared record of ``old`` with ``broker_name``'s QueueData set to ``nums``."""
+        return self._intern_record(queues_put(old, broker_name, self._intern_nums(nums)))
 
     def _commit(self, broker_name: str, prepared: PreparedTopics) -> None:
         """Write what :meth:`_prepare` worked out (under the lock, ``broker_name``'s stamp unchanged
-        since). A topic whose record another broker name changed meanwhile is worked out again."""
+        since), a slice of :data:`REGISTRATION_SLICE_TOPICS` topics at a time so that the GIL can go
+        to the event loop in between (cached lookups do not take the lock). A slice whose records
+        no other broker name changed meanwhile (the usual case) is written in bulk; otherwise a topic
+        whose record changed is worked out again."""
         table = self.topic_queue_nums
         index = self.topics_by_broker_name.setdefault(broker_name, {})
         digest_change = 0
-        for topic, old, new, change in zip(
-            prepared.topics, prepared.olds, prepared.news, prepared.digest_changes, strict=True
-        ):
-            if table.get(topic) is old:
-                table[topic] = new
-                digest_change += change
-                self._route_changed(topic)
-                index[topic] = None
-            else:
-                nums = queues_get(new, broker_name)
-                assert nums is not None
-                self._create_and_update_queue_nums(broker_name, topic, nums)
+        for start in range(0, len(prepared.topics), REGISTRATION_SLICE_TOPICS):
+            end = start + REGISTRATION_SLICE_TOPICS
+            topics, olds, news = prepared.topics[start:end], prepared.olds[start:end], prepared.news[start:end]
+            changes = prepared.digest_changes[start:end]
+            if all(map(operator.is_, map(table.get, topics), olds)):
+                table.update(zip(topics, news, strict=True))
+                index.update(dict.fromkeys(topics))
+                self._routes_changed(topics)
+                digest_change += sum(changes)
+                continue
+            for topic, old, new, change in zip(topics, olds, news, changes, strict=True):
+                if table.get(topic) is old:
+                    table[topic] = new
+                    digest_change += change
+                    self._route_changed(topic)
+                    index[topic] = None
+                else:
+                    nums = queues_get(new, broker_name)
+                    assert nums is not None
+                    self._create_and_update_queue_nums(broker_name, topic, nums)
         self._digest.add(digest_change & DIGEST_MASK)
         if prepared.topics:
             self._touch(broker_name)

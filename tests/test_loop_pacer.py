@@ -1,0 +1,91 @@
+"""A worker thread lets the server's event loop go first (namesrv_grpc.event_loop.LoopPacer): a
+big registration's preparation calls it between slices (issue 21)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from namesrv_grpc import event_loop
+from namesrv_grpc.event_loop import LoopPacer
+
+
+@pytest.fixture
+def running_loop() -> Iterator[asyncio.AbstractEventLoop]:
+    """An event loop running in a thread of its own."""
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    try:
+        yield loop
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        loop.close()
+
+
+def attached(loop: asyncio.AbstractEventLoop) -> LoopPacer:
+    pacer = LoopPacer()
+    asyncio.run_coroutine_threadsafe(_attach(pacer), loop).result(10)
+    return pacer
+
+
+async def _attach(pacer: LoopPacer) -> None:
+    pacer.attach(asyncio.get_running_loop())
+
+
+def pace_in_thread(pacer: LoopPacer) -> threading.Event:
+    """Call ``pacer`` in a new thread; the event is set when the call returned."""
+    returned = threading.Event()
+
+    def pace() -> None:
+        pacer()
+        returned.set()
+
+    threading.Thread(target=pace, daemon=True).start()
+    return returned
+
+
+def test_a_worker_waits_until_the_loop_ran_what_was_ready(
+    running_loop: asyncio.AbstractEventLoop, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(event_loop, "PACE_TIMEOUT_SECONDS", 30.0)
+    pacer = attached(running_loop)
+    busy = threading.Event()
+    running_loop.call_soon_threadsafe(busy.wait)  # the loop is busy with a callback that was ready
+    returned = pace_in_thread(pacer)
+    assert not returned.wait(0.2), "the worker went on while the loop had not had its turn"
+    busy.set()
+    assert returned.wait(10)
+    assert pacer.waits == 1
+
+
+def test_a_blocked_loop_holds_the_worker_up_for_the_timeout_only(
+    running_loop: asyncio.AbstractEventLoop, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(event_loop, "PACE_TIMEOUT_SECONDS", 0.05)
+    pacer = attached(running_loop)
+    blocked = threading.Event()
+    running_loop.call_soon_threadsafe(blocked.wait)
+    try:
+        assert pace_in_thread(pacer).wait(10), "the worker went on although the loop never came round"
+    finally:
+        blocked.set()
+
+
+def test_on_the_loop_itself_before_attach_and_after_close_it_returns_at_once() -> None:
+    pacer = LoopPacer()
+    pacer()  # not attached: nothing to wait for
+    loop = asyncio.new_event_loop()
+
+    async def on_the_loop() -> None:
+        pacer.attach(asyncio.get_running_loop())
+        pacer()  # waiting for its own turn would never end
+
+    loop.run_until_complete(on_the_loop())
+    loop.close()
+    assert pace_in_thread(pacer).wait(10), "a closed loop holds nobody up"
+    assert pacer.waits == 0
