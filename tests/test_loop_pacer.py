@@ -89,3 +89,26 @@ def test_on_the_loop_itself_before_attach_and_after_close_it_returns_at_once() -
     loop.close()
     assert pace_in_thread(pacer).wait(10), "a closed loop holds nobody up"
     assert pacer.waits == 0
+
+
+def test_release_gil_never_waits_for_the_loop(
+    running_loop: asyncio.AbstractEventLoop, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Called under the route table's lock, which a blocked loop may be waiting for: it returns
+    although the loop never comes round."""
+    monkeypatch.setattr(event_loop, "PACE_TIMEOUT_SECONDS", 30.0)
+    pacer = attached(running_loop)
+    blocked = threading.Event()
+    running_loop.call_soon_threadsafe(blocked.wait)
+    returned = threading.Event()
+
+    def release() -> None:
+        pacer.release_gil()
+        returned.set()
+
+    try:
+        threading.Thread(target=release, daemon=True).start()
+        assert returned.wait(10)
+    finally:
+        blocked.set()
+    assert pacer.waits == 0

@@ -209,3 +209,36 @@ def test_s07_records_another_broker_name_changed_between_slices_are_worked_out_a
     assert set(routes["T10"]) == {"broker-a"}
     assert len(routes) == 1_300
     assert table.route_digest() == full_digest(table.topic_queue_table, table.broker_addr_table.values())
+
+
+def test_s07_the_writes_let_go_of_the_gil_between_slices_under_the_lock() -> None:
+    """1,300 changed topics are written in three slices: ``pace_locked`` is called twice, each time
+    with the lock held (a reader needing the lock never sees half of the registration), after the
+    comparison's pacing."""
+    table = RouteInfoManager(FakeClock())
+    register(table, topics(1_300), DataVersion(0, 1, 1))
+    calls: list[str] = []
+    table.pace = lambda: calls.append("pace")
+
+    def pace_locked() -> None:
+        calls.append("locked" if not _lock_free_for_another_thread(table) else "unlocked")
+
+    table.pace_locked = pace_locked
+    register(table, topics(1_300, changed=1_300), DataVersion(0, 2, 2))
+    assert calls == ["pace", "pace", "pace", "locked", "locked"]
+    assert {qd.read_queue_nums for qd in queue_datas(table).values()} == {4}
+
+
+def _lock_free_for_another_thread(table: RouteInfoManager) -> bool:
+    got: list[bool] = []
+
+    def attempt() -> None:
+        acquired = table._lock.acquire(timeout=0.05)
+        if acquired:
+            table._lock.release()
+        got.append(acquired)
+
+    other = threading.Thread(target=attempt)
+    other.start()
+    other.join()
+    return got[0]

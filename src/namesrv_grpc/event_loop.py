@@ -16,7 +16,9 @@ it back only when the worker is asked to drop it, after the interpreter's switch
 Ten 20,000-topic brokers registering at once made lookups wait ~4x as long as without them
 (docs/benchmarks.md, row 14a). :class:`LoopPacer` is called by the worker between slices of its
 work and waits until the loop has run what was ready, so the loop goes first and the worker takes
-the turns the loop leaves.
+the turns the loop leaves. Where the worker holds the route table's lock (which the loop may be
+waiting for) it must not wait for the loop: :meth:`LoopPacer.release_gil` only lets go of the GIL
+for a moment, long enough for a loop that wants it to take it.
 """
 
 from __future__ import annotations
@@ -26,10 +28,14 @@ import math
 import select
 import selectors
 import threading
+import time
 from typing import Any
 
 MAX_EVENTS_PER_TURN = 256
 """Ready sockets handled per turn of the event loop at most (about 6 ms of closing connections)."""
+
+GIL_RELEASE_SECONDS = 0.0001
+"""How long :meth:`LoopPacer.release_gil` sleeps: time enough for a waiting event loop to take the GIL."""
 
 PACE_TIMEOUT_SECONDS = 0.05
 """A worker waits at most this long for the loop's turn (a loop stopped or blocked never holds it up for long)."""
@@ -63,6 +69,13 @@ class LoopPacer:
             return
         self.waits += 1
         turn.wait(PACE_TIMEOUT_SECONDS)
+
+    def release_gil(self) -> None:
+        """Called from a worker thread that holds a lock the loop may wait for: lets go of the GIL for
+        :data:`GIL_RELEASE_SECONDS`, so the loop, if it wants the GIL, takes it now instead of after
+        the interpreter's switch interval (5 ms); never waits for the loop itself."""
+        if self._loop is not None and threading.get_ident() != self._loop_thread:
+            time.sleep(GIL_RELEASE_SECONDS)
 
 
 if hasattr(selectors, "EpollSelector"):

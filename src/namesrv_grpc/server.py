@@ -173,6 +173,7 @@ class NamesrvServer:
         self._remove_log_filter = install_log_filter(self.log_filter)
         self.broker_notifier.attach(asyncio.get_running_loop())
         self.route_table.pace = self.pacer
+        self.route_table.pace_locked = self.pacer.release_gil
         self.pacer.attach(asyncio.get_running_loop())
         await self.remoting.start(config.bind_address, config.listen_port)
         options = [

@@ -338,6 +338,11 @@ class RouteInfoManager:
         self._stamp_floor = 0
         """The stamp of a broker name not in :attr:`_name_stamps`: the last stamp given when it was
         last cleared (so a name forgotten then does not read as unchanged to a prepare made before)."""
+        self.pace_locked: Callable[[], None] = _no_pace
+        """Called between slices of a registration's topics being written (:meth:`_commit`), under
+        the lock: the server sets :meth:`~namesrv_grpc.event_loop.LoopPacer.release_gil`, so a lookup
+        of a cached route (which takes no lock) need not wait for the interpreter's switch interval.
+        Must not raise, and must not wait for another thread."""
         self.pace: Callable[[], None] = _no_pace
         """Called between slices of :data:`REGISTRATION_SLICE_TOPICS` topics of a master's
         registration being prepared, and once more before its lock is taken, without the lock, in
@@ -746,14 +751,17 @@ class RouteInfoManager:
 
     def _commit(self, broker_name: str, prepared: PreparedTopics) -> None:
         """Write what :meth:`_prepare` worked out (under the lock, ``broker_name``'s stamp unchanged
-        since), a slice of :data:`REGISTRATION_SLICE_TOPICS` topics at a time so that the GIL can go
-        to the event loop in between (cached lookups do not take the lock). A slice whose records
+        since), a slice of :data:`REGISTRATION_SLICE_TOPICS` topics at a time, calling
+        :attr:`pace_locked` in between so that the GIL can go to the event loop (cached lookups do
+        not take the lock). A slice whose records
         no other broker name changed meanwhile (the usual case) is written in bulk; otherwise a topic
         whose record changed is worked out again."""
         table = self.topic_queue_nums
         index = self.topics_by_broker_name.setdefault(broker_name, {})
         digest_change = 0
         for start in range(0, len(prepared.topics), REGISTRATION_SLICE_TOPICS):
+            if start:
+                self.pace_locked()
             end = start + REGISTRATION_SLICE_TOPICS
             topics, olds, news = prepared.topics[start:end], prepared.olds[start:end], prepared.news[start:end]
             changes = prepared.digest_changes[start:end]
