@@ -409,6 +409,7 @@ def s14_cluster_restart(p: Profile) -> Result:
                 met=tail_met(p99, quiet_p99, max_ms) and landed,
             )
         ],
+        "notes": [CLUSTER_RESTART_BEFORE],
         "raw": {
             "quiet": [r.as_dict() for r in quiet],
             "restarts": [r.as_dict() for r in restarts],
@@ -416,3 +417,26 @@ def s14_cluster_restart(p: Profile) -> Result:
             "landed": landed,
         },
     }
+
+
+CLUSTER_RESTART_BEFORE = """What each change bought for row 14a, measured on the same box with \
+`python -m bench.run --only 14`, two versions at a time run alternately (two rounds each, so both saw \
+the same load; each figure is the 3-run median of one round; 2026-11-26, 13:09 and 13:15 UTC, load \
+average 1.5-3):
+
+| comparison | version | p99 ms | quiet p99 ms | max ms |
+|---|---|---|---|---|
+| 1 | before: a master's topics compared one by one in a worker thread, then written under the \
+lock in one go | 40.6, 50.4 | 12.7, 13.5 | 77, 90 |
+| 1 | the comparison in slices of 512 topics with the event loop's turn awaited between slices \
+(`LoopPacer`), topics no broker name holds prepared in bulk, the writes in bulk dict operations \
+| 31.6, 33.4 | 14.9, 14.5 | 50, 57 |
+| 2 | the same | 40.6, 36.0 | 21.0, 14.3 | 76, 77 |
+| 2 | and the writes in slices of 512 with the GIL let go for 0.1 ms between them \
+(`LoopPacer.release_gil`) | 28.9, 30.4 | 15.2, 15.4 | 66, 49 |
+
+In the server, each 20,000-topic registration held the GIL for ~40 ms of Python in stretches of up to \
+5 ms (the interpreter's switch interval), and lookups queued 40-65 ms behind the end of each one; now \
+~10 ms of work in pieces of a few hundred microseconds. What is left is the machine's two cores: the \
+body-decoding child (niced) takes 0.3-0.5 of a core during the burst, and the NameServer's loop \
+thread waits for a CPU 30 % of the time instead of 20 % (`/proc/PID/task/TID/schedstat`)."""
