@@ -253,10 +253,18 @@ class BrokerSessions:
                     del self._slaves[session.hello.broker_name]
 
     def _end(self, session: _Session) -> None:
+        """S15: forget the session, and remove its broker if the session still holds it, in a worker
+        thread as the remoting door does for a closed connection: a broker may take 100,000 topics
+        with it, and route lookups on the event loop must not wait for that."""
         self._forget(session)
-        if (
-            session.hello is not None
-            and session.session_id
-            and self._ns.session_ended(session.hello.broker_addr, session.session_id) is not None
-        ):
+        if session.hello is None or not session.session_id:
+            return
+        ended = (session.hello.broker_addr, session.session_id)
+        try:
+            (self._loop or asyncio.get_running_loop()).run_in_executor(None, self._remove, *ended)
+        except RuntimeError:  # no loop to hand it to any more (the server is stopping)
+            self._remove(*ended)
+
+    def _remove(self, broker_addr: str, session_id: int) -> None:
+        if self._ns.session_ended(broker_addr, session_id) is not None:
             self._metrics.session_losses.inc()
