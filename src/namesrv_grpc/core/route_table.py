@@ -178,7 +178,7 @@ REGISTRATION_SLICE_TOPICS = 512
 
 
 def _no_pace() -> None:
-    """The default :attr:`RouteInfoManager.pace`: go on at once."""
+    """The default :attr:`RouteInfoManager.pace` and :attr:`RouteInfoManager.pace_locked`: go on at once."""
 
 
 @dataclass(slots=True)
@@ -475,9 +475,9 @@ class RouteInfoManager:
         registration holds the lock for the topics it changes, and briefly, and lookups of other
         routes are not kept waiting; readers still never see half of it.
 
-        Both steps work in slices of :data:`REGISTRATION_SLICE_TOPICS` topics, and :attr:`pace` is
-        called between the slices of the preparation: no step holds the GIL long enough to keep a
-        lookup on the event loop waiting.
+        Both steps work in slices of :data:`REGISTRATION_SLICE_TOPICS` topics, with :attr:`pace`
+        called between the slices of the preparation and :attr:`pace_locked` between those of the
+        writes: no step holds the GIL long enough to keep a lookup on the event loop waiting.
         """
         delta = topic_configs if isinstance(topic_configs, TopicsDelta) else None
         topics: CompactTopics | None = None
@@ -753,9 +753,8 @@ class RouteInfoManager:
         """Write what :meth:`_prepare` worked out (under the lock, ``broker_name``'s stamp unchanged
         since), a slice of :data:`REGISTRATION_SLICE_TOPICS` topics at a time, calling
         :attr:`pace_locked` in between so that the GIL can go to the event loop (cached lookups do
-        not take the lock). A slice whose records
-        no other broker name changed meanwhile (the usual case) is written in bulk; otherwise a topic
-        whose record changed is worked out again."""
+        not take the lock). A slice whose records no other broker name changed meanwhile (the usual
+        case) is written in bulk; otherwise a topic whose record changed is worked out again."""
         table = self.topic_queue_nums
         index = self.topics_by_broker_name.setdefault(broker_name, {})
         digest_change = 0
