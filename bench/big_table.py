@@ -437,6 +437,6 @@ lock in one go | 40.6, 50.4 | 12.7, 13.5 | 77, 90 |
 
 In the server, each 20,000-topic registration held the GIL for ~40 ms of Python in stretches of up to \
 5 ms (the interpreter's switch interval), and lookups queued 40-65 ms behind the end of each one; now \
-~10 ms of work in pieces of a few hundred microseconds. What is left is the machine's two cores: the \
+~15 ms of work in pieces of a few hundred microseconds. What is left is the machine's two cores: the \
 body-decoding child (niced) takes 0.3-0.5 of a core during the burst, and the NameServer's loop \
 thread waits for a CPU 30 % of the time instead of 20 % (`/proc/PID/task/TID/schedstat`)."""

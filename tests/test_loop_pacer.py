@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -37,16 +37,23 @@ async def _attach(pacer: LoopPacer) -> None:
     pacer.attach(asyncio.get_running_loop())
 
 
-def pace_in_thread(pacer: LoopPacer) -> threading.Event:
-    """Call ``pacer`` in a new thread; the event is set when the call returned."""
+def in_thread(call: Callable[[], None]) -> threading.Event:
+    """Run ``call`` in a new thread; the event is set when it returned."""
     returned = threading.Event()
 
-    def pace() -> None:
-        pacer()
+    def run() -> None:
+        call()
         returned.set()
 
-    threading.Thread(target=pace, daemon=True).start()
+    threading.Thread(target=run, daemon=True).start()
     return returned
+
+
+def keep_busy(loop: asyncio.AbstractEventLoop) -> threading.Event:
+    """Keep ``loop`` busy with a ready callback until the returned event is set."""
+    busy = threading.Event()
+    loop.call_soon_threadsafe(busy.wait)
+    return busy
 
 
 def test_a_worker_waits_until_the_loop_ran_what_was_ready(
@@ -54,9 +61,8 @@ def test_a_worker_waits_until_the_loop_ran_what_was_ready(
 ) -> None:
     monkeypatch.setattr(event_loop, "PACE_TIMEOUT_SECONDS", 30.0)
     pacer = attached(running_loop)
-    busy = threading.Event()
-    running_loop.call_soon_threadsafe(busy.wait)  # the loop is busy with a callback that was ready
-    returned = pace_in_thread(pacer)
+    busy = keep_busy(running_loop)
+    returned = in_thread(pacer)
     assert not returned.wait(0.2), "the worker went on while the loop had not had its turn"
     busy.set()
     assert returned.wait(10)
@@ -68,10 +74,9 @@ def test_a_blocked_loop_holds_the_worker_up_for_the_timeout_only(
 ) -> None:
     monkeypatch.setattr(event_loop, "PACE_TIMEOUT_SECONDS", 0.05)
     pacer = attached(running_loop)
-    blocked = threading.Event()
-    running_loop.call_soon_threadsafe(blocked.wait)
+    blocked = keep_busy(running_loop)
     try:
-        assert pace_in_thread(pacer).wait(10), "the worker went on although the loop never came round"
+        assert in_thread(pacer).wait(10), "a blocked loop held the worker up past the timeout"
     finally:
         blocked.set()
 
@@ -87,7 +92,7 @@ def test_on_the_loop_itself_before_attach_and_after_close_it_returns_at_once() -
 
     loop.run_until_complete(on_the_loop())
     loop.close()
-    assert pace_in_thread(pacer).wait(10), "a closed loop holds nobody up"
+    assert in_thread(pacer).wait(10), "a closed loop holds nobody up"
     assert pacer.waits == 0
 
 
@@ -98,17 +103,9 @@ def test_release_gil_never_waits_for_the_loop(
     although the loop never comes round."""
     monkeypatch.setattr(event_loop, "PACE_TIMEOUT_SECONDS", 30.0)
     pacer = attached(running_loop)
-    blocked = threading.Event()
-    running_loop.call_soon_threadsafe(blocked.wait)
-    returned = threading.Event()
-
-    def release() -> None:
-        pacer.release_gil()
-        returned.set()
-
+    blocked = keep_busy(running_loop)
     try:
-        threading.Thread(target=release, daemon=True).start()
-        assert returned.wait(10)
+        assert in_thread(pacer.release_gil).wait(10)
     finally:
         blocked.set()
     assert pacer.waits == 0
