@@ -103,8 +103,8 @@ def test_s07_a_record_another_broker_name_changed_meanwhile_is_worked_out_again(
     assert table.route_digest() == full_digest(table.topic_queue_table, table.broker_addr_table.values())
 
 
-def _try_lock(table: RouteInfoManager) -> bool:
-    if table._lock.acquire(timeout=5):
+def _try_lock(table: RouteInfoManager, timeout: float = 5) -> bool:
+    if table._lock.acquire(timeout=timeout):
         table._lock.release()
         return True
     return False
@@ -231,14 +231,7 @@ def test_s07_the_writes_let_go_of_the_gil_between_slices_under_the_lock() -> Non
 
 def _lock_free_for_another_thread(table: RouteInfoManager) -> bool:
     got: list[bool] = []
-
-    def attempt() -> None:
-        acquired = table._lock.acquire(timeout=0.05)
-        if acquired:
-            table._lock.release()
-        got.append(acquired)
-
-    other = threading.Thread(target=attempt)
+    other = threading.Thread(target=lambda: got.append(_try_lock(table, timeout=0.05)))
     other.start()
     other.join()
     return got[0]
