@@ -60,7 +60,7 @@ from broker_agent.config import load_broker_config
 from broker_agent.topics import TopicSource
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv.v1 import name_server_service_pb2_grpc as ns_grpc
-from namesrv_grpc.core.body import crc32c
+from namesrv_grpc.grpc_api.register_body import crc32c
 from namesrv_grpc.core.model import PERM_READ, DataVersion, TopicConfig
 from namesrv_grpc.core.route_table import RouteInfoManager
 

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import grpc
 from google.rpc import error_details_pb2
@@ -21,8 +22,11 @@ from grpc_status import rpc_status
 from namesrv.v1 import admin_service_pb2_grpc, kv_config_service_pb2_grpc, name_server_service_pb2_grpc
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv_grpc.cli import parse_boot_line
-from namesrv_grpc.core.body import encode_body
-from namesrv_grpc.core.model import DataVersion, TopicConfig
+from namesrv_grpc.core.model import DataVersion, RegisterBrokerResult, TopicConfig
+from namesrv_grpc.core.processor import BrokerIdentity, NameServer
+from namesrv_grpc.core.writes import Registration
+from namesrv_grpc.grpc_api.register_body import encode_body, verify_checksum
+from namesrv_grpc.processes.route_table_service import RouteTableService
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -284,3 +288,61 @@ LOADED_BOX_SLACK_SECONDS = 8.0
 a slow scheduler). Such tests assert what happens, bounded by its own timeout plus this slack; the
 latency targets themselves (removal within 1 s, route back within 1 s, ...) are measured by
 ``make bench`` (the liveness scenario in bench/liveness.py)."""
+
+
+def register_broker(
+    ns: NameServer,
+    *,
+    cluster_name: str,
+    broker_name: str,
+    broker_id: int,
+    broker_addr: str,
+    body: bytes,
+    body_crc32c: int,
+    ha_server_addr: str = "",
+    compressed: bool = False,
+    heartbeat_timeout_millis: int = 0,
+    enable_acting_master: bool | None = None,
+    zone_name: str = "",
+    instance_id: str = "",
+) -> tuple[RegisterBrokerResult, dict[str, str]]:
+    """What a gRPC RegisterBroker does to ``ns``, in this process: the door's checksum (S01), then the
+    route-table process's handling (:class:`RouteTableService`: decode unless the same body, apply).
+    Returns the result and the ORDER_TOPIC_CONFIG table; raises what the NameServer raises."""
+    verify_checksum(body, body_crc32c)
+    identity = BrokerIdentity(cluster_name, broker_name, broker_id, broker_addr)
+    registration = Registration(
+        "grpc",
+        identity,
+        ha_server_addr=ha_server_addr,
+        heartbeat_timeout_millis=heartbeat_timeout_millis,
+        body=body,
+        compressed=compressed,
+        body_fingerprint=(body_crc32c, len(body), compressed),
+        enable_acting_master=enable_acting_master,
+        zone_name=zone_name,
+        instance_id=instance_id,
+    )
+    reply = RouteTableService(ns, _no_snapshots).register_broker(0, registration)
+    return reply.result, reply.kv_table
+
+
+async def _no_snapshots() -> Any:
+    raise AssertionError("no snapshots here")
+
+
+class LocalWrites:
+    """The writes of :class:`~namesrv_grpc.core.writes.RouteTableWrites` applied in this process to
+    the NameServer that also answers the reads (one table, no route-table process): for unit tests of
+    a door. Each method is the route-table service's of the same name, as a coroutine."""
+
+    def __init__(self, ns: NameServer) -> None:
+        self._service = RouteTableService(ns, _no_snapshots)
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        method = getattr(self._service, name)
+
+        async def call(*args: Any) -> Any:
+            return method(0, *args)
+
+        return call

@@ -20,6 +20,7 @@ from typing import Any
 import kubernetes_validate.utils as kv  # type: ignore[import-untyped]
 import pytest
 import yaml
+from namesrv_grpc.processes.serving_process import SERVICE_DESCRIPTORS
 from prometheus_client import generate_latest, start_http_server
 
 from broker_agent.config import load_broker_config
@@ -30,7 +31,6 @@ from namesrv_grpc.log_limits import suppressed_lines_counter
 from namesrv_grpc.metrics import NamesrvMetrics
 from namesrv_grpc.properties import read_properties
 from namesrv_grpc.remoting.remoting_metrics import RemotingMetrics
-from namesrv_grpc.server import SERVICE_DESCRIPTORS
 from tests.metrics_support import free_port, parse, require_binary
 from tests.support import ROOT, NamesrvProcess
 

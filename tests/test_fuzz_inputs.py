@@ -16,7 +16,6 @@ from hypothesis import strategies as st
 from broker_agent.config import load_broker_config
 from broker_agent.topics import TopicsFileError, parse_topics_json
 from namesrv.v1 import types_pb2
-from namesrv_grpc.core.body import crc32c, decode_body, encode_body, parse_body
 from namesrv_grpc.core.errors import (
     BodyChecksumMismatchError,
     InvalidFieldError,
@@ -25,6 +24,7 @@ from namesrv_grpc.core.errors import (
 )
 from namesrv_grpc.core.kvconfig import KVConfigFileError, load_config_table
 from namesrv_grpc.core.model import DataVersion, TopicConfig
+from namesrv_grpc.grpc_api.register_body import crc32c, decode_body, encode_body, parse_body
 from namesrv_grpc.properties import ConfigError, read_properties
 
 BODY_ERRORS = (MalformedBodyError, InvalidFieldError, LimitExceededError, BodyChecksumMismatchError)

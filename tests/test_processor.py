@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 
 from namesrv_grpc.config import SECURITY_KEYS, NamesrvConfig
-from namesrv_grpc.core.body import crc32c, encode_body
 from namesrv_grpc.core.errors import (
     BodyChecksumMismatchError,
     BrokerNameNotRegisteredError,
@@ -35,8 +34,9 @@ from namesrv_grpc.core.model import (
 )
 from namesrv_grpc.core.processor import NameServer
 from namesrv_grpc.core.route_table import RouteInfoManager
+from namesrv_grpc.grpc_api.register_body import crc32c, encode_body
 from namesrv_grpc.properties import read_properties
-from tests.support import FakeClock, topic
+from tests.support import FakeClock, register_broker, topic
 
 A = "10.0.0.1:10911"
 B = "10.0.0.2:10911"
@@ -90,7 +90,8 @@ def register(
         crc = encoded_crc if crc is None else crc
     elif crc is None:
         crc = crc32c(body)
-    return ns.register_broker(
+    return register_broker(
+        ns,
         cluster_name=cluster,
         broker_name=name,
         broker_id=broker_id,
@@ -497,7 +498,7 @@ def test_identical_body_is_not_decoded_again_but_refreshes_liveness(
     def no_decoding(*args: object, **kwargs: object) -> None:
         raise AssertionError("an identical body was decoded again")
 
-    monkeypatch.setattr("namesrv_grpc.core.processor.parse_body", no_decoding)
+    monkeypatch.setattr("namesrv_grpc.grpc_api.register_body.parse_body", no_decoding)
     register(world.ns, topics=[topic("T1")], filters=["10.0.0.9:7000"], ha="10.0.0.1:10912")
     live = world.ns.route_table.live_info(A)
     assert live is not None

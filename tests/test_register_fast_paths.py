@@ -1,11 +1,9 @@
-"""The registration fast paths (identical body; same topic table with a new DataVersion; a table
-decoded as a delta against the broker's last one) change nothing that a full decode would not: a
-NameServer with them and one without, fed the same random requests, end up with the same tables
+"""The registration fast paths (identical body; same topic table with a new DataVersion) change
+nothing that a full decode would not: a NameServer with them and one without, fed the same random requests, end up with the same tables
 after every step (S06, S07, S09, S23, S25)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -14,10 +12,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from namesrv.v1 import types_pb2
-from namesrv_grpc import decode_pool
 from namesrv_grpc.config import NamesrvConfig
-from namesrv_grpc.core import processor as processor_module
-from namesrv_grpc.core.body import (
+from namesrv_grpc.core.kvconfig import KVConfigManager
+from namesrv_grpc.core.model import DataVersion, TopicConfig
+from namesrv_grpc.core.processor import NameServer
+from namesrv_grpc.core.route_table import RouteInfoManager
+from namesrv_grpc.grpc_api import register_body as register_body_module
+from namesrv_grpc.grpc_api.register_body import (
     crc32c,
     data_version_to_proto,
     encode_body,
@@ -25,12 +26,7 @@ from namesrv_grpc.core.body import (
     split_topic_table,
     topic_config_to_proto,
 )
-from namesrv_grpc.core.compact_topics import TopicsDelta
-from namesrv_grpc.core.kvconfig import KVConfigManager
-from namesrv_grpc.core.model import DataVersion, TopicConfig
-from namesrv_grpc.core.processor import DecodedBody, NameServer
-from namesrv_grpc.core.route_table import RouteInfoManager
-from tests.support import FakeClock
+from tests.support import FakeClock, register_broker
 
 T = TypeVar("T")
 
@@ -47,41 +43,8 @@ def nameserver(tmp_path: Path, **config: Any) -> NameServer:
     )
 
 
-class DeltaDecoder:
-    """The body-decoding child's work done in this process (every body, any size): its topics as a
-    delta against the table it decoded last (:func:`decode_pool.decode_as_delta`)."""
-
-    def __init__(self) -> None:
-        self.deltas = 0
-        self.before_return: Callable[[], None] | None = None
-        """Called after decoding, before the result is returned (to race a change with it)."""
-
-    def wants(self, size: int, compressed: bool) -> bool:
-        return True
-
-    def decode(self, function: Callable[..., T], *args: object) -> T:
-        result = function(*args)
-        if self.before_return is not None:
-            self.before_return()
-        return result
-
-    def decode_delta(
-        self, function: Callable[..., DecodedBody], args: tuple[object, ...], base: int | None, broker_name: str = ""
-    ) -> Any:
-        decoded = self.decode(decode_pool.decode_as_delta, function, args, base, broker_name)
-        self.deltas += isinstance(decoded.topic_configs, TopicsDelta)
-        return decoded
-
-
-@pytest.fixture
-def as_child(monkeypatch: pytest.MonkeyPatch) -> None:
-    """This process keeps decoded tables as the child does (a fresh cache for the test)."""
-    monkeypatch.setattr(decode_pool, "_in_child", True)
-    monkeypatch.setattr(decode_pool, "_tables", type(decode_pool._tables)())
-
-
 def register(ns: NameServer, name: str, broker_id: int, body: bytes, compressed: bool = False) -> None:
-    ns.register_broker(
+    register_broker(ns,
         cluster_name="c", broker_name=name, broker_id=broker_id, broker_addr=ADDRS[(name, broker_id)],
         ha_server_addr="", body=body, body_crc32c=crc32c(body), compressed=compressed, heartbeat_timeout_millis=0,
     )  # fmt: skip
@@ -137,66 +100,18 @@ def apply(ns: NameServer, step: tuple[Any, ...]) -> None:
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(steps=steps)
 def test_fast_paths_agree_with_full_decoding(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, as_child: None, steps: list[tuple[Any, ...]]
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, steps: list[tuple[Any, ...]]
 ) -> None:
-    fast, slow, delta = nameserver(tmp_path / "fast"), nameserver(tmp_path / "slow"), nameserver(tmp_path / "delta")
-    delta.body_decoder = DeltaDecoder()
+    fast, slow = nameserver(tmp_path / "fast"), nameserver(tmp_path / "slow")
     for step in steps:
-        for ns in (fast, slow, delta):
+        for ns in (fast, slow):
             with monkeypatch.context() as patch:
                 if ns is slow:  # the reference decodes every body in full
-                    patch.setattr(processor_module, "split_topic_table", lambda raw: None)
+                    patch.setattr(register_body_module, "split_topic_table", lambda raw: None)
                     patch.setattr(ns.route_table, "same_body_registered", lambda **kwargs: None)
                 apply(ns, step)
         assert tables(fast) == tables(slow), step
-        assert tables(delta) == tables(slow), step
-        assert delta.route_table.route_digest() == slow.route_table.route_digest()
-
-
-@pytest.mark.parametrize("delete_topics", [False, True])
-def test_a_big_table_with_a_few_topics_changed_comes_as_a_delta(
-    tmp_path: Path, as_child: None, delete_topics: bool
-) -> None:
-    ns = nameserver(tmp_path, delete_topic_with_broker_registration=delete_topics)
-    decoder = ns.body_decoder = DeltaDecoder()
-    configs = {f"T{i}": TopicConfig(f"T{i}", 4, 4) for i in range(2_000)}
-    register(ns, "broker-a", 0, encode_body(configs, DataVersion(0, 1, 1))[0])
-    assert decoder.deltas == 0  # nothing to compare with yet
-    configs["T7"] = TopicConfig("T7", 8, 8)
-    del configs["T9"]
-    configs["New"] = TopicConfig("New", 2, 2, 4)
-    register(ns, "broker-a", 0, encode_body(configs, DataVersion(0, 1, 2))[0])
-    assert decoder.deltas == 1
-    table = ns.route_table.topic_queue_table
-    assert table["T7"]["broker-a"].read_queue_nums == 8
-    assert table["New"]["broker-a"].perm == 4
-    # deleteTopicWithBrokerRegistration: a topic the master no longer lists is dropped, else kept.
-    assert ("T9" in table) is not delete_topics
-    assert len(ns.route_table.get_all_topic_list()) == 2_000 + (not delete_topics)
-    # A slave's body is never a delta (its table is not written, or written read-only: S50).
-    register(ns, "broker-a", 1, encode_body(configs, DataVersion(0, 1, 3))[0])
-    assert decoder.deltas == 1
-
-
-def test_a_delta_whose_base_changed_meanwhile_is_decoded_again_in_full(tmp_path: Path, as_child: None) -> None:
-    """An operator wipes the broker's write permission while its next body is being decoded: the
-    delta against the table before the wipe is refused and the body applied in full (S07)."""
-    ns = nameserver(tmp_path)
-    decoder = ns.body_decoder = DeltaDecoder()
-    configs = {f"T{i}": TopicConfig(f"T{i}", 4, 4) for i in range(300)}
-    register(ns, "broker-a", 0, encode_body(configs, DataVersion(0, 1, 1))[0])
-    configs["T1"] = TopicConfig("T1", 8, 8)
-
-    def wipe() -> None:
-        ns.wipe_write_perm_of_broker("broker-a")
-
-    decoder.before_return = wipe
-    register(ns, "broker-a", 0, encode_body(configs, DataVersion(0, 1, 2))[0])
-    decoder.before_return = None
-    assert decoder.deltas == 1  # the first decode was a delta; the second was full
-    table = ns.route_table.topic_queue_table
-    assert table["T1"]["broker-a"].read_queue_nums == 8
-    assert {table[t]["broker-a"].perm for t in configs} == {6}  # the wipe is undone by the full table
+        assert fast.route_table.route_digest() == slow.route_table.route_digest()
 
 
 def test_new_data_version_with_same_topics_skips_topic_decoding(
@@ -212,7 +127,7 @@ def test_new_data_version_with_same_topics_skips_topic_decoding(
         decoded_topics.append(len(result.topic_config_table))
         return result
 
-    monkeypatch.setattr(processor_module, "parse_body", spy)
+    monkeypatch.setattr(register_body_module, "parse_body", spy)
     register(ns, "broker-a", 0, encode_body(configs, DataVersion(0, 1, 2))[0])
     assert decoded_topics == [0], "only the DataVersion part was decoded"
     assert ns.route_table.live_info("10.0.0.1:10911").data_version == DataVersion(0, 1, 2)  # type: ignore[union-attr]

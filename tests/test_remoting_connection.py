@@ -7,15 +7,22 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from namesrv_grpc.config import NamesrvConfig
+from namesrv_grpc.core.kvconfig import KVConfigManager
+from namesrv_grpc.core.processor import NameServer
+from namesrv_grpc.core.route_table import RouteInfoManager
+from namesrv_grpc.core.writes import RouteTableWrites
+from namesrv_grpc.metrics import NamesrvMetrics
 from namesrv_grpc.remoting.codec import FrameDecoder, RemotingCommand, encode_command
 from namesrv_grpc.remoting.codes import RequestCode, ResponseCode, SerializeType
-from namesrv_grpc.remoting.server import RemotingConnection, printable
-from namesrv_grpc.server import NamesrvServer
+from namesrv_grpc.remoting.handlers import RemotingHandlers
+from namesrv_grpc.remoting.remoting_metrics import RemotingMetrics
+from namesrv_grpc.remoting.server import RemotingConnection, RemotingServer, printable
+from tests.support import LocalWrites
 
 
 class RecordingTransport(asyncio.Transport):
@@ -55,8 +62,13 @@ def connection(tmp_path: Path) -> Iterator[tuple[RemotingConnection, RecordingTr
     try:
 
         async def make() -> tuple[RemotingConnection, RecordingTransport]:
-            server = NamesrvServer(config)
-            conn = RemotingConnection(server.remoting)
+            ns = NameServer(config, RouteInfoManager(), KVConfigManager(None))
+            metrics = NamesrvMetrics(ns.route_table)
+            handlers = RemotingHandlers(
+                ns, cast(RouteTableWrites, LocalWrites(ns)), metrics, RemotingMetrics(metrics.registry)
+            )
+            server = RemotingServer(handlers, idle_timeout_seconds=lambda: 120.0)
+            conn = RemotingConnection(server)
             transport = RecordingTransport()
             conn.connection_made(transport)
             return conn, transport

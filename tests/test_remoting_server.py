@@ -27,7 +27,7 @@ from namesrv_grpc.core.model import DataVersion, TopicConfig
 from namesrv_grpc.remoting import bodies, fastjson
 from namesrv_grpc.remoting.codec import RemotingCommand, encode_command
 from namesrv_grpc.remoting.codes import RequestCode, ResponseCode, SerializeType
-from namesrv_grpc.remoting.handlers import split_data_version
+from namesrv_grpc.remoting.register_body import split_data_version
 from tests.metrics_support import free_port, scrape
 from tests.remoting_support import RemotingTestClient
 from tests.support import NamesrvProcess, Stubs, poll_until, register_request, running_namesrv, topic
@@ -732,8 +732,10 @@ def test_boot_line_names_both_ports_grpc_last() -> None:
     from namesrv_grpc.cli import boot_line, parse_boot_line
     from namesrv_grpc.config import NamesrvConfig
 
-    line = boot_line(NamesrvConfig(bind_address="0.0.0.0"), 9876, 8081)
-    assert line == "The Name Server boot success. serializeType=JSON, remoting 0.0.0.0:9876, gRPC 0.0.0.0:8081"
+    line = boot_line(NamesrvConfig(bind_address="0.0.0.0"), 9876, 8081, 2)
+    assert line == (
+        "The Name Server boot success. serializeType=JSON, 2 serving processes, remoting 0.0.0.0:9876, gRPC 0.0.0.0:8081"
+    )
     assert parse_boot_line(line) == {"remoting": 9876, "gRPC": 8081}
     assert int(line.rsplit(":", 1)[1]) == 8081, "parsers taking the text after the last ':' get the gRPC port"
     with pytest.raises(ValueError, match="not a NameServer boot line"):

@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 
 from namesrv_grpc.config import KEYS, NamesrvConfig, apply_properties
-from namesrv_grpc.core.body import encode_body, parse_body
 from namesrv_grpc.core.digest import full_digest
 from namesrv_grpc.core.errors import InvalidFieldError, RegistrationRefusedError, TopicListDisabledError
 from namesrv_grpc.core.kvconfig import KVConfigManager
@@ -21,8 +20,9 @@ from namesrv_grpc.core.processor import BrokerIdentity, DecodedBody, NameServer
 from namesrv_grpc.core.route_table import RouteInfoManager
 from namesrv_grpc.core.route_watch import RouteWatchHub
 from namesrv_grpc.core.zones import filter_route_by_zone, zone_key
+from namesrv_grpc.grpc_api.register_body import encode_body, parse_body
 from namesrv_grpc.properties import ConfigError
-from tests.support import FakeClock, topic
+from tests.support import FakeClock, register_broker, topic
 
 V1 = DataVersion(0, 1_000, 1)
 V2 = DataVersion(0, 1_000, 2)
@@ -51,7 +51,8 @@ def register(
     filters: Sequence[str] = (),
 ) -> None:
     body, crc = encode_body({t: topic(t) for t in topics}, version, filters, topic_queue_mappings=mappings)
-    ns.register_broker(
+    register_broker(
+        ns,
         cluster_name="c1",
         broker_name=name,
         broker_id=broker_id,
@@ -323,10 +324,10 @@ def register_remoting(ns: NameServer, name: str, addr: str, topics: Sequence[str
     configs = {t: topic(t) for t in topics}
     ns.apply_registration(
         BrokerIdentity("c1", name, broker_id, addr),
+        DecodedBody(configs, version, ()),
         ha_server_addr="",
         heartbeat_timeout_millis=0,
         body_fingerprint=(hash((tuple(topics), version)) & 0xFFFF_FFFF, len(topics), False),
-        decode=lambda delta_ok: DecodedBody(configs, version, ()),
         protocol="remoting",
     )
 

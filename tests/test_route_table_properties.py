@@ -66,6 +66,11 @@ class RouteTableMachine(RuleBasedStateMachine):
         super().__init__()
         self.clock = FakeClock()
         self.rt = RouteInfoManager(self.clock)
+        self.rt.track_changes()
+        self.replica = RouteInfoManager(self.clock)
+        """A serving process's replica, fed by the route table's changes after every step."""
+        self.replica_notices: list[tuple[int, frozenset[str] | None]] = []
+        self.replica.route_listeners.append(lambda revision, topics: self.replica_notices.append((revision, topics)))
         self.sessions: list[tuple[str, int]] = []
         # The oracle of sessions: address -> (instance, cluster, name, id) of its last registration,
         # and address -> the session bound to it. Entries of addresses that left the live table are
@@ -354,6 +359,39 @@ class RouteTableMachine(RuleBasedStateMachine):
         for topic in [*self.rt.topic_queue_table, *TOPICS]:
             fresh = self.rt.pickup_topic_route_data(topic)
             assert self.rt.pickup_topic_route_cached(topic, lambda route: route) == fresh
+
+    @invariant()
+    def replica_answers_as_the_route_table(self) -> None:
+        """A replica fed with :meth:`take_change` after each step holds the same tables and answers
+        every lookup alike; its cached routes (filled at the previous step) were dropped for every
+        topic whose route changed, and those topics were reported to its route listeners with the
+        route table's revision."""
+        cached_before = {topic: self.replica.pickup_topic_route_cached(topic, lambda r: r) for topic in TOPICS}
+        change = self.rt.take_change()
+        self.replica_notices.clear()
+        if change is not None:
+            self.replica.apply_change(change)
+        replica, rt = self.replica, self.rt
+        assert replica.topic_queue_nums == rt.topic_queue_nums
+        assert replica.broker_addr_table == rt.broker_addr_table
+        assert replica.cluster_addr_table == rt.cluster_addr_table
+        assert replica.filter_server_table == rt.filter_server_table
+        assert replica.topics_by_broker_name == rt.topics_by_broker_name
+        assert replica.topic_queue_mapping_info_table == rt.topic_queue_mapping_info_table
+        assert replica.route_revision == rt.route_revision
+        assert replica.route_digest() == rt.route_digest()
+        assert replica.get_cluster_info() == rt.get_cluster_info()
+        assert replica.get_system_topic_list() == rt.get_system_topic_list()
+        for cluster in CLUSTERS:
+            assert replica.get_topics_by_cluster(cluster) == rt.get_topics_by_cluster(cluster)
+        notified: set[str] = set()
+        for _, topics in self.replica_notices:
+            notified |= set(TOPICS) if topics is None else topics
+        for topic in TOPICS:
+            fresh = rt.pickup_topic_route_data(topic)
+            assert replica.pickup_topic_route_cached(topic, lambda r: r) == fresh
+            if cached_before[topic] != fresh:
+                assert topic in notified, f"{topic}'s route changed but the replica's listeners were not told"
 
     @invariant()
     def route_digest_equals_digest_from_scratch(self) -> None:

@@ -20,16 +20,16 @@ import pytest
 
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv_grpc.config import NamesrvConfig
-from namesrv_grpc.core.body import encode_body
 from namesrv_grpc.core.errors import BodyChecksumMismatchError
 from namesrv_grpc.core.kvconfig import KVConfigManager
 from namesrv_grpc.core.model import PERM_READ, DataVersion, QueueData, TopicConfig, TopicRouteData
 from namesrv_grpc.core.processor import NameServer
 from namesrv_grpc.core.route_table import RouteInfoManager
+from namesrv_grpc.grpc_api.register_body import encode_body
 from namesrv_grpc.remoting import bodies
 from namesrv_grpc.remoting.codes import RequestCode, ResponseCode
 from tests.remoting_support import RemotingTestClient
-from tests.support import FakeClock, NamesrvProcess, Stubs, error_info
+from tests.support import FakeClock, NamesrvProcess, Stubs, error_info, register_broker
 
 ADDR = "10.0.0.1:10911"
 TOPICS = {"TopicTest": TopicConfig("TopicTest", 4, 4), "Other": TopicConfig("Other", 2, 2)}
@@ -49,7 +49,7 @@ def corrupt_same_length(body: bytes, marker: bytes = b"TopicTest") -> bytes:
 
 
 def register(ns: NameServer, body: bytes, crc: int, compressed: bool) -> None:
-    ns.register_broker(
+    register_broker(ns,
         cluster_name="c", broker_name="broker-a", broker_id=0, broker_addr=ADDR, ha_server_addr="",
         body=body, body_crc32c=crc, compressed=compressed, heartbeat_timeout_millis=10_000,
     )  # fmt: skip

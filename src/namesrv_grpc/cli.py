@@ -15,12 +15,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from namesrv_grpc.config import NamesrvConfig, apply_properties, check_security_settings
-from namesrv_grpc.core.kvconfig import KVConfigFileError
-from namesrv_grpc.event_loop import new_event_loop
-from namesrv_grpc.pipes import print_line, quiet_broken_pipe
+from namesrv_grpc.core.kvconfig import KVConfigFileError, load_config_table
+from namesrv_grpc.pipes import quiet_broken_pipe
+from namesrv_grpc.processes import supervisor
 from namesrv_grpc.properties import ConfigError, read_properties
+from namesrv_grpc.security.setup import server_guard, server_tls
 from namesrv_grpc.security.tls import TlsFileError
-from namesrv_grpc.server import NamesrvServer
 
 log = logging.getLogger("namesrv")
 
@@ -80,6 +80,13 @@ def build_parser() -> argparse.ArgumentParser:
     security.add_argument(
         "--health-port", type=int, metavar="PORT", help="plaintext port serving only grpc.health.v1 (0 = off)"
     )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="serving processes answering both ports (serverWorkerProcesses; default 0 = one per CPU this "
+        "process may use, the cgroup CPU quota included)",
+    )
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default INFO)")
     return parser
 
@@ -103,6 +110,7 @@ FLAG_KEYS = {
     "acl_file": "aclFile",
     "audit_log_file": "auditLogFile",
     "health_port": "healthPort",
+    "workers": "serverWorkerProcesses",
 }
 """Command-line flag (argparse dest) -> RocketMQ key."""
 
@@ -184,14 +192,22 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{key}={value}")
         return 0
     try:
-        with asyncio.Runner(loop_factory=new_event_loop) as runner:
-            return runner.run(_serve(config, config_origin(args, config)))
+        check_files(config)
     except (KVConfigFileError, ConfigError, TlsFileError) as exc:
         print(f"namesrv: {exc}", file=sys.stderr)
         return 2
-    except RuntimeError as exc:
-        print(f"namesrv: {exc}", file=sys.stderr)
-        return 1
+    with asyncio.Runner() as runner:
+        return runner.run(supervisor.serve(config, args.log_level, config_origin(args, config), boot_line))
+
+
+def check_files(config: NamesrvConfig) -> None:
+    """Read every file the processes will read at start (KV config, TLS material, ACL), so a bad one
+    is one line and exit 2 before anything starts. Raises KVConfigFileError, TlsFileError, ConfigError."""
+    kv_path = Path(config.kv_config_path).expanduser()
+    if kv_path.exists():
+        load_config_table(kv_path)
+    server_tls(config)
+    server_guard(config, None).audit_log.close()
 
 
 BOOT_LINE_PREFIX = "The Name Server boot success."
@@ -200,14 +216,18 @@ BOOT_LINE_PREFIX = "The Name Server boot success."
 _BOOT_ADDRESS = re.compile(r"\b(remoting|gRPC) (\S+):(\d+)")
 
 
-def boot_line(config: NamesrvConfig, remoting_port: int, grpc_port: int) -> str:
-    """``The Name Server boot success. serializeType=JSON, remoting HOST:PORT, gRPC HOST:PORT``.
+def boot_line(config: NamesrvConfig, remoting_port: int, grpc_port: int, workers: int = 1) -> str:
+    """``The Name Server boot success. serializeType=JSON, N serving processes, remoting HOST:PORT,
+    gRPC HOST:PORT``.
 
     ``serializeType`` is the header serialization of RocketMQ's own boot line; gRPC stays last, so
     parsers taking the text after the last ':' keep finding the gRPC port.
     """
     host = config.bind_address
-    return f"{BOOT_LINE_PREFIX} serializeType=JSON, remoting {host}:{remoting_port}, gRPC {host}:{grpc_port}"
+    processes = f"{workers} serving process{'es' if workers != 1 else ''}"
+    return (
+        f"{BOOT_LINE_PREFIX} serializeType=JSON, {processes}, remoting {host}:{remoting_port}, gRPC {host}:{grpc_port}"
+    )
 
 
 def parse_boot_line(line: str) -> dict[str, int]:
@@ -216,17 +236,6 @@ def parse_boot_line(line: str) -> dict[str, int]:
     if not line.startswith(BOOT_LINE_PREFIX):
         raise ValueError(f"not a NameServer boot line: {line!r}")
     return {match[1]: int(match[3]) for match in _BOOT_ADDRESS.finditer(line)}
-
-
-async def _serve(config: NamesrvConfig, origin: list[tuple[int, str]]) -> int:
-    server = NamesrvServer(config)
-    port = await server.start()
-    for level, line in origin:  # once it serves: a bad configuration stays one stderr line
-        log.log(level, "%s", line)
-    print_line(boot_line(config, server.remoting_port, port))
-    await server.serve_until_signalled()
-    print_line("The Name Server stopped.")
-    return 0
 
 
 if __name__ == "__main__":

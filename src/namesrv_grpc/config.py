@@ -72,7 +72,11 @@ class NamesrvConfig:
     register_body_max_inflated_size: int = 64 * 1024 * 1024
     register_body_max_topics: int = 200_000
     register_body_max_filter_servers: int = 64
-    register_body_decode_in_child_process: bool = True
+    server_worker_processes: int = 0
+    """Serving processes (0 = the CPUs this process may use: ``os.sched_getaffinity`` and the cgroup
+    CPU quota, :func:`namesrv_grpc.policy.default_worker_processes`)."""
+    serving_process_apply_timeout_millis: int = 5_000
+    """A serving process that applies no change of the route table for this long is restarted."""
     """Large registration bodies are decoded in a child process (namesrv_grpc.decode_pool)."""
     kv_config_max_value_size: int = 64 * 1024
     kv_config_max_total_size: int = 2 * 1024 * 1024
@@ -264,10 +268,15 @@ KEYS: dict[str, _Key] = {
         _int_parser(0, 100_000),
         "most filter-server addresses one registration may carry (each lookup of its topics returns them all)",
     ),
-    "registerBodyDecodeInChildProcess": _Key(
-        "register_body_decode_in_child_process",
-        _parse_bool,
-        "decode large registration bodies in a child process, so lookups never wait behind them",
+    "serverWorkerProcesses": _Key(
+        "server_worker_processes",
+        _int_parser(0, 1024),
+        "serving processes answering both ports (0 = the CPUs this process may use, cgroup quota included)",
+    ),
+    "servingProcessApplyTimeoutMillis": _Key(
+        "serving_process_apply_timeout_millis",
+        _int_parser(100, 600_000),
+        "a serving process that applies no route-table change for this long is restarted (writes wait for it)",
     ),
     "configBlackList": _Key("config_black_list", str, "keys UpdateNamesrvConfig refuses, ';'-separated"),
     "grpcMaxMessageSize": _Key(
@@ -430,6 +439,7 @@ KEYS: dict[str, _Key] = {
 
 RESTART_KEYS = frozenset(
     {
+        "serverWorkerProcesses",
         "listenPort",
         "grpcServerPort",
         "bindAddress",

@@ -183,12 +183,19 @@ class NamesrvMetrics:
     """The NameServer's metrics in their own registry (so several servers can run in one process)."""
 
     def __init__(
-        self, route_table: RouteInfoManager, registry: CollectorRegistry | None = None, *, standard: bool = True
+        self,
+        route_table: RouteInfoManager,
+        registry: CollectorRegistry | None = None,
+        *,
+        standard: bool = True,
+        table_stats: bool = True,
     ) -> None:
         """``standard``: also export the ``process_*`` and ``python_*`` series (see
-        :func:`register_standard_collectors`)."""
+        :func:`register_standard_collectors`); ``table_stats``: the route table's sizes and digest
+        (the route-table process's; a serving process's replica has no live table)."""
         self.registry = registry or CollectorRegistry()
-        self.registry.register(_RouteTableCollector(route_table))
+        if table_stats:
+            self.registry.register(_RouteTableCollector(route_table))
         if standard:
             register_standard_collectors(self.registry)
         self.registrations = Counter(

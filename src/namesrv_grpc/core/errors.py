@@ -19,6 +19,7 @@
     ├── AccessDeniedError           ACCESS_DENIED                 PERMISSION_DENIED (--acl-file)
     ├── BadSignatureError           BAD_SIGNATURE                 UNAUTHENTICATED (--acl-file)
     ├── ServiceWarmingUpError       NAMESRV_WARMING_UP            UNAVAILABLE
+    ├── RouteTableUnavailableError  ROUTE_TABLE_UNAVAILABLE       UNAVAILABLE
     ├── LimitExceededError          LIMIT_EXCEEDED                RESOURCE_EXHAUSTED (metadata: limit)
     ├── TooManyRouteWatchersError   TOO_MANY_ROUTE_WATCHERS       RESOURCE_EXHAUSTED
     ├── PersistError                KV_CONFIG_PERSIST_FAILED      INTERNAL
@@ -170,6 +171,13 @@ class ServiceWarmingUpError(NamesrvError):
     so clients ask another NameServer instead of trusting a table brokers have not filled yet."""
 
     reason = "NAMESRV_WARMING_UP"
+
+
+class RouteTableUnavailableError(NamesrvError):
+    """The route-table process is gone (the NameServer is about to exit and be restarted): a write
+    was not applied; the client should send it to another NameServer."""
+
+    reason = "ROUTE_TABLE_UNAVAILABLE"
 
 
 class SnapshotWriteError(NamesrvError):

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 
 from namesrv_grpc.atomic_file import write_atomically
@@ -181,6 +182,32 @@ class KVConfigManager:
             else:
                 del new_table[namespace]
             self._publish(new_table, total)
+
+    def apply(self, changes: Mapping[tuple[str, str], str | None]) -> None:
+        """A replica's update, in memory only (a serving process; the route-table process wrote the
+        file): set each (namespace, key) to its value, or delete it (None)."""
+        with self._write_lock:
+            with self._lock:
+                table = dict(self._table)
+                total = self._total_bytes
+            copied: set[str] = set()
+            for (namespace, key), value in changes.items():
+                if namespace not in copied:
+                    table[namespace] = dict(table.get(namespace, {}))
+                    copied.add(namespace)
+                entries = table[namespace]
+                old = entries.pop(key, None)
+                if old is not None:
+                    total -= entry_size(namespace, key, old)
+                if value is not None:
+                    entries[key] = value
+                    total += entry_size(namespace, key, value)
+            for namespace in copied:
+                if not table[namespace]:
+                    del table[namespace]
+            with self._lock:
+                self._table = table
+                self._total_bytes = total
 
     def list_namespace(self, namespace: str) -> dict[str, str]:
         """A copy of one namespace's table ({} when unknown)."""

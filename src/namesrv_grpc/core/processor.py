@@ -13,11 +13,9 @@ import logging
 import time
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import NamedTuple, Protocol, TypeVar, cast
+from typing import NamedTuple, TypeVar, cast
 
 from namesrv_grpc.config import RESTART_KEYS, NamesrvConfig, apply_properties, persist_properties
-from namesrv_grpc.core.body import decompress_body, parse_body, split_topic_table, verify_checksum
-from namesrv_grpc.core.compact_topics import CompactTopics, TopicsDelta
 from namesrv_grpc.core.errors import (
     ConfigKeyBlacklistedError,
     InvalidFieldError,
@@ -41,7 +39,8 @@ from namesrv_grpc.core.model import (
     TopicQueueMappingInfo,
     TopicRouteData,
 )
-from namesrv_grpc.core.route_table import RouteInfoManager, TopicsBaseChangedError
+from namesrv_grpc.core.replication import Change
+from namesrv_grpc.core.route_table import RouteInfoManager
 from namesrv_grpc.core.route_watch import watched_topics
 from namesrv_grpc.core.validation import (
     require_addr,
@@ -90,14 +89,13 @@ class BrokerIdentity(NamedTuple):
 class DecodedBody(NamedTuple):
     """A registration body as :meth:`NameServer.apply_registration` needs it, whatever the wire format.
 
-    ``topic_configs`` None means "the topics are known unchanged, do not apply them"; a
-    :class:`TopicsDelta` is the table as what it changes against the one the route table holds;
+    ``topic_configs`` None means "the topics are known unchanged, do not apply them";
     ``topics_fingerprint`` (or None) lets the next registration skip decoding an unchanged topic table.
     ``topic_queue_mappings`` (RocketMQ 5.x static topics): topic -> mapping; None when the body
     carries none or they are known unchanged (they come with the topics' fingerprint).
     """
 
-    topic_configs: Mapping[str, TopicConfig] | TopicsDelta | None
+    topic_configs: Mapping[str, TopicConfig] | None
     data_version: DataVersion
     filter_server_list: Sequence[str]
     topics_fingerprint: int | None = None
@@ -107,27 +105,6 @@ class DecodedBody(NamedTuple):
 MinBrokerIdSender = Callable[[MinBrokerIdChange], None]
 """Sends ``NOTIFY_MIN_BROKER_ID_CHANGE`` to the change's recipients without blocking (the remoting
 door's :class:`~namesrv_grpc.remoting.notifier.BrokerNotifier`); must not raise."""
-
-
-class BodyDecoder(Protocol):
-    """Where large registration bodies are decoded (:class:`namesrv_grpc.decode_pool.BodyDecodePool`)."""
-
-    def wants(self, size: int, compressed: bool) -> bool:
-        """True when a body of ``size`` bytes should be decoded by :meth:`decode`."""
-        ...
-
-    def decode(self, function: Callable[..., T], *args: object) -> T:
-        """``function(*args)``, somewhere else; raises what it raises."""
-        ...
-
-    def decode_delta(
-        self, function: Callable[..., DecodedBody], args: tuple[object, ...], base: int | None, broker_name: str = ""
-    ) -> DecodedBody:
-        """``function(*args)`` (returning CompactTopics) somewhere else, its topics as a
-        :class:`TopicsDelta` against the table of topics fingerprint ``base`` where that table is
-        known there (else in full), with their digest hashes for ``broker_name`` when given; raises
-        what ``function`` raises."""
-        ...
 
 
 MasterListener = Callable[[str, str, str], None]
@@ -158,43 +135,6 @@ def check_topic_queue_mappings(mappings: Mapping[str, TopicQueueMappingInfo], ma
                 raise InvalidFieldError(
                     f"{path}.curr_id_map", f"queue ids must not be negative, got {logic_id} -> {physical_id}"
                 )
-
-
-def decode_protobuf_body(
-    body: bytes,
-    compressed: bool,
-    max_inflated_bytes: int,
-    max_topics: int,
-    known_fingerprint: int | None,
-    compact: bool = False,
-) -> DecodedBody:
-    """A protobuf registration body (S01 checked before) as :class:`DecodedBody`: decompressed within
-    ``max_inflated_bytes`` and decoded within ``max_topics``. When its topic table has the fingerprint
-    ``known_fingerprint`` (the table holds what it makes: ``RouteInfoManager.stored_topics_fingerprint``),
-    only the rest is decoded and ``topic_configs`` is None. ``compact``: the topics as
-    :class:`CompactTopics` (to cross a process boundary). Pure: runs in the body-decoding child too.
-    Raises MalformedBodyError, LimitExceededError, InvalidFieldError."""
-    raw = decompress_body(body, compressed=compressed, max_bytes=max_inflated_bytes)
-    split = split_topic_table(raw)
-    topics_fingerprint = split[0] if split else None
-    decoded = None
-    topic_configs: Mapping[str, TopicConfig] | None = None
-    if split and split[0] == known_fingerprint:
-        # Same topic table as last time, only the DataVersion or filter servers differ: S07
-        # would change nothing, so only the rest of the body is decoded.
-        decoded = parse_body(split[1], compressed=False)
-    if decoded is None or decoded.topic_config_table:
-        decoded = parse_body(raw, compressed=False, max_topics=max_topics)
-        topic_configs = decoded.topic_config_table
-        if compact:
-            topic_configs = CompactTopics.from_topic_configs(topic_configs)
-    return DecodedBody(
-        topic_configs,
-        decoded.data_version,
-        decoded.filter_server_list,
-        topics_fingerprint,
-        decoded.topic_queue_mappings or None,
-    )
 
 
 def check_filter_server_count(count: int, limit: int) -> None:
@@ -233,9 +173,12 @@ class NameServer:
         self.min_broker_id_senders: list[MinBrokerIdSender] = []
         """Given every MinBrokerIdChange while ``notifyMinBrokerIdChanged`` is on (S53)."""
         route_table.delete_topic_with_broker_registration = config.delete_topic_with_broker_registration
-        self.body_decoder: BodyDecoder | None = None
-        """Decodes large registration bodies elsewhere (the server sets a child-process pool,
-        :class:`namesrv_grpc.decode_pool.BodyDecodePool`); None: always in the calling thread."""
+        self._kv_changes: dict[tuple[str, str], str | None] = {}
+        """KV writes since the last :meth:`take_change` (the route-table process's replicas)."""
+        self._published_config = config
+        self._master_changes: list[tuple[str, str, str]] = []
+        self._removals: list[RemovedBroker] = []
+        self._seq = 0
         route_table.set_support_acting_master(config.support_acting_master)
         route_table.min_broker_id_listeners.append(self._on_min_broker_id_change)
 
@@ -270,138 +213,99 @@ class NameServer:
 
     # ------------------------------------------------------------------ brokers
 
-    def register_broker(
-        self,
-        *,
-        cluster_name: str,
-        broker_name: str,
-        broker_id: int,
-        broker_addr: str,
-        ha_server_addr: str,
-        body: bytes,
-        body_crc32c: int,
-        compressed: bool,
-        heartbeat_timeout_millis: int,
-        enable_acting_master: bool | None = None,
-        zone_name: str = "",
-        instance_id: str = "",
-        protocol: str = "grpc",
-    ) -> tuple[RegisterBrokerResult, dict[str, str]]:
-        """REGISTER_BROKER over gRPC (S01-S12): a protobuf body with its CRC32C; see
-        :meth:`apply_registration` for the result. A body identical to this broker's last one (same
-        CRC32C, length and compression) is not decoded again: only liveness and identity are refreshed.
-
-        Every field is checked, the body decoded within ``registerBodyMaxInflatedSize`` and
-        ``registerBodyMaxTopics``, and the reply's size checked, before anything is applied: a
-        rejected registration changes nothing.
-
-        Raises BodyChecksumMismatchError (checked first, S01), InvalidFieldError, MalformedBodyError,
-        LimitExceededError, StaleBrokerStateError.
-        """
-        verify_checksum(body, body_crc32c)
-        identity = BrokerIdentity(cluster_name, broker_name, broker_id, broker_addr)
-        return self.apply_registration(
-            identity,
-            ha_server_addr=ha_server_addr,
-            heartbeat_timeout_millis=heartbeat_timeout_millis,
-            enable_acting_master=enable_acting_master,
-            zone_name=zone_name,
-            instance_id=instance_id,
-            body_fingerprint=(body_crc32c, len(body), compressed),
-            decode=lambda delta_ok: self._decode_protobuf_body(identity, body, compressed, delta_ok),
-            protocol=protocol,
-        )
-
-    def _decode_protobuf_body(
-        self, identity: BrokerIdentity, body: bytes, compressed: bool, delta_ok: bool = True
-    ) -> DecodedBody:
-        """Decode within ``registerBodyMaxInflatedSize`` and ``registerBodyMaxTopics``; a large body in
-        :attr:`body_decoder`'s child process (a master's topics as a delta when ``delta_ok``)."""
-        config = self.config
-        known = self.route_table.stored_topics_fingerprint(**identity._asdict())
-        limits = (config.register_body_max_inflated_size, config.register_body_max_topics, known)
-        decoder = self.body_decoder if config.register_body_decode_in_child_process else None
-        if decoder is not None and decoder.wants(len(body), compressed):
-            master = identity.broker_id == MASTER_ID
-            base = known if delta_ok and master else None
-            args = (body, compressed, *limits, True)
-            return decoder.decode_delta(decode_protobuf_body, args, base, identity.broker_name if master else "")
-        return decode_protobuf_body(body, compressed, *limits)
-
-    def apply_registration(
+    def check_registration(
         self,
         identity: BrokerIdentity,
         *,
         ha_server_addr: str,
         heartbeat_timeout_millis: int,
-        body_fingerprint: tuple[int, int, bool],
-        decode: Callable[[bool], DecodedBody],
-        enable_acting_master: bool | None = None,
         zone_name: str = "",
         instance_id: str = "",
-        protocol: str = "remoting",
-    ) -> tuple[RegisterBrokerResult, dict[str, str]]:
-        """The part of REGISTER_BROKER both protocols share (S02-S12), after the front door checked
-        the body's checksum (S01: CRC32C over gRPC, CRC32 over remoting).
-
-        ``protocol`` ("grpc" or "remoting", the front door; default "remoting", whose front door
-        calls this directly) is recorded for the liveness view (``GetBrokerLiveTable``). A
-        registration that takes the broker back from another run of it (two agents for one broker)
-        is logged as a WARNING and named in the result (``conflicting_instance_id``).
-
-        ``enable_acting_master`` None = the broker did not say (a broker older than RocketMQ 5.x; over
-        gRPC, ``false``, which proto3 cannot tell from absent): the acting-master rules S50-S53 leave
-        it alone. ``True``/``False`` = a 5.x broker (``RegisterBrokerRequestHeader.enableActingMaster``).
-
-        ``body_fingerprint`` identifies the body bytes as sent (checksum, length, compressed): when it
-        equals this broker's last one, ``decode`` is not called. ``decode(delta_ok)`` returns the
-        decoded body (raising MalformedBodyError or InvalidFieldError); with ``delta_ok`` its topics
-        may be a :class:`TopicsDelta`, and when the route table changed meanwhile so that the delta does
-        not apply, ``decode(False)`` is called and the registration applied again. Returns the
-        registration result (S10) and the ORDER_TOPIC_CONFIG table (S11). Raises InvalidFieldError, MalformedBodyError,
-        StaleBrokerStateError, RegistrationRefusedError (S42: a broker's first registration over
-        remoting carries exactly one topic), LimitExceededError (more than
-        ``registerBodyMaxFilterServers`` filter servers); nothing changes when it raises.
-
-        RocketMQ 5.x: ``zone_name`` replaces the broker name's zone, "" clears it (S39); the body's
-        static-topic mappings are checked (:func:`check_topic_queue_mappings`) and kept (S40).
-        """
+    ) -> None:
+        """The header fields of REGISTER_BROKER (S02), checked before its body is decoded. Raises
+        InvalidFieldError."""
         _require_broker(*identity)
         require_addr("ha_server_addr", ha_server_addr, allow_empty=True)
         require_heartbeat_timeout("heartbeat_timeout_millis", heartbeat_timeout_millis)
         require_optional_name("zone_name", zone_name)
         require_optional_name("instance_id", instance_id)
-        kv_table = self._order_topic_config_for_reply()
+
+    def same_body(self, identity: BrokerIdentity, body_fingerprint: tuple[int, int, bool]) -> DecodedBody | None:
+        """When this broker's last registration carried the same body bytes (checksum, length,
+        compressed), what decoding it would give the table again: the stored DataVersion, filter
+        servers and topics fingerprint, with the topics known unchanged (S06, S07, S09). None when
+        the body must be decoded."""
         same = self.route_table.same_body_registered(**identity._asdict(), fingerprint=body_fingerprint)
-        # The same bytes as last time: decoding them would change nothing (S06, S07, S09).
-        decoded = DecodedBody(None, *same) if same is not None else self._checked(decode(True))
+        return DecodedBody(None, *same) if same is not None else None
+
+    def stored_topics_fingerprint(self, identity: BrokerIdentity) -> int | None:
+        """The fingerprint of the topic table this broker's last registration left in the table
+        (the doors' decoders skip decoding an unchanged table), or None."""
+        return self.route_table.stored_topics_fingerprint(**identity._asdict())
+
+    def apply_registration(
+        self,
+        identity: BrokerIdentity,
+        decoded: DecodedBody,
+        *,
+        ha_server_addr: str,
+        heartbeat_timeout_millis: int,
+        body_fingerprint: tuple[int, int, bool],
+        enable_acting_master: bool | None = None,
+        zone_name: str = "",
+        instance_id: str = "",
+        protocol: str = "remoting",
+    ) -> tuple[RegisterBrokerResult, dict[str, str]]:
+        """REGISTER_BROKER after the door checked the body's checksum (S01: CRC32C over gRPC, CRC32
+        over remoting) and decoded it (or found it the same as last time, :meth:`same_body`): S02-S12.
+
+        ``protocol`` ("grpc" or "remoting", the front door) is recorded for the liveness view
+        (``GetBrokerLiveTable``). A registration that takes the broker back from another run of it
+        (two agents for one broker) is logged as a WARNING and named in the result
+        (``conflicting_instance_id``).
+
+        ``enable_acting_master`` None = the broker did not say (a broker older than RocketMQ 5.x; over
+        gRPC, ``false``, which proto3 cannot tell from absent): the acting-master rules S50-S53 leave
+        it alone. ``True``/``False`` = a 5.x broker (``RegisterBrokerRequestHeader.enableActingMaster``).
+
+        ``body_fingerprint`` identifies the body bytes as sent (checksum, length, compressed), kept
+        for :meth:`same_body`. Returns the registration result (S10) and the ORDER_TOPIC_CONFIG table
+        (S11). Raises InvalidFieldError, StaleBrokerStateError, RegistrationRefusedError (S42: a
+        broker's first registration over remoting carries exactly one topic), LimitExceededError
+        (more than ``registerBodyMaxFilterServers`` filter servers); nothing changes when it raises.
+
+        RocketMQ 5.x: ``zone_name`` replaces the broker name's zone, "" clears it (S39); the body's
+        static-topic mappings are checked (:func:`check_topic_queue_mappings`) and kept (S40).
+        """
+        self.check_registration(
+            identity,
+            ha_server_addr=ha_server_addr,
+            heartbeat_timeout_millis=heartbeat_timeout_millis,
+            zone_name=zone_name,
+            instance_id=instance_id,
+        )
+        kv_table = self._order_topic_config_for_reply()
+        self._checked(decoded)
         master_before = self.route_table.master_of(identity.broker_name)
-
-        def register(decoded: DecodedBody) -> RegisterBrokerResult:
-            return self.route_table.register_broker(
-                **identity._asdict(),
-                ha_server_addr=ha_server_addr,
-                data_version=decoded.data_version,
-                topic_configs=decoded.topic_configs,
-                filter_server_list=decoded.filter_server_list,
-                heartbeat_timeout_millis=heartbeat_timeout_millis,
-                zone_name=zone_name,
-                enable_acting_master=enable_acting_master,
-                instance_id=instance_id,
-                body_fingerprint=body_fingerprint,
-                topics_fingerprint=decoded.topics_fingerprint,
-                protocol=protocol,
-                topic_queue_mappings=decoded.topic_queue_mappings,
-                # S42: RocketMQ's remoting protocol carries topic-increment registrations (a Java
-                # broker's registerSingleTopicAll sends REGISTER_BROKER with one topic); a gRPC body is
-                # always the broker's whole table (RegisterBrokerBody, CONTRACT.md): only remoting's.
-                refuse_single_topic_first=protocol == "remoting",
-            )
-
-        try:
-            result = register(decoded)
-        except TopicsBaseChangedError:  # the table changed since the delta's base was read: decode in full
-            result = register(self._checked(decode(False)))
+        result = self.route_table.register_broker(
+            **identity._asdict(),
+            ha_server_addr=ha_server_addr,
+            data_version=decoded.data_version,
+            topic_configs=decoded.topic_configs,
+            filter_server_list=decoded.filter_server_list,
+            heartbeat_timeout_millis=heartbeat_timeout_millis,
+            zone_name=zone_name,
+            enable_acting_master=enable_acting_master,
+            instance_id=instance_id,
+            body_fingerprint=body_fingerprint,
+            topics_fingerprint=decoded.topics_fingerprint,
+            protocol=protocol,
+            topic_queue_mappings=decoded.topic_queue_mappings,
+            # S42: RocketMQ's remoting protocol carries topic-increment registrations (a Java
+            # broker's registerSingleTopicAll sends REGISTER_BROKER with one topic); a gRPC body is
+            # always the broker's whole table (RegisterBrokerBody, CONTRACT.md): only remoting's.
+            refuse_single_topic_first=protocol == "remoting",
+        )
         if result.conflicting_instance_id:
             log.warning(
                 "registration conflict: broker %s/%s id %d at %s is registered alternately by two runs "
@@ -709,6 +613,7 @@ class NameServer:
         require_name("key", key)
         require_max_utf8_bytes("value", value, self.config.kv_config_max_value_size, "kvConfigMaxValueSize")
         self.kv_config.put(namespace, key, value, max_total_bytes=self.config.kv_config_max_total_size)
+        self._kv_changes[namespace, key] = value
         if namespace == ORDER_TOPIC_CONFIG_NAMESPACE:
             self.route_table.invalidate_routes([key])
 
@@ -719,6 +624,7 @@ class NameServer:
     def delete_kv_config(self, namespace: str, key: str) -> None:
         """DELETE_KV_CONFIG. Raises InvalidFieldError, PersistError."""
         self.kv_config.delete(require_name("namespace", namespace), require_name("key", key))
+        self._kv_changes[namespace, key] = None
         if namespace == ORDER_TOPIC_CONFIG_NAMESPACE:
             self.route_table.invalidate_routes([key])
 
@@ -803,3 +709,53 @@ class NameServer:
             safe_for_log(", ".join(f"{key}={value}" for key, value in changes.items()), 4096),
             f" ({', '.join(later)} at next start)" if later else "",
         )
+
+    # ------------------------------------------------------------------ replication (processes)
+
+    def track_changes(self) -> None:
+        """Note every change from now on for :meth:`take_change` (the route-table process)."""
+        self.route_table.track_changes()
+        self.master_listeners.append(lambda name, addr, ha_addr: self._master_changes.append((name, addr, ha_addr)))
+        self.removal_listeners.append(self._removals.append)
+
+    def take_change(self) -> Change | None:
+        """Everything the serving processes' replicas need of what changed since the last call, as
+        the next message of the change stream; None when nothing did (:mod:`namesrv_grpc.core.replication`)."""
+        change = Change(0, self.route_table.take_change(), self._kv_changes or None)
+        self._kv_changes = {}
+        if self.config is not self._published_config:
+            change.config = self._published_config = self.config
+        change.master_changes, self._master_changes[:] = list(self._master_changes), []
+        change.removals, self._removals[:] = list(self._removals), []
+        if change.empty():
+            return None
+        self._seq += 1
+        change.seq = self._seq
+        return change
+
+    def replica_state(self) -> Change:
+        """Everything a serving process's replica holds, as one change its empty replica applies."""
+        kv: dict[tuple[str, str], str | None] = {
+            (namespace, key): value
+            for namespace, entries in self.kv_config.snapshot().items()
+            for key, value in entries.items()
+        }
+        return Change(self._seq, self.route_table.replica_state(), kv, self.config)
+
+    def apply_change(self, change: Change) -> None:
+        """A serving process: apply the next message of the route-table process's change stream to
+        this replica (configuration and KV first, so routes re-encoded for watchers carry them)."""
+        if change.config is not None:
+            self.config = change.config
+            self.route_table.delete_topic_with_broker_registration = change.config.delete_topic_with_broker_registration
+            self.route_table.support_acting_master = change.config.support_acting_master
+        if change.kv is not None:
+            self.kv_config.apply(change.kv)
+        if change.table is not None:
+            self.route_table.apply_change(change.table)
+        for name, addr, ha_addr in change.master_changes:
+            for listener in self.master_listeners:
+                listener(name, addr, ha_addr)
+        for removed in change.removals:
+            for removal_listener in self.removal_listeners:
+                removal_listener(removed)

@@ -52,7 +52,6 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import heapq
-import operator
 import threading
 import time
 from array import array
@@ -62,7 +61,7 @@ from dataclasses import dataclass
 from itertools import repeat
 from typing import Any, TypeVar
 
-from namesrv_grpc.core.compact_topics import CompactTopics, TopicsDelta
+from namesrv_grpc.core.compact_topics import CompactTopics
 from namesrv_grpc.core.digest import (
     DIGEST_MASK,
     RouteDigest,
@@ -97,6 +96,7 @@ from namesrv_grpc.core.model import (
     TopicQueueMappingInfo,
     TopicRouteData,
 )
+from namesrv_grpc.core.replication import TableChange
 
 DISPLACED_MEMORY_MILLIS = 600_000
 """How long a broker run whose registration another run of the same broker replaced is remembered:
@@ -169,25 +169,13 @@ def wall_clock_millis() -> int:
 
 T = TypeVar("T")
 
-MAX_NAME_STAMPS = 100_000
-"""Broker names whose change stamps are kept; past it they start over (prepared work is redone)."""
-
-REGISTRATION_SLICE_TOPICS = 512
-"""A registration's topics are compared without the lock, and written under it, this many at a time
-(a few hundred microseconds each): no step of a big registration holds the GIL for long."""
-
-
-def _no_pace() -> None:
-    """The default :attr:`RouteInfoManager.pace` and :attr:`RouteInfoManager.pace_locked`: go on at once."""
-
 
 @dataclass(slots=True)
 class PreparedTopics:
-    """S07 of one registration worked out without the lock (:meth:`RouteInfoManager._prepare`):
-    the topics whose QueueData change, each one's record before and after, the digest change of
-    each, and the broker name's change stamp when it was read."""
+    """S07 of one registration worked out before it is written (:meth:`RouteInfoManager._prepare`):
+    the topics whose QueueData change, each one's record before and after, and the digest change of
+    each."""
 
-    stamp: int
     topics: list[str]
     olds: list[TopicQueues | None]
     news: list[TopicQueues]
@@ -203,12 +191,6 @@ def _shared_copy(table: dict[T, T], value: T, limit: int) -> T:
             table.clear()
         shared = table[value] = value
     return shared
-
-
-class TopicsBaseChangedError(Exception):
-    """A :class:`TopicsDelta` was not applied (nothing changed): the route table no longer holds the
-    table it was made against. Not a client's error: the caller decodes the body in full and
-    registers again (:meth:`NameServer.apply_registration`)."""
 
 
 class QueueDataView(Mapping[str, dict[str, QueueData]]):
@@ -330,25 +312,23 @@ class RouteInfoManager:
         self._changed_topics: set[str] = set()
         self._all_routes_changed = False
         self._change_depth = 0
-        self._name_stamps: dict[str, int] = {}
-        """broker name -> stamp of the last change of its QueueData (:meth:`_touch`): a read of that
-        broker name's QueueData made without the lock is still true while its stamp has not moved."""
-        self._stamp = 0
-        """The last stamp given; stamps only grow, also across :attr:`_name_stamps` being cleared."""
-        self._stamp_floor = 0
-        """The stamp of a broker name not in :attr:`_name_stamps`: the last stamp given when it was
-        last cleared (so a name forgotten then does not read as unchanged to a prepare made before)."""
-        self.pace_locked: Callable[[], None] = _no_pace
-        """Called between slices of a registration's topics being written (:meth:`_commit`), under
-        the lock: the server sets :meth:`~namesrv_grpc.event_loop.LoopPacer.release_gil`, so a lookup
-        of a cached route (which takes no lock) need not wait for the interpreter's switch interval.
-        Must not raise, and must not wait for another thread."""
-        self.pace: Callable[[], None] = _no_pace
-        """Called between slices of :data:`REGISTRATION_SLICE_TOPICS` topics of a master's
-        registration being prepared, and once more before its lock is taken, without the lock, in
-        the registering thread: the server sets a :class:`~namesrv_grpc.event_loop.LoopPacer`, so
-        route lookups on its event loop go first while a big registration is worked out in a worker
-        thread (issue 21). Must not raise, and must not wait for anything that waits for this lock."""
+        self._tracking = False
+        """Whether changes are noted for replicas (:meth:`track_changes`, :meth:`take_change`)."""
+        self._dirty_records: set[str] = set()
+        """Topics whose record in :attr:`topic_queue_nums` was written since the last :meth:`take_change`."""
+        self._dirty_brokers: set[str] = set()
+        """Broker names whose BrokerData changed, or whose addresses' filter servers did."""
+        self._dirty_addrs: set[str] = set()
+        """Broker addresses whose filter servers changed."""
+        self._dirty_clusters = False
+        self._dirty_mappings: set[str] = set()
+        self._index_log: list[tuple[str, list[str], bool]] = []
+        """(broker name, topics, added) changes of :attr:`topics_by_broker_name`, in order."""
+        self._invalidated: set[str] = set()
+        """Topics whose route changed for what the encoder adds (:meth:`invalidate_routes`)."""
+        self._all_routes_invalidated = False
+        self._taken_revision = 0
+        """The route revision of the last :meth:`take_change`."""
 
     @property
     def topic_queue_table(self) -> QueueDataView:
@@ -410,7 +390,7 @@ class RouteInfoManager:
         broker_addr: str,
         ha_server_addr: str = "",
         data_version: DataVersion = DataVersion(),
-        topic_configs: Mapping[str, TopicConfig] | TopicsDelta | None = None,
+        topic_configs: Mapping[str, TopicConfig] | None = None,
         filter_server_list: Iterable[str] = (),
         heartbeat_timeout_millis: int = 0,
         zone_name: str = "",
@@ -462,49 +442,20 @@ class RouteInfoManager:
         the broker id is not registered under its name yet and the topic table holds exactly one
         topic (a topic-increment registration before the full one).
 
-        ``topic_configs`` may be a :class:`TopicsDelta` (a master's table as what it changes against
-        the table of its last registration, made by the body-decoding child): applied only when this
-        broker address is registered under the same name and id and its live entry still holds that
-        table's ``topics_fingerprint`` (the table holds exactly what it made); otherwise
-        TopicsBaseChangedError is raised before anything changes, and the caller decodes in full.
-
-        The S07 comparison of a master's topics, and the records it writes, are worked out before
-        the lock is taken (:meth:`_prepare`): under the lock only the changed records are written
-        (:meth:`_commit`, a few dict operations each), unless something changed this broker name's
-        QueueData in between (then every topic is compared again under the lock). So a 100,000-topic
-        registration holds the lock for the topics it changes, and briefly, and lookups of other
-        routes are not kept waiting; readers still never see half of it.
-
-        Both steps work in slices of :data:`REGISTRATION_SLICE_TOPICS` topics, with :attr:`pace`
-        called between the slices of the preparation and :attr:`pace_locked` between those of the
-        writes: no step holds the GIL long enough to keep a lookup on the event loop waiting.
+        A master's topics are compared in bulk (:meth:`_prepare`: the topics of a new broker in a few
+        C-level dict operations, one shared record per distinct QueueNums) and only the changed
+        records are written (:meth:`_commit`); readers never see half of a registration.
         """
-        delta = topic_configs if isinstance(topic_configs, TopicsDelta) else None
         topics: CompactTopics | None = None
         if isinstance(topic_configs, CompactTopics):
             topics = topic_configs
-        elif topic_configs is not None and not isinstance(topic_configs, TopicsDelta):
+        elif topic_configs is not None:
             topics = CompactTopics.from_topic_configs(topic_configs)
-        prepared = None
-        if broker_id == MASTER_ID and (topics or delta):
-            prepared = self._prepare(broker_name, topics if topics is not None else delta.changed)  # type: ignore[union-attr]
         new_version = enable_acting_master is not None
-        if prepared is not None:
-            self.pace()
         with self._changing():
             now = self._clock()
             broker_data = self.broker_addr_table.get(broker_name)
             old_addr = broker_data.broker_addrs.get(broker_id) if broker_data else None
-            if delta is not None:
-                live = self.broker_live_table.get(broker_addr)
-                if (
-                    broker_id != MASTER_ID
-                    or old_addr != broker_addr
-                    or live is None
-                    or (live.cluster, live.broker_name, live.broker_id) != (cluster_name, broker_name, broker_id)
-                    or live.topics_fingerprint != delta.base_fingerprint
-                ):
-                    raise TopicsBaseChangedError(f"{broker_addr}'s stored topics are not the delta's base")
             if old_addr is not None and old_addr != broker_addr:
                 old_live = self.broker_live_table.get(old_addr)
                 if old_live is not None and old_live.data_version.state_version > data_version.state_version:
@@ -533,7 +484,10 @@ class RouteInfoManager:
                 broker_data = self.broker_addr_table.get(broker_name)
 
             # S03: the broker name joins its cluster.
-            self.cluster_addr_table.setdefault(cluster_name, set()).add(broker_name)
+            cluster = self.cluster_addr_table.setdefault(cluster_name, set())
+            if broker_name not in cluster:
+                cluster.add(broker_name)
+                self._dirty_clusters = True
 
             # S04: BrokerData, created when missing (first registration).
             register_first = broker_data is None
@@ -559,7 +513,7 @@ class RouteInfoManager:
                 old_live = self.broker_live_table.get(old_addr)
                 if old_live is not None and old_live.broker_name == broker_name:
                     del self.broker_live_table[old_addr]
-                    self.filter_server_table.pop(old_addr, None)
+                    self._set_filter_servers(old_addr, [])
             if before != (broker_data.broker_addrs, broker_data.zone_name, broker_data.enable_acting_master):
                 self._invalidate_broker_name(broker_name)
                 self._digest.replace(digest_before, broker_data_hash(broker_data))
@@ -574,25 +528,17 @@ class RouteInfoManager:
             changed = previous is None or previous.broker_name != broker_name or previous.data_version != data_version
             if carries_topics and topic_queue_mappings and (register_first or changed):
                 self._put_topic_queue_mappings(topic_queue_mappings)  # S40
-            if carries_topics and (topics is not None or delta is not None) and (register_first or changed):
+            if carries_topics and topics is not None and (register_first or changed):
                 # S40: with mappings no topic is deleted; the table may then hold more than the body's
                 # topics make, so the topics fingerprint is not kept (the next body decodes in full).
                 topics_applied = not (self.delete_topic_with_broker_registration and topic_queue_mappings)
-                # Prepared without the lock: still true when nothing changed this broker name's QueueData since.
-                fresh = prepared is not None and prepared.stamp == self._name_stamps.get(broker_name, self._stamp_floor)
                 if self.delete_topic_with_broker_registration and not topic_queue_mappings:
-                    if topics is not None:
-                        removed: Iterable[str] = self.topics_by_broker_name.get(broker_name, {}).keys() - topics.keys()
-                    elif delta is not None:
-                        removed = delta.removed
-                    for topic in removed:
+                    for topic in self.topics_by_broker_name.get(broker_name, {}).keys() - topics.keys():
                         self._remove_queue_data(topic, broker_name)
-                if fresh:
-                    assert prepared is not None
-                    self._commit(broker_name, prepared)  # the others are equal: S07 skips them
+                if broker_id == MASTER_ID:
+                    self._commit(broker_name, self._prepare(broker_name, topics))  # S07 skips equal ones
                 else:
-                    pairs: Iterable[tuple[str, QueueNums]]
-                    pairs = delta.changed.queue_nums() if delta is not None else topics.queue_nums()  # type: ignore[union-attr]
+                    pairs: Iterable[tuple[str, QueueNums]] = topics.queue_nums()
                     if prime_slave and broker_data.enable_acting_master:
                         pairs = [(topic, (r, w, perm & ~PERM_WRITE, flag)) for topic, (r, w, perm, flag) in pairs]
                     for topic, nums in pairs:
@@ -625,10 +571,7 @@ class RouteInfoManager:
             filter_servers = list(filter_server_list)
             if filter_servers != self.filter_server_table.get(broker_addr, []):
                 self._invalidate_broker_name(broker_name)
-            if filter_servers:
-                self.filter_server_table[broker_addr] = filter_servers
-            else:
-                self.filter_server_table.pop(broker_addr, None)
+            self._set_filter_servers(broker_addr, filter_servers)
 
             # S53: a registration that lowers the smallest id tells the others (RocketMQ registerBroker).
             if broker_id < prev_min_broker_id:
@@ -650,6 +593,8 @@ class RouteInfoManager:
             old = by_broker.get(mapping.bname)
             if old != mapping:
                 by_broker[mapping.bname] = mapping
+                if self._tracking:
+                    self._dirty_mappings.add(topic)
                 self._digest.replace(None if old is None else mapping_hash(topic, old), mapping_hash(topic, mapping))
                 self._route_changed(topic)
 
@@ -678,55 +623,28 @@ class RouteInfoManager:
         return holder.instance_id if fighting else ""
 
     def _prepare(self, broker_name: str, topics: CompactTopics) -> PreparedTopics:
-        """S07 worked out without the lock (dict reads only; records are immutable tuples): for
-        each topic whose QueueData of ``broker_name`` differs from ``topics``', its record now and
-        the record it gets, and the digest change. :meth:`_commit` writes them under the lock, in
-        a few dict operations per topic: a 100,000-topic first registration holds the lock for a
-        fraction of what comparing and building the records takes.
+        """S07 worked out in bulk (dict reads only; records are immutable tuples): for each topic
+        whose QueueData of ``broker_name`` differs from ``topics``', its record now and the record it
+        gets, and the digest change. :meth:`_commit` writes them.
 
-        Works in slices of :data:`REGISTRATION_SLICE_TOPICS` topics and calls :attr:`pace` between
-        them, so that no step holds the GIL for long (a lookup on the event loop waits for one slice
-        at most)."""
-        prepared = PreparedTopics(self._name_stamps.get(broker_name, self._stamp_floor), [], [], [], array("q"))
+        Topics that no broker name holds yet (a new broker's first registration) are handled in a
+        few C-level operations, the topics with the same numbers sharing one record. Otherwise an
+        outcome worked out for one (record, numbers) pair is reused for every topic with the same
+        pair: records are shared, so most topics repeat one."""
+        prepared = PreparedTopics([], [], [], array("q"))
         names = topics.names
         all_nums = topics.nums_list()
-        hashes = topics.hashes if topics.hashed_for == broker_name else None
-        outcomes: dict[tuple[int, QueueNums], tuple[TopicQueues | None, QueueNums | None, TopicQueues | None]] = {}
-        for start in range(0, len(names), REGISTRATION_SLICE_TOPICS):
-            if start:
-                self.pace()
-            end = start + REGISTRATION_SLICE_TOPICS
-            self._prepare_slice(broker_name, names[start:end], all_nums[start:end], hashes, start, outcomes, prepared)
-        return prepared
-
-    def _prepare_slice(
-        self,
-        broker_name: str,
-        names: list[str],
-        all_nums: list[QueueNums],
-        hashes: array[int] | None,
-        offset: int,
-        outcomes: dict[tuple[int, QueueNums], tuple[TopicQueues | None, QueueNums | None, TopicQueues | None]],
-        prepared: PreparedTopics,
-    ) -> None:
-        """:meth:`_prepare` of the topics ``names`` (at ``offset`` in the body; ``hashes`` are the
-        body's), added to ``prepared``. ``outcomes``: (id of a record now, numbers) -> (the record it
-        becomes, None when equal; ``broker_name``'s numbers in it now; that record itself, so that its
-        id is not reused while ``outcomes`` lives), kept across slices: records are shared, so most
-        topics repeat an outcome worked out before."""
         olds = list(map(self.topic_queue_nums.get, names))
         if olds.count(None) == len(olds):
-            # No broker name holds any of these topics yet (a new broker's first registration): all
-            # of them change, and the topics with the same numbers share one record.
             records = {nums: self._new_record(None, broker_name, nums) for nums in set(all_nums)}
             prepared.topics.extend(names)
             prepared.olds.extend(olds)
             prepared.news.extend(map(records.__getitem__, all_nums))
-            if hashes is not None:
-                prepared.digest_changes.extend(hashes[offset : offset + len(names)])
-            else:
-                prepared.digest_changes.extend(map(queue_nums_hash, names, repeat(broker_name), all_nums))
-            return
+            prepared.digest_changes.extend(map(queue_nums_hash, names, repeat(broker_name), all_nums))
+            return prepared
+        # (id of a record now, numbers) -> (the record it becomes, None when equal; broker_name's
+        # numbers in it now; that record itself, so that its id is not reused meanwhile)
+        outcomes: dict[tuple[int, QueueNums], tuple[TopicQueues | None, QueueNums | None, TopicQueues | None]] = {}
         for position, (old, nums) in enumerate(zip(olds, all_nums, strict=True)):
             key = (id(old), nums)
             outcome = outcomes.get(key)
@@ -741,56 +659,23 @@ class RouteInfoManager:
             prepared.topics.append(topic)
             prepared.olds.append(old)
             prepared.news.append(new)
-            new_hash = hashes[offset + position] if hashes is not None else queue_nums_hash(topic, broker_name, nums)
             old_hash = 0 if old_nums is None else queue_nums_hash(topic, broker_name, old_nums)
-            prepared.digest_changes.append(new_hash - old_hash)
+            prepared.digest_changes.append(queue_nums_hash(topic, broker_name, nums) - old_hash)
+        return prepared
 
     def _new_record(self, old: TopicQueues | None, broker_name: str, nums: QueueNums) -> TopicQueues:
         """The shared record of ``old`` with ``broker_name``'s QueueData set to ``nums``."""
         return self._intern_record(queues_put(old, broker_name, self._intern_nums(nums)))
 
     def _commit(self, broker_name: str, prepared: PreparedTopics) -> None:
-        """Write what :meth:`_prepare` worked out (under the lock, ``broker_name``'s stamp unchanged
-        since), a slice of :data:`REGISTRATION_SLICE_TOPICS` topics at a time, calling
-        :attr:`pace_locked` in between so that the GIL can go to the event loop (cached lookups do
-        not take the lock). A slice whose records no other broker name changed meanwhile (the usual
-        case) is written in bulk; otherwise a topic whose record changed is worked out again."""
-        table = self.topic_queue_nums
-        index = self.topics_by_broker_name.setdefault(broker_name, {})
-        digest_change = 0
-        for start in range(0, len(prepared.topics), REGISTRATION_SLICE_TOPICS):
-            if start:
-                self.pace_locked()
-            end = start + REGISTRATION_SLICE_TOPICS
-            topics, olds, news = prepared.topics[start:end], prepared.olds[start:end], prepared.news[start:end]
-            changes = prepared.digest_changes[start:end]
-            if all(map(operator.is_, map(table.get, topics), olds)):
-                table.update(zip(topics, news, strict=True))
-                index.update(dict.fromkeys(topics))
-                self._routes_changed(topics)
-                digest_change += sum(changes)
-                continue
-            for topic, old, new, change in zip(topics, olds, news, changes, strict=True):
-                if table.get(topic) is old:
-                    table[topic] = new
-                    digest_change += change
-                    self._route_changed(topic)
-                    index[topic] = None
-                else:
-                    nums = queues_get(new, broker_name)
-                    assert nums is not None
-                    self._create_and_update_queue_nums(broker_name, topic, nums)
-        self._digest.add(digest_change & DIGEST_MASK)
-        if prepared.topics:
-            self._touch(broker_name)
-
-    def _touch(self, broker_name: str) -> None:
-        """``broker_name``'s QueueData changed (under the lock): what was prepared for it is stale."""
-        if len(self._name_stamps) >= MAX_NAME_STAMPS:
-            self._name_stamps.clear()
-            self._stamp_floor = self._stamp
-        self._stamp += 1
-        self._name_stamps[broker_name] = self._stamp
+        """Write what :meth:`_prepare` worked out, in a few bulk dict operations."""
+        if not prepared.topics:
+            return
+        self.topic_queue_nums.update(zip(prepared.topics, prepared.news, strict=True))
+        self._records_written(prepared.topics)
+        self._index_add(broker_name, prepared.topics)
+        self._routes_changed(prepared.topics)
+        self._digest.add(sum(prepared.digest_changes) & DIGEST_MASK)
 
     def _intern_nums(self, nums: QueueNums) -> QueueNums:
         """The shared copy of ``nums`` (bounded: past :data:`MAX_INTERNED_QUEUE_NUMS` distinct values
@@ -802,7 +687,20 @@ class RouteInfoManager:
         if queues_get(self.topic_queue_nums.get(topic), broker_name) != nums:
             self._set_queue_nums(topic, broker_name, nums)
             self._route_changed(topic)
-        self.topics_by_broker_name.setdefault(broker_name, {})[topic] = None
+        index = self.topics_by_broker_name.get(broker_name)
+        if index is None or topic not in index:
+            self._index_add(broker_name, [topic])
+
+    def _index_add(self, broker_name: str, topics: list[str]) -> None:
+        """``topics`` now have QueueData of ``broker_name`` (:attr:`topics_by_broker_name`)."""
+        self.topics_by_broker_name.setdefault(broker_name, {}).update(dict.fromkeys(topics))
+        if self._tracking:
+            self._index_log.append((broker_name, topics, True))
+
+    def _records_written(self, topics: Iterable[str]) -> None:
+        """The records of ``topics`` in :attr:`topic_queue_nums` were written (for replicas)."""
+        if self._tracking:
+            self._dirty_records.update(topics)
 
     def _intern_record(self, record: TopicQueues) -> TopicQueues:
         """The shared copy of ``record`` (bounded: past :data:`MAX_INTERNED_RECORDS` distinct records
@@ -814,8 +712,8 @@ class RouteInfoManager:
         missing), keeping the digest up to date."""
         queues = self.topic_queue_nums.get(topic)
         old = queues_get(queues, broker_name)
-        self._touch(broker_name)
         self.topic_queue_nums[topic] = self._intern_record(queues_put(queues, broker_name, self._intern_nums(nums)))
+        self._records_written((topic,))
         self._digest.replace(
             None if old is None else queue_data_hash(topic, QueueData(broker_name, *old)),
             queue_data_hash(topic, QueueData(broker_name, *nums)),
@@ -994,7 +892,7 @@ class RouteInfoManager:
         S53 apply to all of them alike."""
         self.version += 1
         live = self.broker_live_table.pop(broker_addr)
-        self.filter_server_table.pop(broker_addr, None)
+        self._set_filter_servers(broker_addr, [])
         broker_data = self.broker_addr_table.get(live.broker_name)
         was_min = (
             broker_data is not None
@@ -1079,7 +977,9 @@ class RouteInfoManager:
             return  # remaining master or slaves keep the topics
         del self.broker_addr_table[broker_name]
         for cluster_name, names in list(self.cluster_addr_table.items()):
-            names.discard(broker_name)
+            if broker_name in names:
+                names.discard(broker_name)
+                self._dirty_clusters = True
             if not names:
                 del self.cluster_addr_table[cluster_name]
         for topic in list(self.topics_by_broker_name.get(broker_name, ())):
@@ -1094,7 +994,6 @@ class RouteInfoManager:
                 live.topics_fingerprint = None
 
     def _remove_queue_data(self, topic: str, broker_name: str) -> None:
-        self._touch(broker_name)
         self._forget_topics_fingerprints(broker_name)
         self._route_changed(topic)
         queues = self.topic_queue_nums.get(topic)
@@ -1106,11 +1005,14 @@ class RouteInfoManager:
                 del self.topic_queue_nums[topic]
             else:
                 self.topic_queue_nums[topic] = self._intern_record(remaining)
+            self._records_written((topic,))
         topics = self.topics_by_broker_name.get(broker_name)
-        if topics is not None:
-            topics.pop(topic, None)
+        if topics is not None and topic in topics:
+            del topics[topic]
             if not topics:
                 del self.topics_by_broker_name[broker_name]
+            if self._tracking:
+                self._index_log.append((broker_name, [topic], False))
 
     # ------------------------------------------------------------------ lookups (S18, S22, S24)
 
@@ -1165,13 +1067,31 @@ class RouteInfoManager:
                 for cache in self._route_caches:
                     cache.clear()
                 self._all_routes_changed = True
+                self._all_routes_invalidated = self._tracking
             else:
                 for topic in topics:
                     self._route_changed(topic)
+                    if self._tracking:
+                        self._invalidated.add(topic)
 
     def _invalidate_broker_name(self, broker_name: str) -> None:
+        """The broker name's BrokerData or its addresses' filter servers changed: so did the route of
+        every topic it holds QueueData of."""
         for topic in self.topics_by_broker_name.get(broker_name, ()):
             self._route_changed(topic)
+        if self._tracking:
+            self._dirty_brokers.add(broker_name)
+
+    def _set_filter_servers(self, broker_addr: str, filter_servers: list[str]) -> None:
+        """S09: the filter servers of ``broker_addr`` (none: the entry is dropped)."""
+        if filter_servers == self.filter_server_table.get(broker_addr, []):
+            return
+        if filter_servers:
+            self.filter_server_table[broker_addr] = filter_servers
+        else:
+            del self.filter_server_table[broker_addr]
+        if self._tracking:
+            self._dirty_addrs.add(broker_addr)
 
     def routes_of(self, topics: Iterable[str]) -> tuple[int, dict[str, TopicRouteData | None]]:
         """S18 for many topics under one lock hold: ``(route revision, {topic: route or None})``.
@@ -1224,6 +1144,7 @@ class RouteInfoManager:
                 for cache in self._route_caches:
                     cache.clear()
                 self._all_routes_changed = True
+                self._all_routes_invalidated = self._tracking
 
     def topics_unchanged(
         self, *, cluster_name: str, broker_name: str, broker_id: int, broker_addr: str, topics_fingerprint: int
@@ -1396,7 +1317,143 @@ class RouteInfoManager:
                     queue_data.topic_sys_flag,
                 )
                 self._set_queue_nums(topic, queue_data.broker_name, nums)
-                self.topics_by_broker_name.setdefault(queue_data.broker_name, {})[topic] = None
+                index = self.topics_by_broker_name.get(queue_data.broker_name)
+                if index is None or topic not in index:
+                    self._index_add(queue_data.broker_name, [topic])
+
+    # ------------------------------------------------------------------ replication
+
+    def track_changes(self) -> None:
+        """From now on, note every change for :meth:`take_change` (the route-table process's table)."""
+        with self._lock:
+            self._tracking = True
+
+    def take_change(self) -> TableChange | None:
+        """What changed since the last call, as a replica needs it (:meth:`apply_change`); None when
+        nothing a replica holds changed (a heartbeat, an unchanged re-registration). Requires
+        :meth:`track_changes`."""
+        with self._lock:
+            if not (
+                self._dirty_records
+                or self._dirty_brokers
+                or self._dirty_addrs
+                or self._dirty_clusters
+                or self._dirty_mappings
+                or self._index_log
+                or self._invalidated
+                or self._all_routes_invalidated
+                or self._taken_revision != self.route_revision
+            ):
+                return None
+            change = TableChange(
+                route_revision=self.route_revision,
+                digest=self._digest.value,
+                index_log=self._index_log,
+                invalidated=list(self._invalidated),
+                all_routes=self._all_routes_invalidated,
+            )
+            self._taken_revision = self.route_revision
+            self._all_routes_invalidated = False
+            topics = list(self._dirty_records)
+            records = list(map(self.topic_queue_nums.get, topics))
+            if None in records:
+                change.removed_topics = [topic for topic, record in zip(topics, records, strict=True) if record is None]
+                change.records = {topic: record for topic, record in zip(topics, records, strict=True) if record}
+            else:
+                change.records = dict(zip(topics, records, strict=True))  # type: ignore[arg-type]
+            for broker_name in self._dirty_brokers:
+                broker_data = self.broker_addr_table.get(broker_name)
+                change.broker_datas[broker_name] = broker_data.copy() if broker_data is not None else None
+            for addr in self._dirty_addrs:
+                servers = self.filter_server_table.get(addr)
+                change.filter_servers[addr] = list(servers) if servers else None
+            if self._dirty_clusters:
+                change.clusters = {cluster: set(names) for cluster, names in self.cluster_addr_table.items()}
+            for topic in self._dirty_mappings:
+                mappings = self.topic_queue_mapping_info_table.get(topic)
+                change.mappings[topic] = dict(mappings) if mappings else None
+            self._dirty_records = set()
+            self._dirty_brokers = set()
+            self._dirty_addrs = set()
+            self._dirty_clusters = False
+            self._dirty_mappings = set()
+            self._index_log = []
+            self._invalidated = set()
+            return change
+
+    def replica_state(self) -> TableChange:
+        """Everything a replica holds, as one change that an empty table applies
+        (:meth:`apply_change`): what a serving process starts from."""
+        with self._lock:
+            return TableChange(
+                route_revision=self.route_revision,
+                digest=self._digest.value,
+                records=dict(self.topic_queue_nums),
+                index_log=[(name, list(topics), True) for name, topics in self.topics_by_broker_name.items()],
+                broker_datas={name: data.copy() for name, data in self.broker_addr_table.items()},
+                filter_servers={addr: list(servers) for addr, servers in self.filter_server_table.items()},
+                clusters={cluster: set(names) for cluster, names in self.cluster_addr_table.items()},
+                mappings={topic: dict(m) for topic, m in self.topic_queue_mapping_info_table.items()},
+            )
+
+    def apply_change(self, change: TableChange) -> frozenset[str] | None:
+        """Apply a change taken from the route-table process's table (a serving process's replica):
+        the same tables, the cached routes of every topic whose route changed dropped, the route
+        revision the writer's, and the route listeners told. Readers see all of it or none of it
+        (one lock hold, and cached routes are dropped before it is released). Returns the topics
+        whose route changed (None: every route)."""
+        with self._lock:
+            table = self.topic_queue_nums
+            table.update(change.records)
+            for topic in change.removed_topics:
+                table.pop(topic, None)
+            index = self.topics_by_broker_name
+            for broker_name, topics, added in change.index_log:
+                if added:
+                    index.setdefault(broker_name, {}).update(dict.fromkeys(topics))
+                    continue
+                held = index.get(broker_name)
+                if held is not None:
+                    for topic in topics:
+                        held.pop(topic, None)
+                    if not held:
+                        del index[broker_name]
+            for broker_name, broker_data in change.broker_datas.items():
+                if broker_data is None:
+                    self.broker_addr_table.pop(broker_name, None)
+                else:
+                    self.broker_addr_table[broker_name] = broker_data
+            for addr, servers in change.filter_servers.items():
+                if servers is None:
+                    self.filter_server_table.pop(addr, None)
+                else:
+                    self.filter_server_table[addr] = servers
+            if change.clusters is not None:
+                self.cluster_addr_table = change.clusters
+            for topic, mappings in change.mappings.items():
+                if mappings is None:
+                    self.topic_queue_mapping_info_table.pop(topic, None)
+                else:
+                    self.topic_queue_mapping_info_table[topic] = mappings
+            changed = set(change.records)
+            changed.update(change.removed_topics, change.mappings, change.invalidated)
+            for broker_name in change.broker_datas:
+                changed.update(index.get(broker_name, ()))
+            if change.all_routes:
+                for cache in self._route_caches:
+                    cache.clear()
+            else:
+                self._routes_changed(list(changed))
+            self._changed_topics = set()
+            self._digest.value = change.digest
+            self.version += 1
+            revision_moved = change.route_revision != self.route_revision
+            self.route_revision = change.route_revision
+            notice = None if change.all_routes else frozenset(changed)
+        if revision_moved and (notice is None or notice):
+            for listener in list(self.route_listeners):
+                listener(change.route_revision, notice)
+        return notice
 
     # ------------------------------------------------------------------ introspection
 

@@ -34,6 +34,7 @@ STATUS_CODES: dict[type[errors.NamesrvError], grpc.StatusCode] = {
     errors.BadSignatureError: grpc.StatusCode.UNAUTHENTICATED,
     errors.PersistError: grpc.StatusCode.INTERNAL,
     errors.ServiceWarmingUpError: grpc.StatusCode.UNAVAILABLE,
+    errors.RouteTableUnavailableError: grpc.StatusCode.UNAVAILABLE,
     errors.LimitExceededError: grpc.StatusCode.RESOURCE_EXHAUSTED,
     errors.SnapshotWriteError: grpc.StatusCode.INTERNAL,
     errors.TooManyRouteWatchersError: grpc.StatusCode.RESOURCE_EXHAUSTED,

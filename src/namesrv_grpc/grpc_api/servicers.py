@@ -4,9 +4,7 @@ and results back. No rules live here; domain errors become statuses in
 
 from __future__ import annotations
 
-import asyncio
-import functools
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
@@ -18,31 +16,31 @@ from namesrv.v1 import kv_config_service_pb2 as kv_pb2
 from namesrv.v1 import kv_config_service_pb2_grpc as kv_grpc
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv.v1 import name_server_service_pb2_grpc as ns_grpc
-from namesrv_grpc.core.body import data_version_from_proto, data_version_to_proto
-from namesrv_grpc.core.errors import SnapshotWriteError
-from namesrv_grpc.core.processor import NameServer
+from namesrv_grpc.core.processor import BrokerIdentity, NameServer
+from namesrv_grpc.core.writes import Registration, RouteTableWrites
 from namesrv_grpc.grpc_api.convert import broker_live_entry_to_proto, cluster_info_to_proto, queue_data_from_proto
 from namesrv_grpc.grpc_api.encoded_responses import (
     encode_route_response,
     routes_response_bytes,
     watch_response_bytes,
 )
+from namesrv_grpc.grpc_api.register_body import (
+    crc32c,
+    data_version_from_proto,
+    data_version_to_proto,
+    verify_checksum,
+)
 from namesrv_grpc.grpc_api.route_watches import RouteWatches, new_route_watches
 from namesrv_grpc.grpc_api.sessions import BrokerSessions
 from namesrv_grpc.metrics import NamesrvMetrics
+from namesrv_grpc.policy import checksum
 from namesrv_grpc.security.audit import AuditLog
 from namesrv_grpc.security.authz import Action, Guard
 
 if TYPE_CHECKING:
-    from namesrv_grpc.snapshot import SnapshotInfo
+    pass
 
 Context = grpc.aio.ServicerContext[Any, Any]
-
-
-OFF_LOOP_BODY_BYTES = 64 * 1024
-"""Uncompressed registration bodies larger than this (about 1,500 topics) are processed in a worker
-thread. A compressed body always is: its work depends on its inflated size (up to
-``registerBodyMaxInflatedSize``), not on the bytes sent."""
 
 
 class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[misc]
@@ -51,14 +49,17 @@ class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[mis
     def __init__(
         self,
         nameserver: NameServer,
+        writes: RouteTableWrites,
         metrics: NamesrvMetrics,
         sessions: BrokerSessions,
         route_watches: RouteWatches | None = None,
         guard: Guard | None = None,
     ) -> None:
-        """``route_watches``: the server's watch hub (a new one subscribed to the route table when None);
-        ``guard``: the ACL check (open when None)."""
+        """``nameserver`` answers the reads (this serving process's replica), ``writes`` takes the
+        writes to the route-table process; ``route_watches``: the server's watch hub (a new one
+        subscribed to the route table when None); ``guard``: the ACL check (open when None)."""
         self._ns = nameserver
+        self._writes = writes
         self._metrics = metrics
         self._sessions = sessions
         self.route_watches = route_watches if route_watches is not None else new_route_watches(nameserver)
@@ -74,28 +75,25 @@ class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[mis
     ) -> ns_pb2.RegisterBrokerResponse:
         caller = self._guard.require(context, Action.REGISTER_BROKER, request.broker_name)
         body = request.body  # one copy of the bytes
-        call = functools.partial(
-            self._ns.register_broker,
-            cluster_name=request.cluster_name,
-            broker_name=request.broker_name,
-            broker_id=request.broker_id,
-            broker_addr=request.broker_addr,
-            ha_server_addr=request.ha_server_addr,
-            body=body,
-            body_crc32c=request.body_crc32c,
-            compressed=request.compressed,
-            heartbeat_timeout_millis=request.heartbeat_timeout_millis,
-            # proto3 cannot tell false from absent: false is "did not say" (no acting-master rules).
-            enable_acting_master=True if request.enable_acting_master else None,
-            zone_name=request.zone_name,
-            instance_id=request.instance_id,
-        )
-        # A large or compressed body is checked, decoded and applied off the event loop (route
-        # lookups go on meanwhile); the table itself is locked only while it is updated. The
-        # decision takes no lock: the event loop never waits for a registration in another thread.
-        off_loop = request.compressed or len(body) > OFF_LOOP_BODY_BYTES
+        identity = BrokerIdentity(request.cluster_name, request.broker_name, request.broker_id, request.broker_addr)
         with self._metrics.registration():
-            result, kv_table = await asyncio.to_thread(call) if off_loop else call()
+            verify_checksum(body, request.body_crc32c, await checksum(crc32c, body))  # S01
+            reply = await self._writes.register_broker(
+                Registration(
+                    "grpc",
+                    identity,
+                    ha_server_addr=request.ha_server_addr,
+                    heartbeat_timeout_millis=request.heartbeat_timeout_millis,
+                    body=body,
+                    compressed=request.compressed,
+                    body_fingerprint=(request.body_crc32c, len(body), request.compressed),
+                    # proto3 cannot tell false from absent: false is "did not say" (no acting-master rules).
+                    enable_acting_master=True if request.enable_acting_master else None,
+                    zone_name=request.zone_name,
+                    instance_id=request.instance_id,
+                )
+            )
+        result, kv_table = reply.result, reply.kv_table
         if result.conflicting_instance_id:
             self._metrics.registration_conflicts.inc()
         self._guard.audit(
@@ -121,16 +119,8 @@ class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[mis
         self, request: ns_pb2.UnregisterBrokerRequest, context: Context
     ) -> ns_pb2.UnregisterBrokerResponse:
         caller = self._guard.require(context, Action.UNREGISTER_BROKER, request.broker_name)
-        # Off the event loop: removing a broker name with 100,000 topics takes a while.
-        removed = await asyncio.to_thread(
-            functools.partial(
-                self._ns.unregister_broker,
-                cluster_name=request.cluster_name,
-                broker_name=request.broker_name,
-                broker_id=request.broker_id,
-                broker_addr=request.broker_addr,
-                instance_id=request.instance_id,
-            )
+        removed = await self._writes.unregister_broker(
+            request.cluster_name, request.broker_name, request.broker_id, request.broker_addr, request.instance_id
         )
         if removed is not None:
             self._metrics.unregistrations.inc()
@@ -150,11 +140,8 @@ class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[mis
         self, request: ns_pb2.BrokerHeartbeatRequest, context: Context
     ) -> ns_pb2.BrokerHeartbeatResponse:
         self._guard.require(context, Action.BROKER_HEARTBEAT, request.broker_name)
-        self._ns.broker_heartbeat(
-            cluster_name=request.cluster_name,
-            broker_name=request.broker_name,
-            broker_id=request.broker_id,
-            broker_addr=request.broker_addr,
+        await self._writes.broker_heartbeat(
+            request.cluster_name, request.broker_name, request.broker_id, request.broker_addr
         )
         return ns_pb2.BrokerHeartbeatResponse()
 
@@ -162,12 +149,12 @@ class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[mis
         self, request: ns_pb2.QueryDataVersionRequest, context: Context
     ) -> ns_pb2.QueryDataVersionResponse:
         self._guard.require(context, Action.QUERY_DATA_VERSION, request.broker_name)
-        changed, stored = self._ns.query_data_version(
-            cluster_name=request.cluster_name,
-            broker_name=request.broker_name,
-            broker_id=request.broker_id,
-            broker_addr=request.broker_addr,
-            data_version=data_version_from_proto(request.data_version),
+        changed, stored = await self._writes.query_data_version(
+            request.cluster_name,
+            request.broker_name,
+            request.broker_id,
+            request.broker_addr,
+            data_version_from_proto(request.data_version),
         )
         response = ns_pb2.QueryDataVersionResponse(changed=changed)
         if stored is not None:
@@ -263,15 +250,18 @@ class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[mis
 class KVConfigServicer(kv_grpc.KVConfigServiceServicer):  # type: ignore[misc]
     """``namesrv.v1.KVConfigService`` (S21)."""
 
-    def __init__(self, nameserver: NameServer, metrics: NamesrvMetrics, guard: Guard | None = None) -> None:
+    def __init__(
+        self, nameserver: NameServer, writes: RouteTableWrites, metrics: NamesrvMetrics, guard: Guard | None = None
+    ) -> None:
         self._ns = nameserver
+        self._writes = writes
         self._metrics = metrics
         self._guard = guard or Guard(None, AuditLog())
 
     async def PutKVConfig(self, request: kv_pb2.PutKVConfigRequest, context: Context) -> kv_pb2.PutKVConfigResponse:
         caller = self._guard.require(context, Action.WRITE_KV)
-        # The durable write blocks on the disk: a worker thread does it (writes are serialised there).
-        await asyncio.to_thread(self._ns.put_kv_config, request.namespace, request.key, request.value)
+        # Acknowledged once the route-table process wrote it to disk.
+        await self._writes.put_kv_config(request.namespace, request.key, request.value)
         self._metrics.kv_config_writes.inc()
         self._guard.audit(
             context, caller, "PutKVConfig", namespace=request.namespace, key=request.key, value_chars=len(request.value)
@@ -286,7 +276,7 @@ class KVConfigServicer(kv_grpc.KVConfigServiceServicer):  # type: ignore[misc]
         self, request: kv_pb2.DeleteKVConfigRequest, context: Context
     ) -> kv_pb2.DeleteKVConfigResponse:
         caller = self._guard.require(context, Action.WRITE_KV)
-        await asyncio.to_thread(self._ns.delete_kv_config, request.namespace, request.key)
+        await self._writes.delete_kv_config(request.namespace, request.key)
         self._metrics.kv_config_writes.inc()
         self._guard.audit(context, caller, "DeleteKVConfig", namespace=request.namespace, key=request.key)
         return kv_pb2.DeleteKVConfigResponse()
@@ -301,21 +291,16 @@ class KVConfigServicer(kv_grpc.KVConfigServiceServicer):  # type: ignore[misc]
 class AdminServicer(admin_grpc.AdminServiceServicer):  # type: ignore[misc]
     """``namesrv.v1.AdminService`` (S23, S25, S26, route snapshots)."""
 
-    def __init__(
-        self,
-        nameserver: NameServer,
-        export_snapshot: Callable[[], Awaitable[SnapshotInfo]] | None = None,
-        guard: Guard | None = None,
-    ) -> None:
+    def __init__(self, nameserver: NameServer, writes: RouteTableWrites, guard: Guard | None = None) -> None:
         self._ns = nameserver
-        self._export_snapshot = export_snapshot
+        self._writes = writes
         self._guard = guard or Guard(None, AuditLog())
 
     async def WipeWritePermOfBroker(
         self, request: admin_pb2.WipeWritePermOfBrokerRequest, context: Context
     ) -> admin_pb2.WipeWritePermOfBrokerResponse:
         caller = self._guard.require(context, Action.ADMIN_WRITE)
-        count = self._ns.wipe_write_perm_of_broker(request.broker_name)
+        count = await self._writes.wipe_write_perm_of_broker(request.broker_name)
         self._guard.audit(context, caller, "WipeWritePermOfBroker", broker_name=request.broker_name, topics=count)
         return admin_pb2.WipeWritePermOfBrokerResponse(wipe_topic_count=count)
 
@@ -323,7 +308,7 @@ class AdminServicer(admin_grpc.AdminServiceServicer):  # type: ignore[misc]
         self, request: admin_pb2.AddWritePermOfBrokerRequest, context: Context
     ) -> admin_pb2.AddWritePermOfBrokerResponse:
         caller = self._guard.require(context, Action.ADMIN_WRITE)
-        count = self._ns.add_write_perm_of_broker(request.broker_name)
+        count = await self._writes.add_write_perm_of_broker(request.broker_name)
         self._guard.audit(context, caller, "AddWritePermOfBroker", broker_name=request.broker_name, topics=count)
         return admin_pb2.AddWritePermOfBrokerResponse(add_topic_count=count)
 
@@ -331,7 +316,7 @@ class AdminServicer(admin_grpc.AdminServiceServicer):  # type: ignore[misc]
         self, request: admin_pb2.DeleteTopicRequest, context: Context
     ) -> admin_pb2.DeleteTopicResponse:
         caller = self._guard.require(context, Action.ADMIN_WRITE)
-        self._ns.delete_topic(request.topic, request.cluster_name)
+        await self._writes.delete_topic(request.topic, request.cluster_name)
         self._guard.audit(context, caller, "DeleteTopic", topic=request.topic, cluster_name=request.cluster_name)
         return admin_pb2.DeleteTopicResponse()
 
@@ -339,7 +324,7 @@ class AdminServicer(admin_grpc.AdminServiceServicer):  # type: ignore[misc]
         self, request: admin_pb2.RegisterTopicRequest, context: Context
     ) -> admin_pb2.RegisterTopicResponse:
         caller = self._guard.require(context, Action.ADMIN_WRITE)
-        self._ns.register_topic(request.topic, [queue_data_from_proto(q) for q in request.queue_datas])
+        await self._writes.register_topic(request.topic, [queue_data_from_proto(q) for q in request.queue_datas])
         brokers = sorted(q.broker_name for q in request.queue_datas)
         self._guard.audit(context, caller, "RegisterTopic", topic=request.topic, broker_names=brokers)
         return admin_pb2.RegisterTopicResponse()
@@ -357,7 +342,7 @@ class AdminServicer(admin_grpc.AdminServiceServicer):  # type: ignore[misc]
         self, request: admin_pb2.UpdateNamesrvConfigRequest, context: Context
     ) -> admin_pb2.UpdateNamesrvConfigResponse:
         caller = self._guard.require(context, Action.UPDATE_CONFIG)
-        await asyncio.to_thread(self._ns.update_namesrv_config, dict(request.config))
+        await self._writes.update_namesrv_config(dict(request.config))
         self._guard.audit(context, caller, "UpdateNamesrvConfig", changes=dict(request.config))
         return admin_pb2.UpdateNamesrvConfigResponse()
 
@@ -365,7 +350,7 @@ class AdminServicer(admin_grpc.AdminServiceServicer):  # type: ignore[misc]
         self, request: admin_pb2.GetBrokerLiveTableRequest, context: Context
     ) -> admin_pb2.GetBrokerLiveTableResponse:
         self._guard.require(context, Action.ADMIN_READ)  # AdminService: admin accounts (CONTRACT.md ACL)
-        now, entries = self._ns.route_table.live_table()
+        now, entries = await self._writes.live_table()
         return admin_pb2.GetBrokerLiveTableResponse(
             brokers=[broker_live_entry_to_proto(addr, live, now) for addr, live in entries], now_millis=now
         )
@@ -374,9 +359,7 @@ class AdminServicer(admin_grpc.AdminServiceServicer):  # type: ignore[misc]
         self, request: admin_pb2.ExportRouteSnapshotRequest, context: Context
     ) -> admin_pb2.ExportRouteSnapshotResponse:
         caller = self._guard.require(context, Action.EXPORT_SNAPSHOT)
-        if self._export_snapshot is None:
-            raise SnapshotWriteError("this server exports no route snapshots")
-        info = await self._export_snapshot()
+        info = await self._writes.export_snapshot()
         self._guard.audit(context, caller, "ExportRouteSnapshot", file_name=info.file_name, topics=info.topics)
         from namesrv_grpc.snapshot_schema import SCHEMA_VERSION
 

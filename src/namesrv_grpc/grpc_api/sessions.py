@@ -36,6 +36,7 @@ from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv_grpc.core.errors import InvalidFieldError, LimitExceededError, MalformedRequestError, NamesrvError
 from namesrv_grpc.core.model import MASTER_ID, RemovedBroker
 from namesrv_grpc.core.processor import NameServer
+from namesrv_grpc.core.writes import RouteTableWrites
 from namesrv_grpc.grpc_api.grpc_errors import to_status
 from namesrv_grpc.metrics import NamesrvMetrics
 from namesrv_grpc.security.audit import AuditLog
@@ -61,8 +62,15 @@ class _Session:
 class BrokerSessions:
     """Every open session of one NameServer, and the stream handler that serves them."""
 
-    def __init__(self, nameserver: NameServer, metrics: NamesrvMetrics, guard: Guard | None = None) -> None:
+    def __init__(
+        self, nameserver: NameServer, writes: RouteTableWrites, metrics: NamesrvMetrics, guard: Guard | None = None
+    ) -> None:
+        """``nameserver``: this serving process's replica (its listeners report master changes and
+        removals the route-table process made); ``writes``: sessions are bound, refreshed and ended
+        in the route-table process."""
         self._ns = nameserver
+        self._writes = writes
+        self._ending: set[asyncio.Task[bool]] = set()
         self._metrics = metrics
         self._guard = guard or Guard(None, AuditLog())
         self._open: set[_Session] = set()
@@ -177,10 +185,10 @@ class BrokerSessions:
                 raise InvalidFieldError(
                     "hello", f"no hello within {timeout_ms} ms of opening the session (brokerSessionHelloTimeoutMillis)"
                 ) from None
-            for response in self._handle(session, first):
+            for response in await self._handle(session, first):
                 await session.outbound.put(response)
             async for request in iterator:
-                for response in self._handle(session, request):
+                for response in await self._handle(session, request):
                     await session.outbound.put(response)
         except asyncio.CancelledError:
             raise
@@ -192,29 +200,25 @@ class BrokerSessions:
             raise
         await session.outbound.put(None)
 
-    def _handle(self, session: _Session, request: ns_pb2.OpenBrokerSessionRequest) -> list[Response]:
+    async def _handle(self, session: _Session, request: ns_pb2.OpenBrokerSessionRequest) -> list[Response]:
         kind = request.WhichOneof("kind")
         if kind == "hello":
-            return self._hello(session, request.hello)
+            return await self._hello(session, request.hello)
         if kind != "heartbeat":
             raise InvalidFieldError("kind", "a session message must be a hello or a heartbeat")
         if session.hello is None:
             raise InvalidFieldError("hello", "the first message of a session must be a hello")
-        if session.session_id and self._ns.route_table.session_heartbeat(session.hello.broker_addr, session.session_id):
+        if session.session_id and await self._writes.session_heartbeat(session.hello.broker_addr, session.session_id):
             return []
         session.session_id = 0
         reason = "this broker instance is not registered here any more (removed, expired or replaced)"
         return [Response(register_required=ns_pb2.SessionRegisterRequired(reason=reason))]
 
-    def _hello(self, session: _Session, hello: ns_pb2.SessionHello) -> list[Response]:
+    async def _hello(self, session: _Session, hello: ns_pb2.SessionHello) -> list[Response]:
         self._guard.check(session.principal, Action.OPEN_BROKER_SESSION, hello.broker_name, peer=session.peer)
         self._forget(session)
-        bound = self._ns.bind_session(
-            cluster_name=hello.cluster_name,
-            broker_name=hello.broker_name,
-            broker_id=hello.broker_id,
-            broker_addr=hello.broker_addr,
-            instance_id=hello.instance_id,
+        bound = await self._writes.bind_session(
+            hello.cluster_name, hello.broker_name, hello.broker_id, hello.broker_addr, hello.instance_id
         )
         session.hello = hello
         self._by_addr.setdefault(hello.broker_addr, set()).add(session)
@@ -234,7 +238,7 @@ class BrokerSessions:
         responses = [Response(accepted=ns_pb2.SessionAccepted(heartbeat_timeout_millis=timeout))]
         if hello.broker_id != MASTER_ID:
             self._slaves.setdefault(hello.broker_name, set()).add(session)
-            master_addr, ha_addr = self._ns.route_table.master_of(hello.broker_name)
+            master_addr, ha_addr = await self._writes.master_of(hello.broker_name)
             notice = ns_pb2.SessionMasterChanged(master_addr=master_addr, ha_server_addr=ha_addr)
             responses.append(Response(master_changed=notice))
         return responses
@@ -253,18 +257,18 @@ class BrokerSessions:
                     del self._slaves[session.hello.broker_name]
 
     def _end(self, session: _Session) -> None:
-        """S15: forget the session, and remove its broker if the session still holds it, in a worker
-        thread as the remoting door does for a closed connection: a broker may take 100,000 topics
-        with it, and route lookups on the event loop must not wait for that."""
+        """S15: forget the session, and have the route-table process remove its broker if the
+        session still holds it."""
         self._forget(session)
         if session.hello is None or not session.session_id:
             return
-        ended = (session.hello.broker_addr, session.session_id)
-        try:
-            (self._loop or asyncio.get_running_loop()).run_in_executor(None, self._remove, *ended)
-        except RuntimeError:  # no loop to hand it to any more (the server is stopping)
-            self._remove(*ended)
+        task = asyncio.ensure_future(
+            self._writes.session_ended(session.hello.broker_addr, session.session_id, "session ended")
+        )
+        self._ending.add(task)
+        task.add_done_callback(self._ended)
 
-    def _remove(self, broker_addr: str, session_id: int) -> None:
-        if self._ns.session_ended(broker_addr, session_id) is not None:
+    def _ended(self, task: asyncio.Task[bool]) -> None:
+        self._ending.discard(task)
+        if not task.cancelled() and task.exception() is None and task.result():
             self._metrics.session_losses.inc()

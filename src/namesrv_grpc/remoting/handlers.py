@@ -39,35 +39,34 @@ import asyncio
 import contextlib
 import functools
 import logging
+import os
 import zlib
-from collections.abc import Awaitable, Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Awaitable, Callable
 
-from namesrv_grpc.core.compact_topics import CompactTopics
 from namesrv_grpc.core.errors import (
     BodyChecksumMismatchError,
     BrokerNotRegisteredError,
     InvalidFieldError,
     LimitExceededError,
-    MalformedBodyError,
     NamesrvError,
 )
 from namesrv_grpc.core.model import (
-    MASTER_ID,
     ZONE_MODE_EXT_FIELD,
     ZONE_NAME_EXT_FIELD,
     DataVersion,
-    TopicConfig,
     TopicRouteData,
 )
-from namesrv_grpc.core.processor import BrokerIdentity, DecodedBody, NameServer
+from namesrv_grpc.core.processor import BrokerIdentity, NameServer
+from namesrv_grpc.core.writes import Registration, RouteTableWrites
 from namesrv_grpc.log_limits import printable
 from namesrv_grpc.metrics import NamesrvMetrics
-from namesrv_grpc.remoting import access, bodies, fastjson
+from namesrv_grpc.policy import checksum
+from namesrv_grpc.remoting import access, bodies
 from namesrv_grpc.remoting.codec import RemotingCommand
-from namesrv_grpc.remoting.codes import VERSION_V4_9_4, VERSION_V5_0_0, RequestCode, ResponseCode
+from namesrv_grpc.remoting.codes import VERSION_V4_9_4, RequestCode, ResponseCode
 from namesrv_grpc.remoting.connection import RemotingConnection
 from namesrv_grpc.remoting.errors import kv_not_found_remark, not_supported_remark, to_response
+from namesrv_grpc.remoting.register_body import body_fingerprint
 from namesrv_grpc.remoting.remoting_metrics import RemotingMetrics
 from namesrv_grpc.security.audit import AuditLog
 from namesrv_grpc.security.authz import Guard, Principal
@@ -76,24 +75,6 @@ log = logging.getLogger(__name__)
 
 Result = RemotingCommand | Awaitable[RemotingCommand]
 Handler = Callable[[RemotingCommand, RemotingConnection], Result]
-
-OFF_LOOP_BODY_BYTES = 256 * 1024
-"""A plain (JSON) REGISTER_BROKER body larger than this is checked and decoded in a worker thread."""
-
-OFF_LOOP_COMPRESSED_BODY_BYTES = 0
-"""A compressed body larger than this goes to a worker thread: every non-empty one, since its work
-depends on what it inflates to (up to ``registerBodyMaxInflatedSize``), not on the bytes sent."""
-
-OFF_LOOP_REGISTRATIONS = 2
-"""Registrations decoded in worker threads at once, all connections together: each may inflate up to
-``registerBodyMaxInflatedSize`` (64 MiB), so pipelined deflate bombs hold at most twice that, not one
-per worker thread (issue 20). The others wait, and their connections stop being read at
-``remotingMaxRequestsInFlight``."""
-
-MAX_INFLATED_BODY_BYTES = 64 * 1024 * 1024
-"""Default largest compressed REGISTER_BROKER body after inflation (64 MiB, about 1.5 million topics in
-the Deflater format; ``registerBodyMaxInflatedSize`` sets it): a deflate bomb is refused
-(SYSTEM_ERROR) after inflating at most this much."""
 
 DATA_VERSION_BODY_MAX_BYTES = 16 * 1024
 """Largest QUERY_DATA_VERSION body (a DataVersion is about 80 bytes of JSON)."""
@@ -104,9 +85,6 @@ parsed on the event loop in one C call: bounded, so one request cannot hold the 
 
 CONFIG_BODY_MAX_BYTES = 1024 * 1024
 """Largest UPDATE_NAMESRV_CONFIG body (about 70 keys of at most 4,096 characters each)."""
-
-REMOTING_FINGERPRINT_TAG = 1 << 32
-"""Added to the CRC32 in a remoting body fingerprint, so it never equals a gRPC one (CRC32C < 2**32)."""
 
 CONNECTION_CLOSED = "remoting connection closed"
 
@@ -209,131 +187,6 @@ def _route_standard_json(route: TopicRouteData) -> bytes:
     return bodies.encode_topic_route_data(route, standard_json=True)
 
 
-_DATA_VERSION_KEY = b'"dataVersion":{'
-_DATA_VERSION_FIELDS = frozenset({"counter", "stateVersion", "timestamp"})
-
-
-def split_data_version(body: bytes, compressed: bool) -> tuple[int, bytes] | None:
-    """Split a Java REGISTER_BROKER body into a fingerprint of everything but its DataVersion, and
-    the DataVersion's JSON; None when the body does not have the shape a Java broker writes.
-
-    JSON body: the first ``"dataVersion":{...}`` object (the wrapper's: fastjson writes
-    ``filterServerList`` first, then ``topicConfigSerializeWrapper`` starting with ``dataVersion``)
-    is cut out. Compressed body: the inflated stream starts with ``int32 length, DataVersion JSON``;
-    the rest (topics, filter servers, mappings) is fingerprinted. The caller decodes the DataVersion
-    JSON and falls back to a full decode when it is not one.
-    """
-    if not body:
-        return None
-    if compressed:
-        return _split_compressed(body)
-    start = body.find(_DATA_VERSION_KEY)
-    end = body.find(b"}", start) if start >= 0 else -1
-    if end < 0:
-        return None
-    head, tail = memoryview(body)[:start], memoryview(body)[end + 1 :]
-    return zlib.crc32(tail, zlib.crc32(head)) | (len(head) + len(tail)) << 32 | 1 << 81, body[
-        start + len(_DATA_VERSION_KEY) - 1 : end + 1
-    ]
-
-
-_SPLIT_STEP = 1024 * 1024
-_DATA_VERSION_JSON_MAX_BYTES = 64 * 1024
-
-
-def _split_compressed(body: bytes) -> tuple[int, bytes] | None:
-    """:func:`split_data_version` of a compressed body, inflated 1 MiB at a time: only the DataVersion
-    is kept, the rest is fingerprinted as it comes (one call inflating up to 64 MiB held the
-    interpreter lock for about 170 ms on a deflate bomb, and the memory until it returned)."""
-    inflater = zlib.decompressobj()
-    head = b""
-    """``int32 length`` + the DataVersion JSON, while incomplete."""
-    length = -1
-    crc, rest_length, total = 0, 0, 0
-    data = body
-    try:
-        while True:
-            piece = inflater.decompress(data, _SPLIT_STEP)
-            data = inflater.unconsumed_tail
-            total += len(piece)
-            if total > MAX_INFLATED_BODY_BYTES:
-                return None
-            if length < 0 or len(head) < 4 + length:
-                head += piece
-                if length < 0 and len(head) >= 4:
-                    length = int.from_bytes(head[:4], "big", signed=True)
-                    if not 0 < length <= _DATA_VERSION_JSON_MAX_BYTES:
-                        return None
-                piece = b""
-                if length >= 0 and len(head) > 4 + length:
-                    head, piece = head[: 4 + length], head[4 + length :]
-            if piece:
-                crc = zlib.crc32(piece, crc)
-                rest_length += len(piece)
-            if inflater.eof or not data:
-                break
-    except zlib.error:
-        return None
-    if not inflater.eof or length < 0 or len(head) < 4 + length:
-        return None
-    return crc | rest_length << 32 | 1 << 80, head[4:]
-
-
-def _only_data_version(data: bytes) -> DataVersion | None:
-    """``data`` as a DataVersion when it is a JSON object of DataVersion's fields only, else None."""
-    try:
-        value = fastjson.loads(data)
-        if not isinstance(value, dict) or not set(value) <= _DATA_VERSION_FIELDS:
-            return None
-        return bodies.decode_data_version(data)
-    except (ValueError, MalformedBodyError):
-        return None
-
-
-def decode_java_register_body(
-    body: bytes,
-    compressed: bool,
-    max_inflated_bytes: int,
-    max_topics: int,
-    known_fingerprint: int | None,
-    compact: bool = False,
-    rocketmq5: bool = True,
-) -> DecodedBody:
-    """A Java REGISTER_BROKER body (``bodyCrc32`` checked before) as :class:`DecodedBody`. When only
-    its DataVersion differs from the body whose fingerprint is ``known_fingerprint`` (a broker's
-    periodic registration after a config change elsewhere), only the DataVersion is decoded:
-    ``topic_configs`` is None and the filter servers are left empty for the caller to fill in (the
-    same shortcut as the gRPC path's ``split_topic_table``). ``compact``: topics as
-    :class:`CompactTopics`. ``rocketmq5``: the sender is at least RocketMQ 5.0 (request version), so a
-    compressed body's trailing static-topic mappings are read (S40). Pure: runs in the body-decoding
-    child too. Raises MalformedBodyError, LimitExceededError, InvalidFieldError."""
-    split = split_data_version(body, compressed)
-    if split is not None:
-        fingerprint, version_json = split
-        if fingerprint == known_fingerprint:
-            data_version = _only_data_version(version_json)
-            if data_version is not None:
-                return DecodedBody(None, data_version, (), fingerprint)
-    decoded = bodies.decode_register_broker_body(
-        body, compressed=compressed, max_inflated=max_inflated_bytes, rocketmq5=rocketmq5
-    )
-    if len(decoded.topic_config_table) > max_topics:
-        raise LimitExceededError(
-            "registerBodyMaxTopics",
-            f"body holds {len(decoded.topic_config_table)} topics, more than {max_topics} (registerBodyMaxTopics)",
-        )
-    topic_configs: Mapping[str, TopicConfig] = decoded.topic_config_table
-    if compact:
-        topic_configs = CompactTopics.from_topic_configs(topic_configs)
-    return DecodedBody(
-        topic_configs,
-        decoded.data_version,
-        decoded.filter_server_list,
-        split[0] if split is not None else None,
-        decoded.topic_queue_mappings or None,
-    )
-
-
 # ---------------------------------------------------------------------------------------- handlers
 
 
@@ -343,18 +196,20 @@ class RemotingHandlers:
     def __init__(
         self,
         nameserver: NameServer,
+        writes: RouteTableWrites,
         metrics: NamesrvMetrics,
         remoting_metrics: RemotingMetrics,
         guard: Guard | None = None,
     ) -> None:
-        """``guard``: the ACL check and audit trail (open when None), see :mod:`.access`."""
+        """``nameserver`` answers the reads (this serving process's replica), ``writes`` takes the
+        writes to the route-table process; ``guard``: the ACL check and audit trail (open when None),
+        see :mod:`.access`."""
         self._ns = nameserver
+        self._writes = writes
         self.guard = guard or Guard(None, AuditLog())
         self._namesrv_metrics = metrics
         self.metrics = remoting_metrics
-        self._write_lock = asyncio.Lock()
-        self._decoders = ThreadPoolExecutor(OFF_LOOP_REGISTRATIONS, thread_name_prefix="remoting-register")
-        """Worker threads of large registrations (their own, so they take no thread from KV writes)."""
+        self._session_ends: set[asyncio.Task[bool]] = set()
         self.table: dict[int, Handler] = {
             RequestCode.PUT_KV_CONFIG: self.put_kv_config,
             RequestCode.GET_KV_CONFIG: self.get_kv_config,
@@ -451,15 +306,10 @@ class RemotingHandlers:
 
     # ------------------------------------------------------------------ KV config (S21)
 
-    async def _persisting(self, write: Callable[[], object]) -> None:
-        """Run a change that is written to disk before it is acknowledged (KV config, namesrv config)
-        in a worker thread, one at a time and in arrival order (so pipelined writes keep their order)."""
-        async with self._write_lock:
-            await asyncio.to_thread(write)
-
     async def put_kv_config(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
+        """Acknowledged once the route-table process wrote it to disk (pipelined writes keep their order)."""
         namespace, key, value = _field(request, "namespace"), _field(request, "key"), _field(request, "value")
-        await self._persisting(lambda: self._ns.put_kv_config(namespace, key, value))
+        await self._writes.put_kv_config(namespace, key, value)
         self._namesrv_metrics.kv_config_writes.inc()
         return self._ok(request)
 
@@ -469,7 +319,7 @@ class RemotingHandlers:
 
     async def delete_kv_config(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
         namespace, key = _field(request, "namespace"), _field(request, "key")
-        await self._persisting(lambda: self._ns.delete_kv_config(namespace, key))
+        await self._writes.delete_kv_config(namespace, key)
         self._namesrv_metrics.kv_config_writes.inc()
         return self._ok(request)
 
@@ -482,160 +332,94 @@ class RemotingHandlers:
 
     # ------------------------------------------------------------------ brokers
 
-    def register_broker(self, request: RemotingCommand, connection: RemotingConnection) -> Result:
+    async def register_broker(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
         """REGISTER_BROKER: ``bodyCrc32`` (CRC32 & 0x7FFFFFFF, 0 = unchecked) first (S01), then the
-        shared :meth:`NameServer.apply_registration`; the broker is bound to this connection (S15).
-        A large body is checked and decoded in a worker thread."""
+        route-table process decodes and applies it (S02-S12) and binds the broker to this connection
+        (S15)."""
         identity = _identity(request)
         compressed = _bool(request, "compressed")
         body_crc32 = _int(request, "bodyCrc32", 0)
         body = request.body
-        threshold = OFF_LOOP_COMPRESSED_BODY_BYTES if compressed else OFF_LOOP_BODY_BYTES
-        if len(body) > threshold:
-            return self._register_off_loop(request, connection, identity, compressed, body_crc32)
-        outcome = self._register(request, connection, identity, compressed, body_crc32)
-        return self._registered(request, connection, identity, outcome)
-
-    async def _register_off_loop(
-        self,
-        request: RemotingCommand,
-        connection: RemotingConnection,
-        identity: BrokerIdentity,
-        compressed: bool,
-        body_crc32: int,
-    ) -> RemotingCommand:
-        outcome = await asyncio.get_running_loop().run_in_executor(
-            self._decoders, self._register, request, connection, identity, compressed, body_crc32
-        )
-        return self._registered(request, connection, identity, outcome)
-
-    def _register(
-        self,
-        request: RemotingCommand,
-        connection: RemotingConnection,
-        identity: BrokerIdentity,
-        compressed: bool,
-        body_crc32: int,
-    ) -> tuple[RemotingCommand, int | None]:
-        """Check, decode and apply (on the loop or in a worker thread); return the response and the
-        session id bound to this connection (None when the binding failed)."""
-        body = request.body
         with self._namesrv_metrics.registration():
-            actual = zlib.crc32(body) & 0x7FFFFFFF
+            actual = await checksum(zlib.crc32, body) & 0x7FFFFFFF
             if body_crc32 != 0 and actual != body_crc32:
                 raise BodyChecksumMismatchError(
                     f"bodyCrc32 is {body_crc32} but the CRC32 of the {len(body)} body bytes is {actual}",
                     {"expected": str(body_crc32), "actual": str(actual)},
                 )
-            instance_id = f"remoting-connection-{connection.connection_id}"
-            result, kv_table = self._ns.apply_registration(
-                identity,
-                ha_server_addr=_optional(request, "haServerAddr"),
-                heartbeat_timeout_millis=_int(request, "heartbeatTimeoutMillis", 0),
-                enable_acting_master=_optional_bool(request, "enableActingMaster"),  # absent: a pre-5.x broker
-                # RocketMQ 5.x: the zone is the ext field __ZONE_NAME (DynamicalExtFieldRPCHook), set
-                # again by every registration: one without it clears the zone (S39).
-                zone_name=_optional(request, ZONE_NAME_EXT_FIELD),
-                instance_id=instance_id,
-                body_fingerprint=(actual + REMOTING_FINGERPRINT_TAG, len(body), compressed),
-                decode=lambda delta_ok: self._decode_register_body(
-                    identity, body, compressed, request.version, delta_ok
-                ),
+            reply = await self._writes.register_broker(
+                Registration(
+                    "remoting",
+                    identity,
+                    ha_server_addr=_optional(request, "haServerAddr"),
+                    heartbeat_timeout_millis=_int(request, "heartbeatTimeoutMillis", 0),
+                    body=body,
+                    compressed=compressed,
+                    body_fingerprint=body_fingerprint(body, compressed, actual),
+                    enable_acting_master=_optional_bool(request, "enableActingMaster"),  # absent: a pre-5.x broker
+                    # RocketMQ 5.x: the zone is the ext field __ZONE_NAME (DynamicalExtFieldRPCHook), set
+                    # again by every registration: one without it clears the zone (S39).
+                    zone_name=_optional(request, ZONE_NAME_EXT_FIELD),
+                    instance_id=f"remoting-connection-{os.getpid()}-{connection.connection_id}",
+                    request_version=request.version,
+                    bind_session=True,
+                )
             )
-        bound = self._ns.bind_session(**identity._asdict(), instance_id=instance_id)
+        if reply.session_id:
+            if connection.closed:  # closed while the registration was applied: it ends at once (S15)
+                self._end_sessions([(identity.broker_addr, reply.session_id)])
+            else:
+                connection.registered[identity.broker_addr] = reply.session_id
+        result = reply.result
         ext_fields = {}
         if result.master_addr:
             ext_fields["masterAddr"] = result.master_addr
         if result.ha_server_addr:
             ext_fields["haServerAddr"] = result.ha_server_addr
         body_out = b""
-        if kv_table and self._ns.config.return_order_topic_config_to_broker:
-            body_out = bodies.encode_kv_table(kv_table)
-        return self._ok(request, body_out, ext_fields), bound[0] if bound else None
-
-    def _decode_register_body(
-        self,
-        identity: BrokerIdentity,
-        body: bytes,
-        compressed: bool,
-        version: int = VERSION_V5_0_0,
-        delta_ok: bool = False,
-    ) -> DecodedBody:
-        """Decode a Java body (:func:`decode_java_register_body`); a large one in the NameServer's
-        body-decoding child process (a master's topics as a delta against its last table when
-        ``delta_ok``). When only its DataVersion differs from this broker's last body, the filter
-        servers are the stored ones (S07 and S09 would change nothing)."""
-        config = self._ns.config
-        known = self._ns.route_table.stored_topics_fingerprint(**identity._asdict())
-        args = (body, compressed, config.register_body_max_inflated_size, config.register_body_max_topics, known)
-        decoder = self._ns.body_decoder if config.register_body_decode_in_child_process else None
-        if decoder is not None and decoder.wants(len(body), compressed):
-            master = identity.broker_id == MASTER_ID
-            base = known if delta_ok and master else None
-            decoded = decoder.decode_delta(
-                decode_java_register_body,
-                (*args, True, version >= VERSION_V5_0_0),
-                base,
-                identity.broker_name if master else "",
-            )
-        else:
-            decoded = decode_java_register_body(*args, False, version >= VERSION_V5_0_0)
-        if decoded.topic_configs is None:
-            filter_servers = self._ns.route_table.filter_servers_of(identity.broker_addr)
-            decoded = decoded._replace(filter_server_list=filter_servers)
-        return decoded
-
-    def _registered(
-        self,
-        request: RemotingCommand,
-        connection: RemotingConnection,
-        identity: BrokerIdentity,
-        outcome: tuple[RemotingCommand, int | None],
-    ) -> RemotingCommand:
-        """Back on the event loop: remember the session of this connection (S15), or end it at once
-        when the connection closed while the registration was applied."""
-        response, session_id = outcome
-        if session_id is not None:
-            if connection.closed:
-                if self._ns.session_ended(identity.broker_addr, session_id, CONNECTION_CLOSED) is not None:
-                    self._namesrv_metrics.session_losses.inc()
-            else:
-                connection.registered[identity.broker_addr] = session_id
-        return response
+        if reply.kv_table and self._ns.config.return_order_topic_config_to_broker:
+            body_out = bodies.encode_kv_table(reply.kv_table)
+        return self._ok(request, body_out, ext_fields)
 
     def connection_closed(self, connection: RemotingConnection) -> None:
         """S15 (RocketMQ ``BrokerHousekeepingService.onChannelDestroy``): remove the brokers registered
-        over this connection, unless a newer registration (another connection, gRPC) took them (S17).
-        The removal runs in a worker thread (a broker may take 100,000 topics with it)."""
+        over this connection, unless a newer registration (another connection, gRPC) took them (S17)."""
         sessions = list(connection.registered.items())
         connection.registered.clear()
         if sessions:
-            asyncio.get_running_loop().run_in_executor(None, self._end_sessions, sessions)
+            self._end_sessions(sessions)
 
     def _end_sessions(self, sessions: list[tuple[str, int]]) -> None:
         for broker_addr, session_id in sessions:
-            if self._ns.session_ended(broker_addr, session_id, CONNECTION_CLOSED) is not None:
-                self._namesrv_metrics.session_losses.inc()
+            task = asyncio.ensure_future(self._writes.session_ended(broker_addr, session_id, CONNECTION_CLOSED))
+            self._session_ends.add(task)
+            task.add_done_callback(self._session_ended)
+
+    def _session_ended(self, task: asyncio.Task[bool]) -> None:
+        self._session_ends.discard(task)
+        if not task.cancelled() and task.exception() is None and task.result():
+            self._namesrv_metrics.session_losses.inc()
 
     async def unregister_broker(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
-        """UNREGISTER_BROKER, in a worker thread (a broker may take 100,000 topics with it)."""
-        removed = await asyncio.to_thread(self._ns.unregister_broker, **_identity(request)._asdict())
+        """UNREGISTER_BROKER (S16, S17)."""
+        removed = await self._writes.unregister_broker(*_identity(request))
         if removed is not None:
             self._namesrv_metrics.unregistrations.inc()
         return self._ok(request)
 
-    def broker_heartbeat(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
+    async def broker_heartbeat(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
         """S14. An unregistered broker still gets SUCCESS, as from RocketMQ 5.x
         (``updateBrokerInfoUpdateTimestamp`` ignores unknown addresses; brokers send it oneway)."""
         with contextlib.suppress(BrokerNotRegisteredError):
-            self._ns.broker_heartbeat(**_identity(request)._asdict())
+            await self._writes.broker_heartbeat(*_identity(request))
         return self._ok(request)
 
-    def query_data_version(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
-        """S20: header ``changed``, body the stored DataVersion (none when the broker is unknown)."""
-        changed, stored = self._ns.query_data_version(
-            **_identity(request)._asdict(),
-            data_version=bodies.decode_data_version(_small_body(request, DATA_VERSION_BODY_MAX_BYTES))
+    async def query_data_version(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
+        """S20: header ``changed``, body the stored DataVersion (none when the broker is unknown); an
+        unchanged broker's liveness is refreshed (the route-table process's live table)."""
+        changed, stored = await self._writes.query_data_version(
+            *_identity(request),
+            bodies.decode_data_version(_small_body(request, DATA_VERSION_BODY_MAX_BYTES))
             if request.body
             else DataVersion(),
         )
@@ -719,30 +503,34 @@ class RemotingHandlers:
 
     # ------------------------------------------------------------------ admin (S23, S25, S26)
 
-    def wipe_write_perm_of_broker(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
+    async def wipe_write_perm_of_broker(
+        self, request: RemotingCommand, connection: RemotingConnection
+    ) -> RemotingCommand:
         broker_name = _field(request, "brokerName")
-        count = self._ns.wipe_write_perm_of_broker(broker_name)
+        count = await self._writes.wipe_write_perm_of_broker(broker_name)
         log.info("wipe write perm of broker %s by %s: %d topics", broker_name, connection.peer, count)
         return self._ok(request, ext_fields={"wipeTopicCount": str(count)})
 
-    def add_write_perm_of_broker(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
+    async def add_write_perm_of_broker(
+        self, request: RemotingCommand, connection: RemotingConnection
+    ) -> RemotingCommand:
         broker_name = _field(request, "brokerName")
-        count = self._ns.add_write_perm_of_broker(broker_name)
+        count = await self._writes.add_write_perm_of_broker(broker_name)
         log.info("add write perm of broker %s by %s: %d topics", broker_name, connection.peer, count)
         return self._ok(request, ext_fields={"addTopicCount": str(count)})
 
-    def delete_topic(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
-        self._ns.delete_topic(_field(request, "topic"), _optional(request, "clusterName"))
+    async def delete_topic(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
+        await self._writes.delete_topic(_field(request, "topic"), _optional(request, "clusterName"))
         return self._ok(request)
 
-    def register_topic(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
+    async def register_topic(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
         """S25: the body is a TopicRouteData whose ``queueDatas`` are added; none at all is a no-op
         (as in RocketMQ)."""
         topic = _field(request, "topic")
         body = _small_body(request, REGISTER_TOPIC_BODY_MAX_BYTES)
         queue_datas = bodies.decode_register_topic_body(body) if body else []
         if queue_datas:
-            self._ns.register_topic(topic, queue_datas)
+            await self._writes.register_topic(topic, queue_datas)
         return self._ok(request)
 
     def get_namesrv_config(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
@@ -757,5 +545,5 @@ class RemotingHandlers:
         # Properties are parsed in pure Python: in a worker thread, which yields the GIL every few ms.
         changes = await asyncio.to_thread(bodies.decode_namesrv_config, _small_body(request, CONFIG_BODY_MAX_BYTES))
         log.info("UPDATE_NAMESRV_CONFIG from %s: keys %s", connection.peer, sorted(changes)[:50])
-        await self._persisting(lambda: self._ns.update_namesrv_config(changes))
+        await self._writes.update_namesrv_config(changes)
         return self._ok(request)

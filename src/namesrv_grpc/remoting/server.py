@@ -77,8 +77,9 @@ class RemotingServer:
         """Set by :meth:`stop`: connections closed by the shutdown remove no brokers (the table goes too)."""
         self._server: asyncio.Server | None = None
 
-    async def start(self, host: str, port: int) -> int:
-        """Listen on ``host:port`` (0 = any free port); return the bound port. Raises RuntimeError
+    async def start(self, host: str, port: int, *, reuse_port: bool = False) -> int:
+        """Listen on ``host:port`` (0 = any free port); return the bound port. ``reuse_port``: with
+        ``SO_REUSEPORT``, beside the other serving processes on the same port. Raises RuntimeError
         when the address cannot be bound."""
         loop = asyncio.get_running_loop()
         try:
@@ -92,6 +93,7 @@ class RemotingServer:
                     host or None,
                     port,
                     reuse_address=True,
+                    reuse_port=reuse_port,
                     backlog=self.budget.limits.accepts_per_turn,
                 )
             else:
@@ -100,6 +102,7 @@ class RemotingServer:
                     host or None,
                     port,
                     reuse_address=True,
+                    reuse_port=reuse_port,
                     backlog=self.budget.limits.accepts_per_turn,
                     ssl=self.ssl_context,
                     ssl_handshake_timeout=10.0 if self.ssl_context is not None else None,

@@ -1,0 +1,88 @@
+"""What the route-table process sends its serving processes: changes of the route table, the KV
+config and the configuration, in the order they were made (docs/performance.md, "Processes").
+
+The route-table process owns every table and makes every change (:mod:`namesrv_grpc.processes`).
+Each serving process keeps a replica of what lookups read (the route table's topic records, the
+BrokerData, clusters, filter servers and static-topic mappings, the KV config, the configuration)
+and answers every read from it. A change is the *result* of writes (the records as they are now),
+never the writes themselves: a replica applies it in a few bulk dict operations, whatever rule
+produced it, and never decides anything.
+
+Read-your-writes: the route-table process acknowledges a write only after every serving process
+applied the change that holds it (:class:`~namesrv_grpc.processes.route_table_process.Publisher`),
+so a client that got a write's answer reads it back from any serving process, as behind the Java
+NameServer's lock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from namesrv_grpc.config import NamesrvConfig
+    from namesrv_grpc.core.model import BrokerData, RemovedBroker, TopicQueueMappingInfo
+
+    TopicQueues = tuple[tuple[str, ...], tuple[tuple[int, int, int, int], ...]]
+
+
+@dataclass(slots=True)
+class TableChange:
+    """What calls changed in a :class:`~namesrv_grpc.core.route_table.RouteInfoManager` that its
+    replicas hold (:meth:`~namesrv_grpc.core.route_table.RouteInfoManager.take_change`, applied by
+    :meth:`~namesrv_grpc.core.route_table.RouteInfoManager.apply_change`).
+
+    Every value is what the writer's table holds now (None = no entry any more); the live table
+    (heartbeats, sessions) stays with the writer.
+    """
+
+    route_revision: int
+    """The writer's route revision after the change (watchers see the writer's numbers)."""
+    digest: int
+    """The writer's route digest after the change (``namesrv_route_table_digest``)."""
+    records: dict[str, TopicQueues] = field(default_factory=dict)
+    """topic -> its QueueData record (``topic_queue_nums``)."""
+    removed_topics: list[str] = field(default_factory=list)
+    """Topics with no QueueData any more."""
+    index_log: list[tuple[str, list[str], bool]] = field(default_factory=list)
+    """``topics_by_broker_name`` changes in order: (broker name, topics, added or removed)."""
+    broker_datas: dict[str, BrokerData | None] = field(default_factory=dict)
+    """broker name -> BrokerData (a copy), for broker names whose BrokerData or filter servers changed."""
+    filter_servers: dict[str, list[str] | None] = field(default_factory=dict)
+    """broker address -> filter servers."""
+    clusters: dict[str, set[str]] | None = None
+    """The whole ``cluster_addr_table`` when it changed (it is small: clusters x broker names)."""
+    mappings: dict[str, dict[str, TopicQueueMappingInfo] | None] = field(default_factory=dict)
+    """topic -> static-topic mappings by broker name (S40)."""
+    invalidated: list[str] = field(default_factory=list)
+    """Topics whose route changed for what the encoder adds (an ORDER_TOPIC_CONFIG entry, S19)."""
+    all_routes: bool = False
+    """Every route changed (``orderMessageEnable`` or ``supportActingMaster`` was switched)."""
+
+
+@dataclass(slots=True)
+class Change:
+    """One message of the change stream: a sequence number, and whatever changed (each part None
+    when it did not)."""
+
+    seq: int
+    """1, 2, 3, ... in the order the route-table process made the changes; a serving process acknowledges it."""
+    table: TableChange | None = None
+    kv: dict[tuple[str, str], str | None] | None = None
+    """(namespace, key) -> value (None = deleted), or for a serving process that starts, the whole table."""
+    config: NamesrvConfig | None = None
+    """The configuration after ``UpdateNamesrvConfig`` (or at start)."""
+    master_changes: list[tuple[str, str, str]] = field(default_factory=list)
+    """(broker name, master address, master HA address) for gRPC broker sessions of slaves."""
+    removals: list[RemovedBroker] = field(default_factory=list)
+    """Brokers removed (for gRPC broker sessions of other runs of the same broker)."""
+
+    def empty(self) -> bool:
+        """Nothing in it for a serving process."""
+        return (
+            self.table is None
+            and self.kv is None
+            and self.config is None
+            and not self.master_changes
+            and not self.removals
+        )

@@ -1,0 +1,104 @@
+"""The writes: every request that changes state, as the doors hand it to the route-table process.
+
+A serving process answers reads from its replica (:mod:`namesrv_grpc.core.replication`) and hands
+every write to the route-table process as it arrived, through a :class:`RouteTableWrites`
+(:class:`~namesrv_grpc.processes.route_table_client.RouteTableClient`); the route-table process
+applies them one at a time, in arrival order
+(:class:`~namesrv_grpc.processes.route_table_service.RouteTableService`), and answers once every
+serving process holds the change (read-your-writes). The method names are the
+:class:`~namesrv_grpc.core.processor.NameServer` methods they end in, and raise the same errors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from namesrv_grpc.core.model import BrokerLiveInfo, DataVersion, QueueData, RegisterBrokerResult, RemovedBroker
+from namesrv_grpc.core.processor import BrokerIdentity
+
+if TYPE_CHECKING:
+    from namesrv_grpc.snapshot import SnapshotInfo
+
+
+@dataclass(frozen=True, slots=True)
+class Registration:
+    """A REGISTER_BROKER as its door received it: the header fields, and the body bytes as sent, with
+    the checksum the door verified (S01) before handing it on. The route-table process decodes the
+    body with its door's decoder (``door`` "remoting": :mod:`namesrv_grpc.remoting.register_body`,
+    "grpc": :mod:`namesrv_grpc.grpc_api.register_body`), unless it is the same as last time."""
+
+    door: str
+    """"remoting" or "grpc"."""
+    identity: BrokerIdentity
+    ha_server_addr: str
+    heartbeat_timeout_millis: int
+    body: bytes
+    compressed: bool
+    body_fingerprint: tuple[int, int, bool]
+    """(checksum as verified, length, compressed): the same bytes as last time are not decoded again."""
+    enable_acting_master: bool | None = None
+    zone_name: str = ""
+    instance_id: str = ""
+    request_version: int = 0
+    """Remoting: the request's RocketMQ version (5.x bodies may carry static-topic mappings, S40)."""
+    bind_session: bool = False
+    """Remoting: bind a liveness session (S15) to the registering connection in the same step."""
+
+
+@dataclass(frozen=True, slots=True)
+class RegistrationReply:
+    """The answer to a :class:`Registration`: the result (S10), the ORDER_TOPIC_CONFIG table (S11),
+    the session bound (``bind_session``: its id; 0 when none), and whether anything a lookup reads
+    changed (an unchanged re-registration is a heartbeat: it is not audited)."""
+
+    result: RegisterBrokerResult
+    kv_table: dict[str, str]
+    session_id: int = 0
+    changed: bool = True
+
+
+class RouteTableWrites(Protocol):
+    """What a door may ask of the route-table process (each an awaitable; the errors of the
+    :class:`~namesrv_grpc.core.processor.NameServer` method of the same name)."""
+
+    async def register_broker(self, registration: Registration) -> RegistrationReply: ...
+
+    async def unregister_broker(
+        self, cluster_name: str, broker_name: str, broker_id: int, broker_addr: str, instance_id: str = ""
+    ) -> RemovedBroker | None: ...
+
+    async def broker_heartbeat(self, cluster_name: str, broker_name: str, broker_id: int, broker_addr: str) -> None: ...
+
+    async def query_data_version(
+        self, cluster_name: str, broker_name: str, broker_id: int, broker_addr: str, data_version: DataVersion
+    ) -> tuple[bool, DataVersion | None]: ...
+
+    async def put_kv_config(self, namespace: str, key: str, value: str) -> None: ...
+
+    async def delete_kv_config(self, namespace: str, key: str) -> None: ...
+
+    async def wipe_write_perm_of_broker(self, broker_name: str) -> int: ...
+
+    async def add_write_perm_of_broker(self, broker_name: str) -> int: ...
+
+    async def delete_topic(self, topic: str, cluster_name: str) -> None: ...
+
+    async def register_topic(self, topic: str, queue_datas: Sequence[QueueData]) -> None: ...
+
+    async def update_namesrv_config(self, changes: Mapping[str, str]) -> None: ...
+
+    async def bind_session(
+        self, cluster_name: str, broker_name: str, broker_id: int, broker_addr: str, instance_id: str
+    ) -> tuple[int, int] | None: ...
+
+    async def session_heartbeat(self, broker_addr: str, session_id: int) -> bool: ...
+
+    async def session_ended(self, broker_addr: str, session_id: int, cause: str) -> bool: ...
+
+    async def master_of(self, broker_name: str) -> tuple[str, str]: ...
+
+    async def live_table(self) -> tuple[int, list[tuple[str, BrokerLiveInfo]]]: ...
+
+    async def export_snapshot(self) -> SnapshotInfo: ...

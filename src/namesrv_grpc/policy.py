@@ -1,0 +1,64 @@
+"""Where work runs: how many serving processes, and what a serving process does off its event loop.
+
+Every write runs in the route-table process, one at a time, with no lookups on its loop to keep
+waiting (:mod:`namesrv_grpc.processes`); a serving process does nothing per request but framing,
+checks and answers from its replica. The one piece of work a request can make it do that grows with
+what the client sends is a checksum over a registration body (up to ``remotingFrameMaxLength`` /
+``grpcMaxMessageSize``, 16 MiB): above :data:`OFF_LOOP_CHECKSUM_BYTES` it runs in a worker thread
+(zlib and google-crc32c release the GIL), so the loop goes on answering lookups meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+OFF_LOOP_CHECKSUM_BYTES = 256 * 1024
+"""A registration body larger than this is checksummed in a worker thread (about 0.1 ms of CRC32)."""
+
+
+async def checksum(function: Callable[[bytes], int], body: bytes) -> int:
+    """``function(body)`` (a CRC over the bytes), in a worker thread when ``body`` is large."""
+    if len(body) > OFF_LOOP_CHECKSUM_BYTES:
+        return await asyncio.to_thread(function, body)
+    return function(body)
+
+
+CGROUP_CPU_MAX = Path("/sys/fs/cgroup/cpu.max")
+"""cgroup v2: ``QUOTA PERIOD`` (``max`` = no quota) of this process's cgroup (a container's limit)."""
+CGROUP_V1_QUOTA = Path("/sys/fs/cgroup/cpu/cpu.cfs_quota_us")
+CGROUP_V1_PERIOD = Path("/sys/fs/cgroup/cpu/cpu.cfs_period_us")
+
+
+def cgroup_cpu_limit(cpu_max: Path = CGROUP_CPU_MAX) -> float | None:
+    """The CPUs this process's cgroup may use (quota / period, e.g. 2.0 for a pod with
+    ``limits.cpu: 2``), or None when there is no quota (or no cgroup file to read)."""
+    try:
+        quota, period = cpu_max.read_text().split()[:2]
+        if quota != "max":
+            return int(quota) / int(period)
+        return None
+    except (OSError, ValueError):
+        pass
+    try:
+        quota_us = int(CGROUP_V1_QUOTA.read_text())
+        period_us = int(CGROUP_V1_PERIOD.read_text())
+    except (OSError, ValueError):
+        return None
+    return quota_us / period_us if quota_us > 0 and period_us > 0 else None
+
+
+def default_worker_processes(cpu_max: Path = CGROUP_CPU_MAX) -> int:
+    """``serverWorkerProcesses`` when it is 0: the CPUs this process may run on
+    (``os.sched_getaffinity``), at most the cgroup's CPU quota rounded up, at least 1."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        cpus = os.cpu_count() or 1
+    limit = cgroup_cpu_limit(cpu_max)
+    if limit is not None:
+        cpus = min(cpus, math.ceil(limit))
+    return max(1, cpus)

@@ -1,0 +1,383 @@
+"""The route-table process: the one process that writes (RocketMQ's ``RouteInfoManager`` behind its
+lock, in a process of its own).
+
+It owns the route table, the KV config (and its file), the expiry scan (S13), route snapshots and
+``NOTIFY_MIN_BROKER_ID_CHANGE`` (S53). Serving processes connect to its Unix socket and forward every
+write as it arrived (:class:`~namesrv_grpc.processes.route_table_service.RouteTableService`); it
+applies them one at a time, in arrival order, with no lookups to keep waiting, decoding registration
+bodies itself.
+
+After each write (and each expiry scan) it takes what changed and sends it to every serving process
+(:class:`Publisher`), and answers the write only once every serving process has applied that change:
+a client that got a write's answer reads it back from any serving process (read-your-writes). A
+serving process that does not apply a change within ``servingProcessApplyTimeoutMillis`` is killed
+(the supervisor starts a new one), so one stuck process never holds every write back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from namesrv_grpc.core.errors import NamesrvError
+from namesrv_grpc.core.kvconfig import KVConfigManager
+from namesrv_grpc.core.processor import NameServer
+from namesrv_grpc.core.route_table import RouteInfoManager
+from namesrv_grpc.core.writes import RegistrationReply
+from namesrv_grpc.metrics import NamesrvMetrics
+from namesrv_grpc.processes.channel import Channel
+from namesrv_grpc.processes.child import ROUTE_TABLE_SOCKET, ControlLink, ProcessParams, run_child
+from namesrv_grpc.processes.route_table_service import WRITES, RouteTableService
+from namesrv_grpc.remoting.notifier import BrokerNotifier
+
+if TYPE_CHECKING:
+    from namesrv_grpc.snapshot import SnapshotExporter, SnapshotInfo
+
+log = logging.getLogger(__name__)
+
+FIRST_SCAN_DELAY_MILLIS = 5_000
+"""The first expiry scan runs this long after start (or one interval, when shorter) (S13)."""
+
+STALL_CHECK_SECONDS = 0.5
+"""How often the publisher looks for a serving process that stopped applying changes."""
+
+
+@dataclass(eq=False)
+class ServingLink:
+    """One connected serving process, as the publisher sees it."""
+
+    channel: Channel
+    index: int
+    pid: int
+    applied: int = 0
+    """The last change it applied."""
+    sent: int = 0
+    """The last change sent to it."""
+    waiting_since: float | None = None
+    """``time.monotonic()`` when the oldest change it has not applied was sent (None: none)."""
+
+
+@dataclass(eq=False)
+class Publisher:
+    """The change stream, and read-your-writes: :meth:`publish` sends what the last writes changed to
+    every serving process; :meth:`after_applied` runs a write's answer once every serving process has
+    applied everything published so far."""
+
+    nameserver: NameServer
+    apply_timeout_seconds: Callable[[], float]
+    links: dict[Channel, ServingLink] = field(default_factory=dict)
+    seq: int = 0
+    """The last change published."""
+    _waiting: list[tuple[int, Callable[[], None]]] = field(default_factory=list)
+
+    def publish(self) -> bool:
+        """Send what changed since the last call to every serving process; False when nothing did."""
+        change = self.nameserver.take_change()
+        if change is None:
+            return False
+        self.seq = change.seq
+        now = time.monotonic()
+        for link in list(self.links.values()):
+            try:
+                link.channel.send(("change", change))
+            except ConnectionError:
+                continue
+            link.sent = change.seq
+            if link.waiting_since is None:
+                link.waiting_since = now
+        return True
+
+    def join(self, link: ServingLink) -> None:
+        """A serving process connected: it starts from everything there is (one change holding the
+        whole table, KV config and configuration), then gets every change after it."""
+        self.publish()
+        state = self.nameserver.replica_state()
+        link.channel.send(("change", state))
+        link.sent = state.seq
+        link.applied = self.seq  # it serves only once it applied this, so no answer need wait for it
+        self.links[link.channel] = link
+
+    def applied(self, link: ServingLink, seq: int) -> None:
+        link.applied = max(link.applied, seq)
+        link.waiting_since = None if link.applied >= link.sent else time.monotonic()
+        self._release()
+
+    def leave(self, link: ServingLink) -> None:
+        self.links.pop(link.channel, None)
+        self._release()
+
+    def after_applied(self, answer: Callable[[], None]) -> None:
+        """Run ``answer`` once every serving process has applied every change published so far."""
+        if all(link.applied >= self.seq for link in self.links.values()):
+            answer()
+        else:
+            self._waiting.append((self.seq, answer))
+
+    def _release(self) -> None:
+        if not self._waiting:
+            return
+        low = min((link.applied for link in self.links.values()), default=self.seq)
+        ready = [answer for seq, answer in self._waiting if seq <= low]
+        self._waiting = [(seq, answer) for seq, answer in self._waiting if seq > low]
+        for answer in ready:
+            answer()
+
+    def stalled(self) -> list[ServingLink]:
+        """Serving processes that have not applied a change for longer than the timeout."""
+        limit = time.monotonic() - self.apply_timeout_seconds()
+        return [link for link in self.links.values() if link.waiting_since is not None and link.waiting_since < limit]
+
+
+class RouteTableProcess:
+    """Everything the route-table process runs (one per ``namesrv``)."""
+
+    def __init__(self, params: ProcessParams, control: ControlLink) -> None:
+        """Loads the KV config file (raises KVConfigFileError)."""
+        config = params.config
+        self.params = params
+        self.control = control
+        self.route_table = RouteInfoManager()
+        self.nameserver = NameServer(
+            config, self.route_table, KVConfigManager(Path(config.kv_config_path).expanduser())
+        )
+        self.nameserver.track_changes()
+        self.metrics = NamesrvMetrics(self.route_table)
+        self.notifier = BrokerNotifier(self.metrics.registry)
+        self.nameserver.min_broker_id_senders.append(self.notifier)
+        self.service = RouteTableService(self.nameserver, self.export_snapshot)
+        self.publisher = Publisher(
+            self.nameserver, lambda: self.nameserver.config.serving_process_apply_timeout_millis / 1000
+        )
+        self._snapshot_lock = asyncio.Lock()
+        self.snapshot_exporter: SnapshotExporter | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._server: asyncio.Server | None = None
+        control.handlers["metrics"] = lambda: list(self.metrics.registry.collect())
+
+    @property
+    def socket_path(self) -> str:
+        return str(Path(self.params.run_dir) / ROUTE_TABLE_SOCKET)
+
+    async def run(self) -> int:
+        """Serve until SIGTERM (exit 0) or until the supervisor is gone."""
+        loop = asyncio.get_running_loop()
+        stop = asyncio.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(signal.SIGHUP, lambda: None)  # the serving processes reload TLS and the ACL
+        self.notifier.attach(loop)
+        self._server = await asyncio.start_unix_server(self._connected, self.socket_path, limit=1 << 20)
+        os.chmod(self.socket_path, 0o600)
+        background = [
+            asyncio.create_task(self._scan_loop(), name="scan-not-active-broker"),
+            asyncio.create_task(self._snapshot_loop(), name="route-snapshots"),
+            asyncio.create_task(self._watch_stalls(), name="serving-process-stalls"),
+        ]
+        self.control.tell("ready", os.getpid())
+        lost = asyncio.create_task(self.control.lost.wait())
+        stopping = asyncio.create_task(stop.wait())
+        await asyncio.wait([lost, stopping], return_when=asyncio.FIRST_COMPLETED)
+        for task in (*background, lost, stopping):
+            task.cancel()
+        self._server.close()
+        for link in list(self.publisher.links.values()):
+            link.channel.close()
+        await self.notifier.close()
+        return 0
+
+    # ------------------------------------------------------------------ serving processes
+
+    async def _connected(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        channel = Channel(reader, writer, "serving process")
+        link: ServingLink | None = None
+
+        def on_message(message: tuple[Any, ...]) -> None:
+            nonlocal link
+            kind = message[0]
+            if link is None:
+                if kind != "hello":
+                    raise ConnectionError(f"expected hello, got {kind!r}")
+                link = ServingLink(channel, message[1], message[2])
+                channel.name = f"serving process {link.index} (pid {link.pid})"
+                self.publisher.join(link)
+            elif kind == "applied":
+                self.publisher.applied(link, message[1])
+            elif kind == "call":
+                self._call(link, message[1], message[2], message[3])
+
+        try:
+            await channel.serve(on_message)
+        except ConnectionError as exc:
+            log.warning("serving process link refused: %s", exc)
+        except asyncio.CancelledError:  # the route-table process is stopping
+            return
+        finally:
+            channel.close()
+            if link is not None:
+                self.publisher.leave(link)
+                removed = self.service.serving_process_exited(link.index)
+                if removed:
+                    log.warning(
+                        "%d broker(s) connected through serving process %d removed: it exited (S15)",
+                        removed,
+                        link.index,
+                    )
+                    self.metrics.session_losses.inc(removed)
+                self.publisher.publish()
+
+    def _call(self, link: ServingLink, call_id: int, method: str, args: tuple[Any, ...]) -> None:
+        """Apply one write now (in arrival order) and answer it once every serving process has
+        applied what it changed."""
+        if method not in WRITES:
+            link.channel.reply(call_id, False, LookupError(f"no route-table method {method!r}"))
+            return
+        try:
+            value = getattr(self.service, method)(link.index, *args)
+        except NamesrvError as error:
+            self._answer(link, call_id, False, error)
+            return
+        except Exception as exc:
+            log.exception("%s from serving process %d failed", method, link.index)
+            self._answer(link, call_id, False, exc)
+            return
+        if asyncio.iscoroutine(value):
+            task = asyncio.create_task(self._finish(link, call_id, value))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+            return
+        self._answer(link, call_id, True, value)
+
+    async def _finish(self, link: ServingLink, call_id: int, pending: Any) -> None:
+        try:
+            value = await pending
+        except Exception as exc:
+            self._answer(link, call_id, False, exc)
+        else:
+            self._answer(link, call_id, True, value)
+
+    def _answer(self, link: ServingLink, call_id: int, ok: bool, value: Any) -> None:
+        changed = self.publisher.publish()
+        if isinstance(value, RegistrationReply) and not changed:
+            value = replace(value, changed=False)
+        self.publisher.after_applied(lambda: link.channel.reply(call_id, ok, value))
+
+    async def _watch_stalls(self) -> None:
+        """Kill a serving process that stopped applying changes (the supervisor starts another; its
+        brokers are removed as on closed connections), so writes do not wait for it for ever."""
+        while True:
+            await asyncio.sleep(STALL_CHECK_SECONDS)
+            for link in self.publisher.stalled():
+                log.error(
+                    "serving process %d (pid %d) applied no change for %.1f s (servingProcessApplyTimeoutMillis): "
+                    "killing it",
+                    link.index,
+                    link.pid,
+                    time.monotonic() - (link.waiting_since or 0),
+                )
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(link.pid, signal.SIGKILL)
+                link.waiting_since = None
+                link.channel.close()
+
+    # ------------------------------------------------------------------ expiry scan (S13)
+
+    async def _scan_loop(self) -> None:
+        """S13: scan every ``scanNotActiveBrokerInterval`` ms (re-read each time, it may be updated)."""
+        config = self.nameserver.config
+        await asyncio.sleep(min(FIRST_SCAN_DELAY_MILLIS, config.scan_not_active_broker_interval) / 1000)
+        while True:
+            try:
+                removed = self.nameserver.scan_not_active_broker()
+                self.metrics.expirations.inc(len(removed))
+                self.publisher.publish()
+            except Exception:  # a scan must never kill the loop
+                log.exception("expiry scan failed")
+            await asyncio.sleep(self.nameserver.config.scan_not_active_broker_interval / 1000)
+
+    # ------------------------------------------------------------------ route snapshots
+
+    async def export_snapshot(self) -> SnapshotInfo:
+        """Export a route snapshot (``AdminService.ExportRouteSnapshot``, ``snapshotInterval``): the
+        copy, Parquet and commit run in a worker thread, one export at a time. Raises SnapshotWriteError."""
+        async with self._snapshot_lock:
+            if self.snapshot_exporter is None:
+                from namesrv_grpc.snapshot import SnapshotExporter
+
+                config = self.nameserver.config
+                self.snapshot_exporter = SnapshotExporter(
+                    self.route_table,
+                    Path(config.snapshot_dir).expanduser(),
+                    namesrv_identity(config, self.params.grpc_port),
+                    retention_hours=lambda: self.nameserver.config.snapshot_retention_hours,
+                )
+            started = time.perf_counter()
+            try:
+                info = await asyncio.to_thread(self.snapshot_exporter.export)
+            except Exception:
+                self.metrics.snapshot_exports.labels("failed").inc()
+                raise
+            finally:
+                self.metrics.snapshot_export_seconds.observe(time.perf_counter() - started)
+            self.metrics.snapshot_exports.labels("ok").inc()
+            return info
+
+    async def _snapshot_loop(self) -> None:
+        """Export every ``snapshotInterval`` seconds; 0 = off (re-read each second, it may be updated)."""
+        last = time.monotonic()
+        while True:
+            interval = self.nameserver.config.snapshot_interval
+            if not interval:
+                last = time.monotonic()
+                await asyncio.sleep(1)
+                continue
+            wait = last + interval - time.monotonic()
+            if wait > 0:
+                await asyncio.sleep(min(wait, 1.0))
+                continue
+            last = time.monotonic()
+            try:
+                await self.export_snapshot()
+            except Exception:  # a failed export must never kill the loop
+                log.exception("route snapshot failed")
+
+
+def namesrv_identity(config: Any, port: int) -> str:
+    """The NameServer's identity in snapshots: ``snapshotNamesrvId``, else ``host:port`` with the bind
+    address, or the host name when bound to every address."""
+    import socket
+
+    if config.snapshot_namesrv_id:
+        return str(config.snapshot_namesrv_id)
+    host = config.bind_address
+    if host in ("", "0.0.0.0", "::", "[::]"):
+        host = socket.gethostname()
+    return f"{host}:{port}"
+
+
+async def _main(params: ProcessParams, control: ControlLink) -> int:
+    from namesrv_grpc.core.kvconfig import KVConfigFileError
+
+    try:
+        process = RouteTableProcess(params, control)
+    except KVConfigFileError as exc:
+        print(f"namesrv: {exc}", file=sys.stderr)
+        control.tell("failed", str(exc), 2)
+        return 2
+    return await process.run()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return run_child(argv, _main)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,227 @@
+"""The route-table process's side of every write (:class:`~namesrv_grpc.core.writes.RouteTableWrites`):
+what a serving process forwards is applied here, one request at a time, in the order it arrived.
+
+Each method runs on the route-table process's event loop and calls the
+:class:`~namesrv_grpc.core.processor.NameServer` method of the same name. Registration bodies are
+decoded here by their door's decoder (the door verified the checksum, S01): a body that is the same
+as the broker's last one is not decoded at all.
+
+Liveness sessions (S15) are remembered per serving process: when one exits, its sessions end as if
+their connections had closed (:meth:`RouteTableService.serving_process_exited`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from namesrv_grpc.core.model import BrokerLiveInfo, DataVersion, QueueData, RemovedBroker
+from namesrv_grpc.core.processor import BrokerIdentity, DecodedBody, NameServer
+from namesrv_grpc.core.writes import Registration, RegistrationReply
+from namesrv_grpc.grpc_api.register_body import decode_protobuf_body
+from namesrv_grpc.remoting.codes import VERSION_V5_0_0
+from namesrv_grpc.remoting.register_body import decode_java_register_body
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from namesrv_grpc.snapshot import SnapshotInfo
+
+log = logging.getLogger(__name__)
+
+SERVING_PROCESS_EXITED = "serving process exited"
+"""The cause logged for brokers removed because the serving process their connection was on exited."""
+
+
+class RouteTableService:
+    """The writes of :class:`~namesrv_grpc.core.writes.RouteTableWrites`, applied to ``nameserver``
+    (the route-table process's one :class:`NameServer`). ``process`` names the serving process a
+    request came from (for its sessions); it is given by the caller of each method."""
+
+    def __init__(self, nameserver: NameServer, export_snapshot: Callable[[], Awaitable[SnapshotInfo]]) -> None:
+        self.ns = nameserver
+        self._export_snapshot = export_snapshot
+        self._sessions: dict[int, set[tuple[str, int]]] = {}
+        """serving process -> its bound sessions (broker address, session id)."""
+        self.session_losses = 0
+        """Brokers removed because their session ended (all causes)."""
+
+    # ------------------------------------------------------------------ brokers
+
+    def register_broker(self, process: int, registration: Registration) -> RegistrationReply:
+        """REGISTER_BROKER / RegisterBroker: decode (unless the same body as last time) and apply."""
+        r = registration
+        ns = self.ns
+        identity = r.identity
+        ns.check_registration(
+            identity,
+            ha_server_addr=r.ha_server_addr,
+            heartbeat_timeout_millis=r.heartbeat_timeout_millis,
+            zone_name=r.zone_name,
+            instance_id=r.instance_id,
+        )
+        decoded = ns.same_body(identity, r.body_fingerprint) or self._decode(r)
+        result, kv_table = ns.apply_registration(
+            identity,
+            decoded,
+            ha_server_addr=r.ha_server_addr,
+            heartbeat_timeout_millis=r.heartbeat_timeout_millis,
+            body_fingerprint=r.body_fingerprint,
+            enable_acting_master=r.enable_acting_master,
+            zone_name=r.zone_name,
+            instance_id=r.instance_id,
+            protocol=r.door,
+        )
+        session_id = 0
+        if r.bind_session:
+            bound = ns.bind_session(**identity._asdict(), instance_id=r.instance_id)
+            if bound is not None:
+                session_id = bound[0]
+                self._sessions.setdefault(process, set()).add((identity.broker_addr, session_id))
+        return RegistrationReply(result, kv_table, session_id)
+
+    def _decode(self, r: Registration) -> DecodedBody:
+        """The body decoded by its door's decoder, within ``registerBodyMaxInflatedSize`` and
+        ``registerBodyMaxTopics``; a body whose topic table is the one the table holds is decoded
+        without its topics."""
+        config = self.ns.config
+        known = self.ns.stored_topics_fingerprint(r.identity)
+        limits = (config.register_body_max_inflated_size, config.register_body_max_topics, known)
+        if r.door == "grpc":
+            return decode_protobuf_body(r.body, r.compressed, *limits)
+        decoded = decode_java_register_body(r.body, r.compressed, *limits, r.request_version >= VERSION_V5_0_0)
+        if decoded.topic_configs is None:  # only the DataVersion differs: the stored filter servers stay
+            decoded = decoded._replace(filter_server_list=self.ns.route_table.filter_servers_of(r.identity.broker_addr))
+        return decoded
+
+    def unregister_broker(
+        self, process: int, cluster_name: str, broker_name: str, broker_id: int, broker_addr: str, instance_id: str = ""
+    ) -> RemovedBroker | None:
+        return self.ns.unregister_broker(
+            cluster_name=cluster_name,
+            broker_name=broker_name,
+            broker_id=broker_id,
+            broker_addr=broker_addr,
+            instance_id=instance_id,
+        )
+
+    def broker_heartbeat(
+        self, process: int, cluster_name: str, broker_name: str, broker_id: int, broker_addr: str
+    ) -> None:
+        self.ns.broker_heartbeat(
+            cluster_name=cluster_name, broker_name=broker_name, broker_id=broker_id, broker_addr=broker_addr
+        )
+
+    def query_data_version(
+        self,
+        process: int,
+        cluster_name: str,
+        broker_name: str,
+        broker_id: int,
+        broker_addr: str,
+        data_version: DataVersion,
+    ) -> tuple[bool, DataVersion | None]:
+        return self.ns.query_data_version(
+            cluster_name=cluster_name,
+            broker_name=broker_name,
+            broker_id=broker_id,
+            broker_addr=broker_addr,
+            data_version=data_version,
+        )
+
+    # ------------------------------------------------------------------ KV config, admin
+
+    def put_kv_config(self, process: int, namespace: str, key: str, value: str) -> None:
+        self.ns.put_kv_config(namespace, key, value)
+
+    def delete_kv_config(self, process: int, namespace: str, key: str) -> None:
+        self.ns.delete_kv_config(namespace, key)
+
+    def wipe_write_perm_of_broker(self, process: int, broker_name: str) -> int:
+        return self.ns.wipe_write_perm_of_broker(broker_name)
+
+    def add_write_perm_of_broker(self, process: int, broker_name: str) -> int:
+        return self.ns.add_write_perm_of_broker(broker_name)
+
+    def delete_topic(self, process: int, topic: str, cluster_name: str) -> None:
+        self.ns.delete_topic(topic, cluster_name)
+
+    def register_topic(self, process: int, topic: str, queue_datas: Sequence[QueueData]) -> None:
+        self.ns.register_topic(topic, queue_datas)
+
+    def update_namesrv_config(self, process: int, changes: Mapping[str, str]) -> None:
+        self.ns.update_namesrv_config(changes)
+
+    def live_table(self, process: int) -> tuple[int, list[tuple[str, BrokerLiveInfo]]]:
+        return self.ns.route_table.live_table()
+
+    def master_of(self, process: int, broker_name: str) -> tuple[str, str]:
+        return self.ns.route_table.master_of(broker_name)
+
+    async def export_snapshot(self, process: int) -> SnapshotInfo:
+        return await self._export_snapshot()
+
+    # ------------------------------------------------------------------ sessions (S15)
+
+    def bind_session(
+        self, process: int, cluster_name: str, broker_name: str, broker_id: int, broker_addr: str, instance_id: str
+    ) -> tuple[int, int] | None:
+        bound = self.ns.bind_session(
+            cluster_name=cluster_name,
+            broker_name=broker_name,
+            broker_id=broker_id,
+            broker_addr=broker_addr,
+            instance_id=instance_id,
+        )
+        if bound is not None:
+            self._sessions.setdefault(process, set()).add((broker_addr, bound[0]))
+        return bound
+
+    def session_heartbeat(self, process: int, broker_addr: str, session_id: int) -> bool:
+        return self.ns.route_table.session_heartbeat(broker_addr, session_id)
+
+    def session_ended(self, process: int, broker_addr: str, session_id: int, cause: str) -> bool:
+        """S15: a session (or the remoting connection a broker registered over) ended; True when
+        the broker was removed."""
+        self._sessions.get(process, set()).discard((broker_addr, session_id))
+        if self.ns.session_ended(broker_addr, session_id, cause) is None:
+            return False
+        self.session_losses += 1
+        return True
+
+    def serving_process_exited(self, process: int) -> int:
+        """S15 for every session bound through a serving process that exited: its connections
+        closed with it. Returns how many brokers were removed."""
+        removed = 0
+        for broker_addr, session_id in self._sessions.pop(process, set()):
+            if self.ns.session_ended(broker_addr, session_id, SERVING_PROCESS_EXITED) is not None:
+                removed += 1
+        self.session_losses += removed
+        return removed
+
+
+WRITES = frozenset(
+    {
+        "register_broker",
+        "unregister_broker",
+        "broker_heartbeat",
+        "query_data_version",
+        "put_kv_config",
+        "delete_kv_config",
+        "wipe_write_perm_of_broker",
+        "add_write_perm_of_broker",
+        "delete_topic",
+        "register_topic",
+        "update_namesrv_config",
+        "live_table",
+        "master_of",
+        "export_snapshot",
+        "bind_session",
+        "session_heartbeat",
+        "session_ended",
+    }
+)
+"""The methods a serving process may call (the channel refuses any other name)."""
+
+__all__ = ["SERVING_PROCESS_EXITED", "WRITES", "BrokerIdentity", "RouteTableService"]

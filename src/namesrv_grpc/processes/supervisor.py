@@ -1,0 +1,408 @@
+"""``namesrv`` itself: the supervisor of one route-table process and N serving processes, as nginx's
+master is of its workers.
+
+    namesrv (this process)        binds nothing it serves; reserves the ports, starts and watches the
+    │                             children, serves /metrics (every process's metrics summed)
+    ├── route-table process       the one writer: route table, KV config, expiry scan, snapshots
+    ├── serving process 1         both doors on the shared ports (SO_REUSEPORT), a replica of the table
+    └── serving process N
+
+Ports: the supervisor binds the remoting and gRPC ports (and the health port) with ``SO_REUSEPORT``
+without listening on them, so ``0`` resolves to one free port that every serving process then
+listens on (gRPC's own multiprocessing example does the same); the kernel spreads new connections
+over the listening processes.
+
+Failures: a serving process that exits is started again (its brokers are removed as on closed
+connections, S15, and come back with their next registration); if the route-table process exits,
+``namesrv`` stops the serving processes and exits 1 with one line saying so, for the service manager
+to restart it (as it would a crashed Java NameServer). SIGTERM/SIGINT: the serving processes drain
+their calls and stop, then the route-table process, then ``namesrv`` exits 0. SIGHUP is passed on
+(TLS certificates and the ACL are loaded again).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import shutil
+import signal
+import socket
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+from wsgiref.simple_server import WSGIServer
+
+from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
+
+from namesrv_grpc.config import NamesrvConfig
+from namesrv_grpc.metrics import register_standard_collectors
+from namesrv_grpc.pipes import print_line
+from namesrv_grpc.policy import default_worker_processes
+from namesrv_grpc.processes.channel import Channel
+from namesrv_grpc.processes.child import ProcessParams
+
+log = logging.getLogger("namesrv")
+
+RESTART_DELAY_SECONDS = 0.2
+"""Wait before starting a serving process again (doubling, at most 5 s, while it keeps failing)."""
+START_TIMEOUT_SECONDS = 60.0
+"""A child that is not ready within this long is a failed start."""
+METRICS_TIMEOUT_SECONDS = 5.0
+"""How long a scrape waits for each child's metrics."""
+
+
+class StartError(RuntimeError):
+    """A child could not start; ``code`` is the exit code for ``namesrv`` (2: configuration, 1: other)."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(eq=False)
+class Child:
+    """A running child process and its control link."""
+
+    role: str
+    index: int
+    process: asyncio.subprocess.Process
+    control: Channel
+    events: asyncio.Queue[tuple[Any, ...]] = field(default_factory=asyncio.Queue)
+    reader: asyncio.Task[None] | None = None
+
+    @property
+    def name(self) -> str:
+        return "route-table process" if self.role == "route_table" else f"serving process {self.index}"
+
+
+def reserve_port(host: str, port: int, what: str) -> socket.socket:
+    """A socket bound (not listening) to ``host:port`` with ``SO_REUSEPORT``: it holds the port for
+    the serving processes, which bind it too. Raises RuntimeError when it cannot be bound."""
+    bare = host.strip("[]")
+    family = socket.AF_INET6 if ":" in bare else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    try:
+        sock.bind((bare or "0.0.0.0", port))
+    except OSError as exc:
+        sock.close()
+        raise RuntimeError(f"cannot listen on {host}:{port} ({what}): {exc.strerror or exc}") from None
+    return sock
+
+
+class Supervisor:
+    """Starts the children, keeps the serving processes running, and stops everything in order."""
+
+    def __init__(self, config: NamesrvConfig, log_level: str = "INFO") -> None:
+        self.config = config
+        self.log_level = log_level
+        self.workers = config.server_worker_processes or default_worker_processes()
+        self.started = time.monotonic()
+        self.run_dir = tempfile.mkdtemp(prefix="namesrv-")
+        """Mode 0700: the route-table process's socket is reachable by this user only."""
+        self._reserved: list[socket.socket] = []
+        self.remoting_port = 0
+        self.grpc_port = 0
+        self.health_port = 0
+        self.route_table: Child | None = None
+        self.serving: dict[int, Child] = {}
+        self.restarts = 0
+        self._stopping = False
+        self._metrics_server: tuple[WSGIServer, threading.Thread] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    # ------------------------------------------------------------------ start
+
+    async def start(self) -> None:
+        """Reserve the ports, start the route-table process, then every serving process; return
+        once all serve. Raises StartError (a child failed, with its exit code) or RuntimeError (a
+        port cannot be bound)."""
+        self._loop = asyncio.get_running_loop()
+        config = self.config
+        for what, port, attribute in (
+            ("remoting", config.listen_port, "remoting_port"),
+            ("gRPC", config.grpc_server_port, "grpc_port"),
+            ("--health-port", config.health_port, "health_port"),
+        ):
+            if attribute == "health_port" and not port:
+                continue
+            sock = reserve_port(config.bind_address, port, what)
+            self._reserved.append(sock)
+            setattr(self, attribute, sock.getsockname()[1])
+        self.route_table = await self._spawn("route_table", 0)
+        await self._until(self.route_table, "ready")
+        await asyncio.gather(*(self._start_serving(index) for index in range(1, self.workers + 1)))
+        if config.metrics_port:
+            registry = CollectorRegistry()
+            registry.register(_ProcessesCollector(self))
+            self._metrics_server = start_http_server(config.metrics_port, addr=config.bind_address, registry=registry)
+
+    async def _start_serving(self, index: int) -> None:
+        child = await self._spawn("serving", index)
+        self.serving[index] = child
+        await self._until(child, "serving")
+
+    def params(self, index: int) -> ProcessParams:
+        return ProcessParams(
+            config=self.config,
+            run_dir=self.run_dir,
+            started_monotonic=self.started,
+            log_level=self.log_level,
+            index=index,
+            workers=self.workers,
+            remoting_port=self.remoting_port,
+            grpc_port=self.grpc_port,
+            health_port=self.health_port,
+        )
+
+    async def _spawn(self, role: str, index: int) -> Child:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        module = "route_table_process" if role == "route_table" else "serving_process"
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            f"namesrv_grpc.processes.{module}",
+            "--control-fd",
+            str(theirs.fileno()),
+            pass_fds=(theirs.fileno(),),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.DEVNULL,
+        )
+        theirs.close()
+        reader, writer = await asyncio.open_unix_connection(sock=ours, limit=1 << 20)
+        child = Child(role, index, process, Channel(reader, writer, f"{role} {index}"))
+        child.control.send(("params", self.params(index)))
+        child.reader = asyncio.create_task(child.control.serve(child.events.put_nowait))
+        return child
+
+    async def _until(self, child: Child, state: str) -> None:
+        """Wait for the child's ``state`` message. Raises StartError when it fails or exits first."""
+        exited = asyncio.create_task(child.process.wait())
+        try:
+            async with asyncio.timeout(START_TIMEOUT_SECONDS):
+                while True:
+                    event = asyncio.create_task(child.events.get())
+                    await asyncio.wait([event, exited], return_when=asyncio.FIRST_COMPLETED)
+                    if not event.done():
+                        event.cancel()
+                        raise StartError(f"the {child.name} exited with code {exited.result()} while starting", 1)
+                    message = event.result()
+                    if message[0] == state:
+                        return
+                    if message[0] == "failed":
+                        raise StartError(str(message[1]), int(message[2]))
+        except TimeoutError:
+            raise StartError(f"the {child.name} did not start within {START_TIMEOUT_SECONDS:.0f} s", 1) from None
+        finally:
+            if not exited.done():
+                exited.cancel()
+
+    # ------------------------------------------------------------------ run
+
+    async def supervise(self, stop: asyncio.Event) -> int:
+        """Keep the serving processes running until ``stop`` (return 0 after stopping all) or until
+        the route-table process exits (stop the rest, return 1)."""
+        assert self.route_table is not None
+        waits: dict[asyncio.Task[Any], Child | None] = {asyncio.create_task(stop.wait()): None}
+        waits[asyncio.create_task(self.route_table.process.wait())] = self.route_table
+        for child in self.serving.values():
+            waits[asyncio.create_task(child.process.wait())] = child
+        delay = RESTART_DELAY_SECONDS
+        while True:
+            done, _ = await asyncio.wait(list(waits), return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                exited = waits.pop(task)
+                if exited is None:  # SIGTERM / SIGINT
+                    log.info("signal received: draining in-flight calls and stopping")
+                    for pending in waits:
+                        pending.cancel()
+                    await self.stop()
+                    return 0
+                code = task.result()
+                child = exited
+                if child.role == "route_table":
+                    log.error("the route-table process exited (%s); stopping: restart namesrv", _exit_text(code))
+                    for pending in waits:
+                        pending.cancel()
+                    await self.stop()
+                    return 1
+                log.warning("serving process %d exited (%s); starting it again", child.index, _exit_text(code))
+                self.restarts += 1
+                await asyncio.sleep(delay)
+                try:
+                    await self._start_serving(child.index)
+                    delay = RESTART_DELAY_SECONDS
+                except StartError as exc:
+                    log.error("serving process %d did not start again: %s", child.index, exc)
+                    delay = min(delay * 2, 5.0)
+                new = self.serving[child.index]
+                waits[asyncio.create_task(new.process.wait())] = new
+
+    async def stop(self) -> None:
+        """Stop the serving processes (they drain their calls), then the route-table process."""
+        if self._stopping:
+            return
+        self._stopping = True
+        grace = self.config.shutdown_grace_period_millis / 1000 + 10
+        await asyncio.gather(*(self._terminate(child, grace) for child in self.serving.values()))
+        if self.route_table is not None:
+            await self._terminate(self.route_table, 10)
+        if self._metrics_server is not None:
+            server, thread = self._metrics_server
+            server.shutdown()
+            thread.join(timeout=5)
+        for sock in self._reserved:
+            sock.close()
+        shutil.rmtree(self.run_dir, ignore_errors=True)
+
+    @staticmethod
+    async def _terminate(child: Child, grace: float) -> None:
+        if child.process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                child.process.terminate()
+            try:
+                await asyncio.wait_for(child.process.wait(), grace)
+            except TimeoutError:
+                log.warning("the %s did not stop within %.0f s: killed", child.name, grace)
+                with contextlib.suppress(ProcessLookupError):
+                    child.process.kill()
+                await child.process.wait()
+        child.control.close()
+
+    def signal_children(self, sig: int) -> None:
+        """Pass a signal on to every serving process (SIGHUP: reload TLS and the ACL)."""
+        for child in self.serving.values():
+            with contextlib.suppress(ProcessLookupError):
+                child.process.send_signal(sig)
+
+    # ------------------------------------------------------------------ metrics
+
+    def children(self) -> list[Child]:
+        return [c for c in (self.route_table, *self.serving.values()) if c is not None and not c.control.closed]
+
+    def collect_children(self) -> list[list[Metric]]:
+        """Every child's metric families (called from the metrics server's thread)."""
+        assert self._loop is not None
+
+        async def gather() -> list[list[Metric]]:
+            async def one(child: Child) -> list[Metric]:
+                try:
+                    return list(await asyncio.wait_for(child.control.call("metrics"), METRICS_TIMEOUT_SECONDS))
+                except (TimeoutError, ConnectionError):
+                    return []
+
+            return list(await asyncio.gather(*(one(child) for child in self.children())))
+
+        return asyncio.run_coroutine_threadsafe(gather(), self._loop).result(METRICS_TIMEOUT_SECONDS + 1)
+
+
+def _exit_text(code: int | None) -> str:
+    if code is not None and code < 0:
+        with contextlib.suppress(ValueError):
+            return f"signal {signal.Signals(-code).name}"
+    return f"code {code}"
+
+
+MINIMUM_GAUGES = frozenset({"process_start_time_seconds"})
+"""Gauges merged by the minimum over processes (the oldest process's start)."""
+MAXIMUM_GAUGES = frozenset({"process_max_fds", "python_info", "namesrv_build_info"})
+"""Gauges merged by the maximum (the same value in every process)."""
+
+
+def merge_families(per_process: Iterable[Iterable[Metric]]) -> list[Metric]:
+    """One family per name from every process's: counters, histograms and most gauges summed per
+    label set (requests, memory, connections of all processes together); the few gauges every
+    process reports alike taken once (:data:`MINIMUM_GAUGES`, :data:`MAXIMUM_GAUGES`)."""
+    merged: dict[str, Metric] = {}
+    values: dict[str, dict[tuple[str, tuple[tuple[str, str], ...]], float]] = {}
+    for families in per_process:
+        for family in families:
+            target = merged.get(family.name)
+            if target is None:
+                target = merged[family.name] = Metric(family.name, family.documentation, family.type, family.unit)
+                values[family.name] = {}
+            table = values[family.name]
+            for sample in family.samples:
+                key = (sample.name, tuple(sorted(sample.labels.items())))
+                old = table.get(key)
+                if old is None:
+                    table[key] = sample.value
+                elif sample.name in MINIMUM_GAUGES:
+                    table[key] = min(old, sample.value)
+                elif sample.name in MAXIMUM_GAUGES or family.type == "info":
+                    table[key] = max(old, sample.value)
+                else:
+                    table[key] = old + sample.value
+    for name, target in merged.items():
+        for (sample_name, labels), value in values[name].items():
+            target.add_sample(sample_name, dict(labels), value)
+    return list(merged.values())
+
+
+class _ProcessesCollector(Collector):
+    """/metrics of ``namesrv``: every process's metrics merged (:func:`merge_families`), plus
+    ``namesrv_processes{role}`` and ``namesrv_serving_process_restarts_total``."""
+
+    def __init__(self, supervisor: Supervisor) -> None:
+        self._supervisor = supervisor
+        self._own = CollectorRegistry()
+        register_standard_collectors(self._own)
+
+    def collect(self) -> Iterator[Metric]:
+        supervisor = self._supervisor
+        per_process = [list(self._own.collect()), *supervisor.collect_children()]
+        yield from merge_families(per_process)
+        processes = Metric("namesrv_processes", "Processes of this NameServer by role.", "gauge")
+        alive = supervisor.children()
+        processes.add_sample("namesrv_processes", {"role": "supervisor"}, 1)
+        processes.add_sample(
+            "namesrv_processes", {"role": "route_table"}, sum(1 for c in alive if c.role == "route_table")
+        )
+        processes.add_sample("namesrv_processes", {"role": "serving"}, sum(1 for c in alive if c.role == "serving"))
+        yield processes
+        restarts = Metric(
+            "namesrv_serving_process_restarts", "Serving processes started again after they exited.", "counter"
+        )
+        restarts.add_sample("namesrv_serving_process_restarts_total", {}, supervisor.restarts)
+        yield restarts
+
+
+async def serve(config: NamesrvConfig, log_level: str, origin: list[tuple[int, str]], boot_line: Any) -> int:
+    """Run ``namesrv``: start everything, print the boot line, supervise until a signal; the exit code."""
+    supervisor = Supervisor(config, log_level)
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    loop.add_signal_handler(signal.SIGHUP, lambda: supervisor.signal_children(signal.SIGHUP))
+    try:
+        await supervisor.start()
+    except StartError as exc:
+        await supervisor.stop()
+        print(f"namesrv: {exc}", file=sys.stderr)
+        return exc.code
+    except RuntimeError as exc:
+        await supervisor.stop()
+        print(f"namesrv: {exc}", file=sys.stderr)
+        return 1
+    for level, line in origin:
+        log.log(level, "%s", line)
+    log.info(
+        "serving with %d serving processes (serverWorkerProcesses) and one route-table process; pid %d",
+        supervisor.workers,
+        os.getpid(),
+    )
+    print_line(boot_line(config, supervisor.remoting_port, supervisor.grpc_port, supervisor.workers))
+    code = await supervisor.supervise(stop)
+    if code == 0:
+        print_line("The Name Server stopped.")
+    return code
