@@ -5,12 +5,15 @@
    (listenPort 10931), all with brokerIP1=127.0.0.1.
 3. Print the route of TopicTest: its queue data and its brokers with master and slave addresses,
    looked up over gRPC and over RocketMQ's remoting protocol (as every RocketMQ client does it).
-4. A broker registers over remoting as a Java broker does (REGISTER_BROKER); its topic is looked up
-   over gRPC. One table, two protocols.
-5. Stop the slave (SIGTERM: it unregisters) and show the route without it.
+4. broker-c registers over remoting as a Java 5.x broker does (REGISTER_BROKER with its whole topic
+   table: the system topics its ``TopicConfigManager`` creates and java-topic); java-topic is looked
+   up over gRPC and over remoting. One table, two protocols. broker-c then closes its connection and
+   the NameServer removes it at once (S15).
+5. Stop the slave (SIGTERM: it unregisters) and show the route without it, over gRPC and remoting.
 6. Stop everything with SIGTERM and check that every process exited 0.
 
-Exit code 0 when all of that happened; 1 with the reason otherwise.
+Exit code 0 when all of that happened; 1 with the reason otherwise (one line, ``demo failed: ...``).
+Run by ``tests/test_demo.py``.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv.v1 import name_server_service_pb2_grpc as ns_grpc
 from namesrv.v1 import types_pb2
 from namesrv_grpc.cli import parse_boot_line
-from namesrv_grpc.core.model import DataVersion, TopicConfig
+from namesrv_grpc.core.model import PERM_INHERIT, PERM_READ, PERM_WRITE, DataVersion, TopicConfig
 from namesrv_grpc.remoting import bodies
 from namesrv_grpc.remoting.client import RemotingClient
 from namesrv_grpc.remoting.codes import RequestCode, ResponseCode
@@ -70,11 +73,39 @@ async def remoting_lookup(port: int, topic: str) -> bytes:
     return answer.body
 
 
-async def remoting_broker(port: int, stop: asyncio.Event, registered: asyncio.Event) -> None:
-    """broker-c registers over remoting exactly as a Java broker does, and stays connected until ``stop``."""
-    body = bodies.encode_register_broker_body(
-        {"java-topic": TopicConfig("java-topic", 2, 2)}, DataVersion(0, int(time.time() * 1000), 1), compressed=True
-    )
+def java_broker_topics(cluster: str, broker: str) -> dict[str, TopicConfig]:
+    """The topic table a fresh RocketMQ 5.x broker registers with its defaults and
+    ``traceTopicEnable=true``: the system topics of ``TopicConfigManager.init`` (broker/.../topic/
+    TopicConfigManager.java), in its order. A real broker always registers these with its own
+    topics, so its first registration never holds just one topic (S42)."""
+    both = PERM_READ | PERM_WRITE
+    topics = [
+        TopicConfig("SELF_TEST_TOPIC", 1, 1),
+        TopicConfig("TBW102", 8, 8, PERM_INHERIT | both),  # autoCreateTopicEnable, defaultTopicQueueNums 8
+        TopicConfig("BenchmarkTest", 1024, 1024),
+        TopicConfig(cluster, perm=PERM_INHERIT | both),  # clusterTopicEnable
+        TopicConfig(broker, 1, 1, PERM_INHERIT | both),  # brokerTopicEnable
+        TopicConfig("OFFSET_MOVED_EVENT", 1, 1),
+        TopicConfig("SCHEDULE_TOPIC_XXXX", 18, 18),  # SCHEDULE_TOPIC_QUEUE_NUM
+        TopicConfig("RMQ_SYS_TRACE_TOPIC", 1, 1),  # traceTopicEnable=true, msgTraceTopicName
+        TopicConfig(f"{cluster}_REPLY_TOPIC", 1, 1),
+        TopicConfig(f"rmq_sys_REVIVE_LOG_{cluster}", 8, 8),  # reviveQueueNum 8
+        TopicConfig(f"rmq_sys_SYNC_BROKER_MEMBER_{broker}", 1, 1, PERM_INHERIT),
+        TopicConfig("RMQ_SYS_TRANS_HALF_TOPIC", 1, 1),
+        TopicConfig("RMQ_SYS_TRANS_OP_HALF_TOPIC", 1, 1),
+        TopicConfig("rmq_sys_wheel_timer", 1, 1),  # timerWheelEnable
+    ]
+    return {topic.topic_name: topic for topic in topics}
+
+
+async def remoting_broker(port: int, route: Callable[[str], types_pb2.TopicRouteData]) -> None:
+    """broker-c registers over remoting exactly as a Java 5.x broker does (compressed body, whole topic
+    table), java-topic is looked up over gRPC (``route``, run in a thread) and over remoting while
+    broker-c stays connected, then broker-c closes its connection. Raises RuntimeError when the
+    NameServer refuses the registration or a lookup fails."""
+    topics = java_broker_topics("DefaultCluster", "broker-c")
+    topics["java-topic"] = TopicConfig("java-topic", 2, 2)
+    body = bodies.encode_register_broker_body(topics, DataVersion(0, int(time.time() * 1000), 1), compressed=True)
     header = {
         "clusterName": "DefaultCluster",
         "brokerName": "broker-c",
@@ -87,9 +118,19 @@ async def remoting_broker(port: int, stop: asyncio.Event, registered: asyncio.Ev
     async with await RemotingClient.connect("127.0.0.1", port) as client:
         answer = await client.request(RequestCode.REGISTER_BROKER, header, body)
         if answer.code != ResponseCode.SUCCESS:
-            raise RuntimeError(f"REGISTER_BROKER over remoting: code {answer.code} {answer.remark}")
-        registered.set()
-        await stop.wait()
+            raise RuntimeError(f"REGISTER_BROKER of broker-c over remoting: code {answer.code} {answer.remark}")
+        print(f"broker-c registered {len(topics)} topics ({len(topics) - 1} system topics and java-topic).")
+        print("Over gRPC:")
+        print_route("java-topic", await asyncio.to_thread(route, "java-topic"))
+        print("\nOver RocketMQ remoting:")
+        print(f"  {(await remoting_lookup(port, 'java-topic')).decode()}")
+        print("\nbroker-c closes its connection: the NameServer removes it at once (S15).")
+
+
+def reason(exc: BaseException) -> str:
+    """What went wrong, never empty: the message, or the exception's type when it has none
+    (``asyncio.wait_for`` raises a bare TimeoutError)."""
+    return str(exc) or f"{type(exc).__name__} (no message)"
 
 
 def wait_for(what: str, check: Callable[[], bool], timeout: float = 20) -> None:
@@ -142,6 +183,12 @@ def main() -> int:
                     except grpc.RpcError:
                         return None
 
+                def known_route(topic: str) -> types_pb2.TopicRouteData:
+                    found = route(topic)
+                    if found is None:
+                        raise RuntimeError(f"PickupTopicRoute found no route of {topic}")
+                    return found
+
                 def broker_a_addrs() -> dict[int, str]:
                     r = route("TopicTest")
                     return dict(r.broker_datas[0].broker_addrs) if r and r.broker_datas else {}
@@ -149,22 +196,14 @@ def main() -> int:
                 wait_for("broker-a master and slave", lambda: len(broker_a_addrs()) == 2)
                 wait_for("broker-b", lambda: route("test_order_message_topic") is not None)
                 print("\nOver gRPC (PickupTopicRoute on the gRPC port):")
-                print_route("TopicTest", route("TopicTest"))  # type: ignore[arg-type]
-                print_route("TBW102", route("TBW102"))  # type: ignore[arg-type]
+                print_route("TopicTest", known_route("TopicTest"))
+                print_route("TBW102", known_route("TBW102"))
                 print(f"\nOver RocketMQ remoting (GET_ROUTEINFO_BY_TOPIC on port {ports['remoting']}), the body a")
                 print("RocketMQ 5.x client, mqadmin or the Dashboard receives (clients before 4.9.4 get {0:...} keys):")
                 print(f"  {asyncio.run(remoting_lookup(ports['remoting'], 'TopicTest')).decode()}")
 
-                print("\nbroker-c registers over remoting as a Java broker does; its topic over gRPC:")
-                loop = asyncio.new_event_loop()
-                stop_broker_c, broker_c_registered = asyncio.Event(), asyncio.Event()
-                broker_c = loop.create_task(remoting_broker(ports["remoting"], stop_broker_c, broker_c_registered))
-                loop.run_until_complete(asyncio.wait_for(broker_c_registered.wait(), 10))
-                print_route("java-topic", route("java-topic"))  # type: ignore[arg-type]
-                print("broker-c closes its connection: the NameServer removes it at once (S15).")
-                stop_broker_c.set()
-                loop.run_until_complete(broker_c)
-                loop.close()
+                print("\nbroker-c registers over remoting as a Java broker does; java-topic on both doors:")
+                asyncio.run(remoting_broker(ports["remoting"], known_route))
                 wait_for("broker-c to leave", lambda: route("java-topic") is None, timeout=5)
                 print("java-topic has no route any more.")
 
@@ -174,9 +213,12 @@ def main() -> int:
                 if slave.wait(15) != 0:
                     raise RuntimeError(f"broker-a slave agent exited {slave.returncode}")
                 wait_for("the slave to leave the route", lambda: list(broker_a_addrs()) == [0])
-                print_route("TopicTest", route("TopicTest"))  # type: ignore[arg-type]
-        except (TimeoutError, RuntimeError, OSError, ValueError) as exc:
-            print(f"demo failed: {exc}", file=sys.stderr)
+                print("Over gRPC:")
+                print_route("TopicTest", known_route("TopicTest"))
+                print("\nOver RocketMQ remoting:")
+                print(f"  {asyncio.run(remoting_lookup(ports['remoting'], 'TopicTest')).decode()}")
+        except Exception as exc:  # any failure: its reason, once
+            print(f"demo failed: {reason(exc)}", file=sys.stderr)
             return 1
         finally:
             print("\nStopping everything ...")

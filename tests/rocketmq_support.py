@@ -18,6 +18,7 @@ import contextlib
 import fcntl
 import hashlib
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -360,6 +361,26 @@ def start_java_namesrv(
         props=_logback("namesrv"),
         jvm_flags=jvm_flags,
     )
+
+
+def java_namesrv_printed_config(version: str, workdir: Path, timeout: float = 120) -> dict[str, str]:
+    """What ``mqnamesrv -p`` of ``version`` prints (``NamesrvStartup -p``: every key of its
+    ``NamesrvConfig``, ``NettyServerConfig`` and ``NettyClientConfig`` with its value, the keys an
+    operator's ``namesrv.conf`` may hold), as key -> value. 5.x prints them on the console; raises
+    RuntimeError with the output when the JVM fails or prints none."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    command = _java_command(
+        version, workdir, "org.apache.rocketmq.namesrv.NamesrvStartup", ["-p"], 128, _logback("namesrv")
+    )
+    done = subprocess.run(
+        command, capture_output=True, text=True, timeout=timeout, cwd=workdir, env=_java_env(workdir, None)
+    )
+    printed = dict(re.findall(r" - ([A-Za-z][\w.]*)=(.*)$", done.stdout, re.MULTILINE))
+    if done.returncode != 0 or not printed:
+        raise RuntimeError(
+            f"NamesrvStartup -p of {version} failed (exit {done.returncode}):\n{done.stdout}{done.stderr}"
+        )
+    return printed
 
 
 def broker_conf(

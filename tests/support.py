@@ -104,10 +104,11 @@ class Stubs:
         self.health = health_pb2_grpc.HealthStub(self.channel)
 
 
-def spawn_namesrv(workdir: Path, *extra: str, health_port: int = 0) -> NamesrvProcess:
+def spawn_namesrv(workdir: Path, *extra: str, health_port: int = 0, cpus: set[int] | None = None) -> NamesrvProcess:
     """Start a NameServer process (kv config and config store inside ``workdir``), wait until it
     answers health checks (on ``health_port`` when given: pass ``--health-port`` with it in ``extra``
-    when the gRPC port speaks TLS); raise RuntimeError with its stderr when it does not start in 20 s."""
+    when the gRPC port speaks TLS); raise RuntimeError with its stderr when it does not start in 20 s.
+    ``cpus``: the CPUs it may run on (``os.sched_setaffinity``)."""
     workdir.mkdir(parents=True, exist_ok=True)
     args = [
         sys.executable, "-m", "namesrv_grpc", "--host", "127.0.0.1", "--port", "0", "--remoting-port", "0",
@@ -116,7 +117,14 @@ def spawn_namesrv(workdir: Path, *extra: str, health_port: int = 0) -> NamesrvPr
         *extra,
     ]  # fmt: skip
     with (workdir / "namesrv.stderr").open("a") as stderr:
-        process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=stderr, text=True, env=_env())
+        process = subprocess.Popen(
+            args,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+            env=_env(),
+            preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None,
+        )
     assert process.stdout is not None
     line = process.stdout.readline()
     if "boot success" not in line:

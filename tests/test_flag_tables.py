@@ -2,7 +2,10 @@
 they cannot drift apart again (issue 22: ``namesrv``'s table had lost ``--log-level``).
 
 Every option of a parser must appear in its table (one of its spellings, ``-c`` or
-``--config-file``), and every flag a table names must be an option of that parser.
+``--config-file``), and every flag a table names must be an option of that parser. For ``namesrv``
+the defaults agree too (issue 28: ``--help`` said 10000 ms where ``-p`` and the docs said 5000):
+every flag's help names its key and default, which must be what ``namesrv -p`` prints, and so must
+every default the table gives as a value.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import pytest
 from broker_agent import cli as agent_cli
 from namesrv_grpc import admin_cli, snapshot_cli
 from namesrv_grpc import cli as namesrv_cli
-from tests.support import ROOT
+from tests.support import ROOT, run_cli
 
 FLAG = re.compile(r"(?<![\w-])(--?[a-zA-Z][a-zA-Z0-9-]*)")
 
@@ -98,3 +101,82 @@ def test_the_check_sees_a_missing_flag(tmp_path: Path) -> None:
     documented = table_flags(document, "## Options")
     assert documented == {"-c"}
     assert [s for s in parser_options(parser) if not documented & set(s)] == [["--log-level"]]
+
+
+# ------------------------------------------------------------------ defaults: --help, -p and the docs
+
+
+HELP_DEFAULT = re.compile(r"\((?P<key>[\w.]+), default (?P<value>[^;:)]+)")
+"""How a ``namesrv`` flag's help names its key and default: ``(scanNotActiveBrokerInterval, default 5000)``."""
+
+
+@pytest.fixture(scope="module")
+def effective_defaults() -> dict[str, str]:
+    """What ``namesrv -p`` prints with no file and no flags, home directory as ``~``, empty as ``none``
+    (how --help and the docs write them)."""
+    printed = run_cli("namesrv_grpc", "-p")
+    assert printed.returncode == 0, printed.stderr
+    home = str(Path.home())
+    shown = {}
+    for line in printed.stdout.splitlines():
+        key, _, value = line.partition("=")
+        if value == home or value.startswith(home + "/"):
+            value = "~" + value[len(home) :]
+        shown[key] = value or "none"
+    return shown
+
+
+def test_namesrv_help_defaults_are_the_effective_defaults(effective_defaults: dict[str, str]) -> None:
+    """Issue 28: --help said the scan interval defaults to 10000 while -p printed 5000."""
+    actions = {action.dest: action for action in namesrv_cli.build_parser()._actions}
+    for dest, key in namesrv_cli.FLAG_KEYS.items():
+        help_text = actions[dest].help or ""
+        match = HELP_DEFAULT.search(help_text)
+        assert match, f"--{dest.replace('_', '-')}: its help names no '({key}, default ...)': {help_text!r}"
+        assert match["key"] == key, help_text
+        assert match["value"] == effective_defaults[key], (dest, help_text, effective_defaults[key])
+    log_level = actions["log_level"]
+    assert f"(default {log_level.default})" in (log_level.help or "")
+
+
+def namesrv_table_rows() -> list[list[str]]:
+    """The cells of each row of ``namesrv``'s table in docs/configuration.md."""
+    lines = (ROOT / "docs" / "configuration.md").read_text().splitlines()
+    start = lines.index("## `namesrv` (also `python -m namesrv_grpc`)")
+    rows = []
+    for line in lines[start + 1 :]:
+        if line.startswith("|"):
+            rows.append([cell.strip() for cell in line.strip("|").split("|")])
+        elif rows:
+            break
+    return rows[2:]
+
+
+DOCUMENTED_DEFAULT = re.compile(r"(?P<values>`[^`]*`(?:, `[^`]*`)*)(?: \(.*\))?")
+"""A default cell holding values only (``5000`` (ms), ``65536``, ``32768`` (bytes)); other cells (a
+link, ``off``, ``host:port``) are prose and not compared."""
+
+
+def test_namesrv_docs_defaults_are_the_effective_defaults(effective_defaults: dict[str, str]) -> None:
+    compared = 0
+    for flag_cell, key_cell, default_cell, _ in namesrv_table_rows():
+        keys = re.findall(r"`([^`]*)`", key_cell)
+        match = DOCUMENTED_DEFAULT.fullmatch(default_cell)
+        if match is None:
+            continue
+        values = re.findall(r"`([^`]*)`", match["values"])
+        if not keys:  # a flag without a key: its argparse default
+            flags = re.findall(r"`(--?[\w-]+)", flag_cell)
+            defaults = {a.default for a in namesrv_cli.build_parser()._actions if set(a.option_strings) & set(flags)}
+            assert defaults == set(values), (flag_cell, default_cell)
+            compared += 1
+            continue
+        if len(values) == 1:
+            values = values * len(keys)
+        assert len(values) == len(keys), f"{key_cell}: {len(keys)} keys, {len(values)} defaults"
+        for key, value in zip(keys, values, strict=True):
+            assert effective_defaults[key] == value, (
+                f"docs/configuration.md: {key} defaults to {value}, -p says {effective_defaults[key]}"
+            )
+            compared += 1
+    assert compared >= 25  # the check reads the table (a changed layout must not make it compare nothing)

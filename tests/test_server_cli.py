@@ -219,10 +219,11 @@ def test_s27_config_file_drives_the_running_server(tmp_path: Path) -> None:
         assert server.stop() == 0
 
 
-def test_unknown_key_in_config_file_is_a_warning(tmp_path: Path) -> None:
+def test_unknown_key_in_config_file_is_a_warning_with_allow_unknown_keys(tmp_path: Path) -> None:
+    """Without the flag it is refused (tests/test_config_keys.py)."""
     conf = tmp_path / "namesrv.conf"
     conf.write_text("listenPort=9999\nnoSuchRocketMqKey=1\n", encoding="utf-8")
-    result = run_cli("namesrv_grpc", "-c", str(conf), "-p")
+    result = run_cli("namesrv_grpc", "-c", str(conf), "--allow-unknown-keys", "-p")
     assert result.returncode == 0, result.stderr
     assert parse_properties_output(result.stdout)["listenPort"] == "9999"
     assert "noSuchRocketMqKey" in result.stderr

@@ -1,7 +1,9 @@
 """``namesrv`` / ``python -m namesrv_grpc``: start a NameServer (RocketMQ ``NamesrvStartup``, S27).
 
 Exit codes: 0 after an orderly shutdown (SIGTERM/SIGINT) or ``-p``; 2 for bad configuration (one
-line on stderr naming file, key and problem); 1 when the port cannot be bound.
+line on stderr naming file, key and problem; an unknown key in ``-c FILE`` is one, unless
+``--allow-unknown-keys``); 1 when the port cannot be bound. The defaults ``--help`` shows are the
+:class:`~namesrv_grpc.config.NamesrvConfig` defaults ``-p`` prints.
 """
 
 from __future__ import annotations
@@ -9,12 +11,19 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from namesrv_grpc.config import NamesrvConfig, apply_properties, check_security_settings
+from namesrv_grpc.config import (
+    JAVA_ONLY_KEYS,
+    NamesrvConfig,
+    UnknownKeyError,
+    apply_properties,
+    check_security_settings,
+)
 from namesrv_grpc.core.kvconfig import KVConfigFileError, load_config_table
 from namesrv_grpc.pipes import quiet_broken_pipe
 from namesrv_grpc.processes import supervisor
@@ -25,69 +34,127 @@ from namesrv_grpc.security.tls import TlsFileError
 log = logging.getLogger("namesrv")
 
 
+LOG_LEVEL_DEFAULT = "INFO"
+
+
+def shown_default(key: str) -> str:
+    """The default of RocketMQ key ``key`` as ``--help`` shows it: what ``namesrv -p`` prints without
+    ``-c`` or flags (:class:`NamesrvConfig`'s default), the home directory as ``~``, an empty value
+    as ``none``."""
+    value = NamesrvConfig().to_properties()[key]
+    home = os.path.expanduser("~")
+    if value == home or value.startswith(home + os.sep):
+        value = "~" + value[len(home) :]
+    return value or "none"
+
+
 def build_parser() -> argparse.ArgumentParser:
-    """The command line of CONTRACT.md ("Programs")."""
+    """The command line of CONTRACT.md ("Programs"). Every flag with a RocketMQ key ends its help with
+    ``(KEY, default VALUE ...)``, VALUE from :func:`shown_default`."""
+
+    def key_help(text: str, key: str, note: str = "") -> str:
+        return f"{text} ({key}, default {shown_default(key)}{note})"
+
     parser = argparse.ArgumentParser(
         prog="namesrv",
         description="Apache RocketMQ NameServer (route registry): RocketMQ remoting and gRPC.",
         epilog="Command-line flags override -c FILE, which overrides the built-in defaults.",
     )
     parser.add_argument(
-        "-c", "--config-file", metavar="FILE", type=Path, help="Java properties file with RocketMQ keys"
+        "-c",
+        "--config-file",
+        metavar="FILE",
+        type=Path,
+        help="Java properties file with RocketMQ keys (a Java NameServer's namesrv.conf works); "
+        "an unknown key close to a known one is refused, naming it (other unknown keys are warnings)",
+    )
+    parser.add_argument(
+        "--allow-unknown-keys",
+        action="store_true",
+        help="start although -c FILE has unknown keys close to known ones: each is warned about and ignored",
     )
     parser.add_argument("-p", "--print-config", action="store_true", help="print the effective configuration and exit")
-    parser.add_argument("--host", help="address to listen on (bindAddress, default 0.0.0.0)")
-    parser.add_argument("--port", type=int, help="gRPC port (grpcServerPort, default 8081; 0 = any free port)")
+    parser.add_argument("--host", help=key_help("address to listen on", "bindAddress"))
+    parser.add_argument("--port", type=int, help=key_help("gRPC port", "grpcServerPort", "; 0 = any free port"))
     parser.add_argument(
         "--remoting-port",
         type=int,
-        help="RocketMQ remoting port for brokers, clients and mqadmin (listenPort, default 9876; 0 = any free port)",
+        help=key_help("RocketMQ remoting port for brokers, clients and mqadmin", "listenPort", "; 0 = any free port"),
     )
-    parser.add_argument("--metrics-port", type=int, help="Prometheus /metrics port (metricsPort; 0 = off)")
-    parser.add_argument("--kv-config-path", help="KV config file (kvConfigPath, default ~/namesrv/kvConfig.json)")
-    parser.add_argument("--config-store-path", help="where UpdateNamesrvConfig persists (configStorePath)")
+    parser.add_argument("--metrics-port", type=int, help=key_help("Prometheus /metrics port", "metricsPort", ": off"))
+    parser.add_argument("--kv-config-path", help=key_help("KV config file", "kvConfigPath"))
+    parser.add_argument("--config-store-path", help=key_help("where UpdateNamesrvConfig persists", "configStorePath"))
     parser.add_argument(
         "--scan-not-active-broker-interval",
         type=int,
         metavar="MS",
-        help="expiry scan period in ms (default 10000)",
+        help=key_help("expiry scan period in ms", "scanNotActiveBrokerInterval"),
     )
     parser.add_argument(
-        "--order-message-enable", action="store_const", const=True, help="routes carry orderTopicConf (S19)"
+        "--order-message-enable",
+        action="store_const",
+        const=True,
+        help=key_help("routes carry orderTopicConf, S19", "orderMessageEnable"),
     )
-    parser.add_argument("--snapshot-dir", metavar="DIR", help="route snapshots, Parquet (snapshotDir)")
+    parser.add_argument("--snapshot-dir", metavar="DIR", help=key_help("route snapshots, Parquet", "snapshotDir"))
     parser.add_argument(
         "--snapshot-interval",
         type=int,
         metavar="SECONDS",
-        help="export a route snapshot every SECONDS (snapshotInterval; default 0 = only on demand)",
+        help=key_help("export a route snapshot every SECONDS", "snapshotInterval", ": only on demand"),
     )
     parser.add_argument(
         "--snapshot-retention",
         type=int,
         metavar="HOURS",
-        help="delete snapshots older than HOURS, never the newest (snapshotRetentionHours; default 168, 0 = keep)",
+        help=key_help(
+            "delete snapshots older than HOURS, never the newest", "snapshotRetentionHours", "; 0 = keep all"
+        ),
     )
-    parser.add_argument("--snapshot-namesrv-id", metavar="ID", help="identity in snapshots (default host:port)")
+    parser.add_argument(
+        "--snapshot-namesrv-id",
+        metavar="ID",
+        help=key_help("identity in snapshots", "snapshotNamesrvId", ": host:port"),
+    )
     security = parser.add_argument_group("security (docs/security.md)")
-    security.add_argument("--tls-cert-file", metavar="FILE", help="serve TLS with this certificate chain, PEM")
-    security.add_argument("--tls-key-file", metavar="FILE", help="private key of --tls-cert-file, PEM")
     security.add_argument(
-        "--tls-client-ca-file", metavar="FILE", help="clients must present a certificate signed by these CAs (mTLS)"
+        "--tls-cert-file",
+        metavar="FILE",
+        help=key_help("serve TLS with this certificate chain, PEM", "tls.server.certPath", ": plaintext"),
     )
-    security.add_argument("--acl-file", metavar="FILE", help="accounts and what they may do, YAML (absent = open)")
-    security.add_argument("--audit-log-file", metavar="FILE", help="also append audit lines to this file")
     security.add_argument(
-        "--health-port", type=int, metavar="PORT", help="plaintext port serving only grpc.health.v1 (0 = off)"
+        "--tls-key-file", metavar="FILE", help=key_help("private key of --tls-cert-file, PEM", "tls.server.keyPath")
+    )
+    security.add_argument(
+        "--tls-client-ca-file",
+        metavar="FILE",
+        help=key_help("mTLS: clients must present a certificate signed by these CAs", "tls.server.trustCertPath"),
+    )
+    security.add_argument(
+        "--acl-file",
+        metavar="FILE",
+        help=key_help("accounts and what they may do, YAML", "aclFile", ": open"),
+    )
+    security.add_argument(
+        "--audit-log-file", metavar="FILE", help=key_help("also append audit lines to this file", "auditLogFile")
+    )
+    security.add_argument(
+        "--health-port",
+        type=int,
+        metavar="PORT",
+        help=key_help("plaintext port serving only grpc.health.v1", "healthPort", ": off"),
     )
     parser.add_argument(
         "--workers",
         type=int,
         metavar="N",
-        help="serving processes answering both ports (serverWorkerProcesses; default 0 = one per CPU this "
-        "process may use, the cgroup CPU quota included)",
+        help=key_help(
+            "serving processes answering both ports", "serverWorkerProcesses", ": one per CPU this process may use"
+        ),
     )
-    parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default INFO)")
+    parser.add_argument(
+        "--log-level", default=LOG_LEVEL_DEFAULT, help=f"DEBUG, INFO, WARNING or ERROR (default {LOG_LEVEL_DEFAULT})"
+    )
     return parser
 
 
@@ -116,13 +183,22 @@ FLAG_KEYS = {
 
 
 def load_config(args: argparse.Namespace) -> tuple[NamesrvConfig, list[str]]:
-    """Defaults, then ``-c FILE``, then flags. Raises ConfigError; returns the config and warnings."""
+    """Defaults, then ``-c FILE``, then flags. Raises ConfigError (an unknown key in the file too,
+    unless ``--allow-unknown-keys``); returns the config and warnings (the unknown keys ignored)."""
     config = NamesrvConfig()
     warnings: list[str] = []
     if args.config_file is not None:
-        config, warnings = apply_properties(
-            config, read_properties(args.config_file), str(args.config_file), strict=False
-        )
+        try:
+            config, warnings = apply_properties(
+                config,
+                read_properties(args.config_file),
+                str(args.config_file),
+                strict=False if args.allow_unknown_keys else "typos",
+            )
+        except UnknownKeyError as exc:
+            raise ConfigError(
+                exc.source, exc.key, f"{exc.problem}; start with --allow-unknown-keys to ignore unknown keys"
+            ) from None
     flags = {key: str(getattr(args, dest)) for dest, key in FLAG_KEYS.items() if getattr(args, dest) is not None}
     if args.tls_client_ca_file is not None:
         flags["tls.server.need.client.auth"] = "require"  # CONTRACT: given = clients must present a certificate
@@ -144,6 +220,8 @@ def config_origin(args: argparse.Namespace, config: NamesrvConfig) -> list[tuple
         parts.append("flags " + " ".join(flags))
     store = Path(config.config_store_path).expanduser().resolve()
     lines = [(logging.INFO, f"configuration from {' + '.join(parts)}")]
+    if config.java_only:
+        lines.append((logging.INFO, java_only_line(config)))
     if args.config_file is not None and Path(args.config_file).resolve() == store:
         lines.append(
             (
@@ -169,6 +247,16 @@ def config_origin(args: argparse.Namespace, config: NamesrvConfig) -> list[tuple
             )
         )
     return lines
+
+
+def java_only_line(config: NamesrvConfig) -> str:
+    """The one line naming the keys of the Java NameServer given that have no effect here
+    (:data:`~namesrv_grpc.config.JAVA_ONLY_KEYS`)."""
+    classes = sorted({JAVA_ONLY_KEYS[key].java_class for key in config.java_only})
+    return (
+        f"keys of the Java NameServer's {' and '.join(classes)} with no effect here (kept as given; "
+        f"docs/configuration.md): {', '.join(sorted(config.java_only))}"
+    )
 
 
 @quiet_broken_pipe

@@ -1,18 +1,24 @@
 """The NameServer's configuration, keyed by RocketMQ's names (``NamesrvConfig``, ``NettyServerConfig``).
 
 Precedence: built-in defaults < ``-c FILE`` (Java properties) < command-line flags (S27).
-Unknown keys in a file are warned about, not fatal (CONTRACT.md). Values are checked by type and
-range; a bad one is a :class:`~namesrv_grpc.properties.ConfigError` naming file, key and problem.
+Three kinds of key: the keys of :data:`KEYS` (used here, and every key of RocketMQ's
+``NamesrvConfig``); the keys of :data:`JAVA_ONLY_KEYS` (RocketMQ's ``NettyServerConfig`` and
+``NettyClientConfig`` keys this NameServer has no use for: accepted, kept as given, no effect); and
+unknown keys, refused with the nearest known key named (:class:`UnknownKeyError`), or only warned
+about with ``namesrv --allow-unknown-keys``. Values are checked by type and range; a bad one is a
+:class:`~namesrv_grpc.properties.ConfigError` naming file, key and problem.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import io
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 import jproperties
 
@@ -155,14 +161,19 @@ class NamesrvConfig:
     """RocketMQ 5.x ``NamesrvConfig`` keys accepted so a Java NameServer's file starts this one
     unchanged, without effect here (docs/rocketmq-5x.md says why): requests are served by one event
     loop and worker threads, not by Java thread pools with bounded queues."""
+    java_only: dict[str, str] = field(default_factory=dict)
+    """Keys of :data:`JAVA_ONLY_KEYS` given (``-c FILE``, ``UpdateNamesrvConfig``) -> their text as
+    given: no effect here; kept, printed and persisted as RocketMQ's ``Configuration`` keeps the keys
+    of its file. Replaced, never changed in place."""
 
     def to_properties(self) -> dict[str, str]:
-        """The configuration as RocketMQ key -> text, sorted by key (``-p``, ``GetNamesrvConfig``)."""
-        result = {}
-        for key in sorted(KEYS):
+        """The configuration as RocketMQ key -> text, sorted by key (``-p``, ``GetNamesrvConfig``):
+        every key of :data:`KEYS`, and the keys of :data:`JAVA_ONLY_KEYS` that were given."""
+        result = dict(self.java_only)
+        for key in KEYS:
             value = getattr(self, KEYS[key].attribute)
             result[key] = str(value).lower() if isinstance(value, bool) else str(value)
-        return result
+        return dict(sorted(result.items()))
 
     def blacklisted_keys(self) -> set[str]:
         """Keys of ``configBlackList`` (``;``-separated), always including the three defaults and
@@ -196,6 +207,22 @@ def _int_parser(low: int, high: int) -> Callable[[str], int]:
         return value
 
     return parse
+
+
+def _zero_is(default: int, low: int, high: int) -> Callable[[str], int]:
+    """A number from ``low`` to ``high``, or ``0`` meaning ``default``: RocketMQ's water marks are 0
+    unless set, which leaves Netty's defaults (``NettyRemotingServer``), so Java's ``0`` reads as them."""
+    parse = _int_parser(low, high)
+
+    def parse_or_default(text: str) -> int:
+        if text.strip() == "0":
+            return default
+        try:
+            return parse(text)
+        except ValueError as exc:
+            raise ValueError(f"{exc} (or 0: Netty's default, {default})") from None
+
+    return parse_or_default
 
 
 def _choice(*choices: str) -> Callable[[str], str]:
@@ -379,13 +406,14 @@ KEYS: dict[str, _Key] = {
     ),
     "writeBufferHighWaterMark": _Key(
         "write_buffer_high_water_mark",
-        _int_parser(1024, 1024 * 1024 * 1024),
-        "bytes of answers waiting on one remoting connection above which it is not read",
+        _zero_is(64 * 1024, 1024, 1024 * 1024 * 1024),
+        "bytes of answers waiting on one remoting connection above which it is not read (0: Netty's 65536)",
     ),
     "writeBufferLowWaterMark": _Key(
         "write_buffer_low_water_mark",
-        _int_parser(0, 1024 * 1024 * 1024),
-        "a paused remoting connection is read again when its waiting answers fall to this many bytes",
+        _zero_is(32 * 1024, 1, 1024 * 1024 * 1024),
+        "a paused remoting connection is read again when its waiting answers fall to this many bytes "
+        "(0: Netty's 32768)",
     ),
     "remotingPartialFramesMaxBytes": _Key(
         "remoting_partial_frames_max_bytes",
@@ -435,7 +463,103 @@ KEYS: dict[str, _Key] = {
     "defaultThreadPoolQueueCapacity": _Key("default_thread_pool_queue_capacity", _int_parser(1, 2**31 - 1), NO_OP_NOTE),
     "unRegisterBrokerQueueCapacity": _Key("un_register_broker_queue_capacity", _int_parser(1, 2**31 - 1), NO_OP_NOTE),
 }
-"""Every configuration key, in RocketMQ spelling."""
+"""Every configuration key used here (and every key of RocketMQ 5.x's ``NamesrvConfig``), in RocketMQ spelling."""
+
+
+def _java_int(bits: int) -> Callable[[str], str]:
+    """Java's ``Integer.parseInt`` (``bits`` 32) or ``Long.parseLong`` (64): an optional sign and
+    ASCII digits, in range. Returns the text (stripped); raises ValueError."""
+    low, high = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+
+    def parse(text: str) -> str:
+        value = text.strip()
+        if not re.fullmatch(r"[+-]?[0-9]+", value) or not low <= int(value) <= high:
+            raise ValueError(
+                f"must be a whole number from {low} to {high} (Java's {'int' if bits == 32 else 'long'}), got {text!r}"
+            )
+        return value
+
+    return parse
+
+
+def _java_bool(text: str) -> str:
+    """``true`` or ``false`` in any case (Java's ``Boolean.parseBoolean`` reads anything else as false:
+    refused here, as for every boolean key), returned in lower case."""
+    return str(_parse_bool(text)).lower()
+
+
+@dataclass(frozen=True, slots=True)
+class JavaOnlyKey:
+    """A key of the Java NameServer's configuration that has no use here."""
+
+    java_class: str
+    """Where RocketMQ declares it: ``NettyServerConfig`` or ``NettyClientConfig``."""
+    check: Callable[[str], str]
+    """Checks the text as Java reads it (int, long, boolean or String); returns the text kept (stripped,
+    a boolean in lower case); raises ValueError."""
+    why: str
+    """Why it has no effect here, or what does its job (docs/configuration.md shows it)."""
+
+
+_INT, _LONG = _java_int(32), _java_int(64)
+_LOOP = "no Netty event-loop groups or executor threads here: one asyncio event loop and worker threads"
+_SOCKET = "the kernel's socket buffer sizes are used (Netty's 0 = not set)"
+_CLIENT = "the Java NameServer's connections to brokers; here only notifyMinBrokerIdChanged makes such connections"
+_NO_SEMAPHORE = "no per-connection semaphores: remotingMaxRequestsInFlight bounds a connection's requests"
+
+JAVA_ONLY_KEYS: dict[str, JavaOnlyKey] = {
+    # NettyServerConfig (RocketMQ 5.5.0), beyond listenPort, bindAddress, serverChannelMaxIdleTimeSeconds
+    # and the water marks, which are KEYS
+    "serverWorkerThreads": JavaOnlyKey("NettyServerConfig", _INT, _LOOP),
+    "serverCallbackExecutorThreads": JavaOnlyKey("NettyServerConfig", _INT, _LOOP),
+    "serverSelectorThreads": JavaOnlyKey("NettyServerConfig", _INT, _LOOP),
+    "serverNettyWorkerGroupEnable": JavaOnlyKey("NettyServerConfig", _java_bool, _LOOP),
+    "useEpollNativeSelector": JavaOnlyKey("NettyServerConfig", _java_bool, "the event loop uses epoll on Linux anyway"),
+    "serverOnewaySemaphoreValue": JavaOnlyKey("NettyServerConfig", _INT, _NO_SEMAPHORE),
+    "serverAsyncSemaphoreValue": JavaOnlyKey("NettyServerConfig", _INT, _NO_SEMAPHORE),
+    "serverSocketSndBufSize": JavaOnlyKey("NettyServerConfig", _INT, _SOCKET),
+    "serverSocketRcvBufSize": JavaOnlyKey("NettyServerConfig", _INT, _SOCKET),
+    "serverSocketBacklog": JavaOnlyKey(
+        "NettyServerConfig", _INT, "the remoting port's accept queue is 1024, Java's default"
+    ),
+    "serverPooledByteBufAllocatorEnable": JavaOnlyKey("NettyServerConfig", _java_bool, "no Netty buffers here"),
+    "enableShutdownGracefully": JavaOnlyKey(
+        "NettyServerConfig", _java_bool, "SIGTERM always drains in-flight calls (shutdownGracePeriodMillis)"
+    ),
+    "shutdownWaitTimeSeconds": JavaOnlyKey("NettyServerConfig", _INT, "see shutdownGracePeriodMillis"),
+    # NettyClientConfig (RocketMQ 5.5.0): NamesrvStartup reads the file into it too
+    "clientWorkerThreads": JavaOnlyKey("NettyClientConfig", _INT, _CLIENT),
+    "clientCallbackExecutorThreads": JavaOnlyKey("NettyClientConfig", _INT, _CLIENT),
+    "clientOnewaySemaphoreValue": JavaOnlyKey("NettyClientConfig", _INT, _CLIENT),
+    "clientAsyncSemaphoreValue": JavaOnlyKey("NettyClientConfig", _INT, _CLIENT),
+    "connectTimeoutMillis": JavaOnlyKey("NettyClientConfig", _INT, _CLIENT),
+    "channelNotActiveInterval": JavaOnlyKey("NettyClientConfig", _LONG, _CLIENT),
+    "clientChannelMaxIdleTimeSeconds": JavaOnlyKey("NettyClientConfig", _INT, _CLIENT),
+    "clientSocketSndBufSize": JavaOnlyKey("NettyClientConfig", _INT, _CLIENT),
+    "clientSocketRcvBufSize": JavaOnlyKey("NettyClientConfig", _INT, _CLIENT),
+    "clientPooledByteBufAllocatorEnable": JavaOnlyKey("NettyClientConfig", _java_bool, _CLIENT),
+    "clientCloseSocketIfTimeout": JavaOnlyKey("NettyClientConfig", _java_bool, _CLIENT),
+    "useTLS": JavaOnlyKey("NettyClientConfig", _java_bool, _CLIENT),
+    "socksProxyConfig": JavaOnlyKey("NettyClientConfig", str.strip, _CLIENT),
+    "disableCallbackExecutor": JavaOnlyKey("NettyClientConfig", _java_bool, _CLIENT),
+    "disableNettyWorkerGroup": JavaOnlyKey("NettyClientConfig", _java_bool, _CLIENT),
+    "maxReconnectIntervalTimeSeconds": JavaOnlyKey("NettyClientConfig", _LONG, _CLIENT),
+    "enableReconnectForGoAway": JavaOnlyKey("NettyClientConfig", _java_bool, _CLIENT),
+    "scanAvailableNameSrv": JavaOnlyKey("NettyClientConfig", _java_bool, _CLIENT),
+    "isScanAvailableNameSrv": JavaOnlyKey(
+        "NettyClientConfig",
+        _java_bool,
+        "the field name Java's namesrv -p prints for scanAvailableNameSrv (Java reads no key of this name)",
+    ),
+}
+"""The keys of the Java NameServer's configuration that this NameServer has no use for, with the Java
+class each belongs to. RocketMQ 5.5.0's ``NamesrvStartup`` reads ``-c FILE`` into ``NamesrvConfig``,
+``NettyServerConfig`` and ``NettyClientConfig`` (``MixAll.properties2Object``: a key per public
+setter of an int, long, boolean or String; ``ControllerConfig`` only with
+``enableControllerInNamesrv=true``, refused here). Every ``NamesrvConfig`` key is in :data:`KEYS`;
+these are the Netty keys that are not (RocketMQ 4.9.7's are a subset). Accepted from ``-c FILE``
+and ``UpdateNamesrvConfig``, checked as Java reads them, kept as given in
+:attr:`NamesrvConfig.java_only` and shown and persisted with the others: they change nothing."""
 
 RESTART_KEYS = frozenset(
     {
@@ -481,31 +605,77 @@ def _check_text(text: str) -> None:
         raise ValueError(f"contains the control character {match.group()!r} at {match.start()}")
 
 
+def nearest_key(key: str) -> str | None:
+    """The known key (:data:`KEYS` or :data:`JAVA_ONLY_KEYS`) closest to ``key`` by ``difflib``
+    (case ignored), or None when none is close (ratio below 0.6)."""
+    known = {name.lower(): name for name in (*KEYS, *JAVA_ONLY_KEYS)}
+    matches = difflib.get_close_matches(key.lower(), list(known), n=1)
+    return known[matches[0]] if matches else None
+
+
+def _shown(key: str) -> str:
+    return key if len(key) <= 64 and not _CONTROL.search(key) else f"{key[:64]!r}"
+
+
+def _hint(key: str) -> str:
+    near = nearest_key(key[:256])
+    return f"did you mean {near}?" if near else "no known key is close"
+
+
+class UnknownKeyError(ConfigError):
+    """Keys that are neither in :data:`KEYS` nor in :data:`JAVA_ONLY_KEYS`; the message names each
+    with the nearest known key (``listenPrt: unknown key (did you mean listenPort?)``). ``keys``:
+    the unknown keys as given."""
+
+    def __init__(self, source: str, keys: list[str]) -> None:
+        self.keys = keys
+        if len(keys) == 1:
+            key, problem = _shown(keys[0]), f"unknown key ({_hint(keys[0])})"
+        else:
+            key = ", ".join(_shown(k) for k in keys)
+            problem = "unknown keys (" + "; ".join(f"{_shown(k)}: {_hint(k)}" for k in keys) + ")"
+        super().__init__(source, key, f"{problem}; every key: docs/configuration.md")
+
+
 def apply_properties(
-    config: NamesrvConfig, properties: Mapping[str, str], source: str, *, strict: bool
+    config: NamesrvConfig, properties: Mapping[str, str], source: str, *, strict: bool | Literal["typos"]
 ) -> tuple[NamesrvConfig, list[str]]:
     """Return a new config with ``properties`` applied, and warnings for unknown keys.
 
-    With ``strict`` an unknown key is an error instead of a warning (``UpdateNamesrvConfig``).
-    Raises ConfigError(source, key, problem) for a bad value (including one longer than
-    :data:`MAX_VALUE_LENGTH` or with a control character such as a newline); ``config`` is never
-    changed. An unknown key is quoted shortened and escaped.
+    Keys of :data:`JAVA_ONLY_KEYS` are checked as Java reads them and kept as given in
+    :attr:`NamesrvConfig.java_only`. With ``strict`` (``UpdateNamesrvConfig``) an unknown key raises
+    :class:`UnknownKeyError` naming every unknown key and the nearest known one; with ``strict``
+    ``"typos"`` (``namesrv -c FILE`` without ``--allow-unknown-keys``) only the unknown keys close
+    to a known one do (a typo such as ``listenPrt``: it would silently leave the default in force),
+    and the others are warnings, as CONTRACT.md has it ("unknown keys are warned about, not
+    fatal"); without ``strict`` every unknown key is a warning (``FILE: KEY: unknown key (did you
+    mean ...), ignored``). Raises ConfigError(source, key,
+    problem) for a bad value (including one longer than :data:`MAX_VALUE_LENGTH` or with a control
+    character such as a newline); ``config`` is never changed. An unknown key is quoted shortened
+    and escaped.
     """
     changes: dict[str, object] = {}
-    warnings: list[str] = []
+    java_only: dict[str, str] = {}
+    unknown: list[str] = []
     for key, text in properties.items():
         spec = KEYS.get(key)
-        if spec is None:
-            shown = key if len(key) <= 64 and not _CONTROL.search(key) else f"{key[:64]!r}"
-            if strict:
-                raise ConfigError(source, shown, f"unknown key; known keys: {', '.join(sorted(KEYS))}")
-            warnings.append(f"{source}: {shown}: unknown key, ignored")
-            continue
         try:
-            _check_text(text)
-            changes[spec.attribute] = spec.parse(text)
+            if spec is not None:
+                _check_text(text)
+                changes[spec.attribute] = spec.parse(text)
+            elif key in JAVA_ONLY_KEYS:
+                _check_text(text)
+                java_only[key] = JAVA_ONLY_KEYS[key].check(text)
+            else:
+                unknown.append(key)
         except ValueError as exc:
             raise ConfigError(source, key, str(exc)) from None
+    typos = [key for key in unknown if nearest_key(key[:256])] if strict == "typos" else unknown
+    if typos and strict:
+        raise UnknownKeyError(source, typos)
+    warnings = [f"{source}: {_shown(key)}: unknown key ({_hint(key)}), ignored" for key in unknown]
+    if java_only:
+        changes["java_only"] = {**config.java_only, **java_only}
     return dataclasses.replace(config, **changes), warnings  # type: ignore[arg-type]
 
 

@@ -1,0 +1,239 @@
+"""One route-table process and N serving processes (docs/performance.md, "Processes"), over real
+sockets: every serving process answers, a write's answer means every serving process holds it
+(read-your-writes), a serving process that dies is replaced and only its own brokers go (S15),
+and a dead route-table process stops ``namesrv`` with one line and a non-zero exit."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import time
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import psutil
+import pytest
+
+from namesrv.v1 import name_server_service_pb2 as ns_pb2
+from namesrv_grpc.core.model import DataVersion, TopicConfig
+from namesrv_grpc.policy import cgroup_cpu_limit, default_worker_processes
+from namesrv_grpc.remoting import bodies
+from namesrv_grpc.remoting.codes import RequestCode, ResponseCode
+from tests.metrics_support import free_port, scrape
+from tests.remoting_support import RemotingTestClient
+from tests.support import LOADED_BOX_SLACK_SECONDS, NamesrvProcess, Stubs, poll_until, running_namesrv, spawn_namesrv
+
+TOPICS = {f"RYW-{i}": TopicConfig(f"RYW-{i}", 4, 4) for i in range(20)}
+
+
+def register(client: RemotingTestClient, name: str, addr: str, topics: dict[str, TopicConfig], counter: int) -> None:
+    """REGISTER_BROKER as a Java broker sends it (plain JSON body); asserts SUCCESS."""
+    body = bodies.encode_register_broker_body(topics, DataVersion(0, counter, counter), compressed=False)
+    fields = {
+        "clusterName": "c1", "brokerName": name, "brokerId": "0", "brokerAddr": addr, "haServerAddr": addr,
+        "compressed": "false", "bodyCrc32": str(zlib.crc32(body) & 0x7FFFFFFF),
+    }  # fmt: skip
+    answer = client.call(RequestCode.REGISTER_BROKER, fields, body)
+    assert answer.code == ResponseCode.SUCCESS, answer.remark
+
+
+def remoting_route(address: str, topic: str) -> dict[str, object] | None:
+    with RemotingTestClient(address) as client:
+        answer = client.call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}, version=479)
+    if answer.code == ResponseCode.TOPIC_NOT_EXIST:
+        return None
+    assert answer.code == ResponseCode.SUCCESS, answer.remark
+    route: dict[str, object] = json.loads(answer.body)
+    return route
+
+
+def grpc_route(address: str, topic: str) -> ns_pb2.PickupTopicRouteResponse | None:
+    with grpc.insecure_channel(address) as channel:
+        try:
+            response: ns_pb2.PickupTopicRouteResponse = Stubs(channel).ns.PickupTopicRoute(
+                ns_pb2.PickupTopicRouteRequest(topic=topic), timeout=5
+            )
+            return response
+        except grpc.RpcError as error:
+            if error.code() != grpc.StatusCode.NOT_FOUND:
+                raise
+            return None
+
+
+def answers_both_doors(server: NamesrvProcess) -> bool:
+    """A new connection on each port gets a route answer (connection errors: not yet)."""
+    try:
+        return (
+            remoting_route(server.remoting_address, "RYW-0") is not None
+            and grpc_route(server.address, "RYW-0") is not None
+        )
+    except (ConnectionError, TimeoutError, grpc.RpcError):
+        return False
+
+
+def serving_pids(server: NamesrvProcess) -> list[int]:
+    children = psutil.Process(server.process.pid).children()
+    return [c.pid for c in children if "serving_process" in " ".join(c.cmdline())]
+
+
+def route_table_pid(server: NamesrvProcess) -> int:
+    (pid,) = [
+        c.pid for c in psutil.Process(server.process.pid).children() if "route_table_process" in " ".join(c.cmdline())
+    ]
+    return pid
+
+
+def holder_of(server: NamesrvProcess, client: RemotingTestClient) -> int:
+    """The pid of the serving process that holds ``client``'s connection."""
+    local_port = client.sock.getsockname()[1]
+    for pid in serving_pids(server):
+        for conn in psutil.Process(pid).net_connections(kind="tcp"):
+            if conn.raddr and conn.raddr.port == local_port:
+                return pid
+    raise AssertionError(f"no serving process holds the connection from port {local_port}")
+
+
+@pytest.fixture
+def two_workers(tmp_path: Path) -> Iterator[NamesrvProcess]:
+    with running_namesrv(tmp_path / "ns", "--workers", "2", "--scan-not-active-broker-interval", "200") as server:
+        yield server
+
+
+def test_boot_line_names_the_serving_processes_and_each_one_is_running(two_workers: NamesrvProcess) -> None:
+    assert len(serving_pids(two_workers)) == 2
+    assert route_table_pid(two_workers)
+
+
+def test_read_your_writes_over_50_other_connections_on_both_doors(two_workers: NamesrvProcess) -> None:
+    """A broker registers over one connection; as soon as the answer arrives, 50 new connections on
+    each door (spread by the kernel over both serving processes) see the route, and then a change."""
+    with RemotingTestClient(two_workers.remoting_address) as broker:
+        register(broker, "broker-a", "10.1.0.1:10911", TOPICS, 1)
+        seen_by = set()
+        for i in range(50):
+            with RemotingTestClient(two_workers.remoting_address) as reader:
+                seen_by.add(holder_of(two_workers, reader))
+                answer = reader.call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": f"RYW-{i % 20}"}, version=479)
+                assert answer.code == ResponseCode.SUCCESS, f"connection {i}: {answer.remark}"
+            assert grpc_route(two_workers.address, f"RYW-{i % 20}") is not None, f"gRPC connection {i}"
+        assert len(seen_by) == 2, "the kernel spread the 50 connections over both serving processes"
+        changed = {**TOPICS, "RYW-3": TopicConfig("RYW-3", 8, 8)}
+        register(broker, "broker-a", "10.1.0.1:10911", changed, 2)
+        for _ in range(50):
+            route = remoting_route(two_workers.remoting_address, "RYW-3")
+            assert route is not None
+            assert route["queueDatas"][0]["readQueueNums"] == 8  # type: ignore[index]
+            response = grpc_route(two_workers.address, "RYW-3")
+            assert response is not None
+            assert response.route.queue_datas[0].read_queue_nums == 8
+
+
+def test_kill_9_of_a_serving_process_removes_only_its_brokers(two_workers: NamesrvProcess) -> None:
+    """Brokers on the other serving process keep their registration; the ones on the killed process
+    are removed as on a closed connection (S15) and come back with their next registration; both
+    ports answer again within 1 s."""
+    clients = [RemotingTestClient(two_workers.remoting_address) for _ in range(12)]
+    try:
+        holders = [holder_of(two_workers, client) for client in clients]
+        assert len(set(holders)) == 2, "12 connections on one serving process: the kernel's hash was unlucky"
+        for i, client in enumerate(clients):
+            register(client, f"broker-{i}", f"10.2.0.{i}:10911", {f"K-{i}": TopicConfig(f"K-{i}", 2, 2), **TOPICS}, 1)
+        victim = holders[0]
+        os.kill(victim, signal.SIGKILL)
+        killed_at = time.monotonic()
+        survivors = [i for i, pid in enumerate(holders) if pid != victim]
+        lost = [i for i, pid in enumerate(holders) if pid == victim]
+        # Both ports answer new connections again within 1 s (a connection the dying process had
+        # accepted in the kernel but not yet taken is reset: a client connects again).
+        poll_until(lambda: answers_both_doors(two_workers), 1 + LOADED_BOX_SLACK_SECONDS)
+        assert time.monotonic() - killed_at < 1 + LOADED_BOX_SLACK_SECONDS
+        poll_until(lambda: all(remoting_route(two_workers.remoting_address, f"K-{i}") is None for i in lost), 5)
+        for i in survivors:
+            assert remoting_route(two_workers.remoting_address, f"K-{i}") is not None, f"broker-{i} was lost"
+        poll_until(lambda: len(serving_pids(two_workers)) == 2 and victim not in serving_pids(two_workers), 10)
+        # The lost brokers come back with their next registration, over a new connection.
+        for i in lost:
+            with RemotingTestClient(two_workers.remoting_address) as again:
+                topics = {f"K-{i}": TopicConfig(f"K-{i}", 2, 2), **TOPICS}
+                register(again, f"broker-{i}", f"10.2.0.{i}:10911", topics, 2)
+                assert remoting_route(two_workers.remoting_address, f"K-{i}") is not None
+    finally:
+        for client in clients:
+            client.close()
+
+
+def test_a_dead_route_table_process_stops_namesrv_with_one_line(tmp_path: Path) -> None:
+    server = spawn_namesrv(tmp_path / "ns", "--workers", "1")
+    try:
+        os.kill(route_table_pid(server), signal.SIGKILL)
+        code = server.process.wait(30)
+    finally:
+        if server.process.poll() is None:
+            server.process.kill()
+    assert code == 1
+    errors = [line for line in server.stderr_path.read_text().splitlines() if " ERROR " in line]
+    assert any("route-table process exited (signal SIGKILL)" in line for line in errors), errors
+    assert not psutil.pid_exists(server.process.pid) or psutil.Process(server.process.pid).status() == "zombie"
+
+
+def test_one_serving_process_serves_both_doors(tmp_path: Path) -> None:
+    with running_namesrv(tmp_path / "ns", "--workers", "1") as server:
+        assert len(serving_pids(server)) == 1
+        with RemotingTestClient(server.remoting_address) as broker:
+            register(broker, "broker-a", "10.3.0.1:10911", TOPICS, 1)
+            assert grpc_route(server.address, "RYW-1") is not None
+            assert remoting_route(server.remoting_address, "RYW-1") is not None
+
+
+def test_metrics_sum_every_process(tmp_path: Path) -> None:
+    """One /metrics for all processes: lookups answered by any serving process are counted once in
+    the sum, and the process count is a metric."""
+    port = free_port()
+    with running_namesrv(tmp_path / "ns", "--workers", "2", "--metrics-port", str(port)) as server:
+        with RemotingTestClient(server.remoting_address) as broker:
+            register(broker, "broker-a", "10.4.0.1:10911", TOPICS, 1)
+            for _ in range(30):
+                assert grpc_route(server.address, "RYW-2") is not None
+            metrics = scrape(f"http://127.0.0.1:{port}/metrics")
+        assert metrics.value("namesrv_processes", role="serving") == 2
+        assert metrics.value("namesrv_processes", role="route_table") == 1
+        assert metrics.value("namesrv_topics") == len(TOPICS)
+        assert metrics.value("namesrv_brokers_live") == 1
+        handled = metrics.value(
+            "grpc_server_handled_total",
+            grpc_service="namesrv.v1.NameServerService",
+            grpc_method="PickupTopicRoute",
+            grpc_code="OK",
+        )
+        assert handled >= 30
+
+
+def test_default_worker_count_follows_affinity_and_the_cgroup_quota(tmp_path: Path) -> None:
+    cpu_max = tmp_path / "cpu.max"
+    cpu_max.write_text("150000 100000\n")
+    assert cgroup_cpu_limit(cpu_max) == 1.5
+    assert default_worker_processes(cpu_max) == min(2, len(os.sched_getaffinity(0)))
+    cpu_max.write_text("max 100000\n")
+    assert cgroup_cpu_limit(cpu_max) is None
+    assert default_worker_processes(cpu_max) == len(os.sched_getaffinity(0))
+    cpu_max.write_text("50000 100000\n")
+    assert default_worker_processes(cpu_max) == 1
+
+
+def test_a_namesrv_pinned_to_one_cpu_starts_one_serving_process(tmp_path: Path) -> None:
+    server = spawn_namesrv(tmp_path / "ns", cpus={min(os.sched_getaffinity(0))})
+    try:
+        assert len(serving_pids(server)) == 1
+    finally:
+        server.stop()
+        server.process.stdout.close()  # type: ignore[union-attr]
+
+
+def test_ports_are_shared_not_taken_twice(two_workers: NamesrvProcess) -> None:
+    """Both serving processes listen on the one remoting port; another program cannot take it."""
+    with socket.socket() as other, pytest.raises(OSError, match="Address already in use"):
+        other.bind(("127.0.0.1", two_workers.remoting_port))
