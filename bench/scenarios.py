@@ -463,10 +463,11 @@ def s4_register_sizes(p: Profile) -> Result:
 
 
 def registration_seconds(metrics_url: str) -> tuple[float, float]:
-    """(sum, count) of ``namesrv_registration_duration_seconds`` scraped from the server."""
+    """(sum, count) of ``namesrv_registration_duration_seconds`` scraped from the server, both doors
+    (``protocol`` label) together."""
     samples = scrape(metrics_url)
-    total = samples["namesrv_registration_duration_seconds_sum"][0][1]
-    count = samples["namesrv_registration_duration_seconds_count"][0][1]
+    total = sum(value for _, value in samples["namesrv_registration_duration_seconds_sum"])
+    count = sum(value for _, value in samples["namesrv_registration_duration_seconds_count"])
     return total, count
 
 

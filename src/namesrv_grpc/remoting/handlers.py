@@ -42,6 +42,8 @@ import logging
 import zlib
 from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from time import perf_counter
 
 from namesrv_grpc.core.compact_topics import CompactTopics
 from namesrv_grpc.core.errors import (
@@ -74,7 +76,18 @@ from namesrv_grpc.security.authz import Guard, Principal
 
 log = logging.getLogger(__name__)
 
-Result = RemotingCommand | Awaitable[RemotingCommand]
+
+@dataclass(frozen=True, slots=True)
+class Unchanged:
+    """What a handler returns for a successful state-changing request that changed nothing: the
+    ``response`` is sent as usual, but no audit line is written (a Java broker's periodic
+    REGISTER_BROKER with nothing new, every 30 s: for such a broker the registration is its
+    heartbeat, and heartbeats are not audited, docs/security.md)."""
+
+    response: RemotingCommand
+
+
+Result = RemotingCommand | Unchanged | Awaitable[RemotingCommand | Unchanged]
 Handler = Callable[[RemotingCommand, RemotingConnection], Result]
 
 OFF_LOOP_BODY_BYTES = 256 * 1024
@@ -351,6 +364,7 @@ class RemotingHandlers:
         self._ns = nameserver
         self.guard = guard or Guard(None, AuditLog())
         self._namesrv_metrics = metrics
+        self._route_lookup_seconds = metrics.route_lookup_seconds["remoting"]
         self.metrics = remoting_metrics
         self._write_lock = asyncio.Lock()
         self._decoders = ThreadPoolExecutor(OFF_LOOP_REGISTRATIONS, thread_name_prefix="remoting-register")
@@ -384,10 +398,16 @@ class RemotingHandlers:
 
     # ------------------------------------------------------------------ dispatch
 
-    def dispatch(self, request: RemotingCommand, connection: RemotingConnection) -> Result:
+    def dispatch(
+        self, request: RemotingCommand, connection: RemotingConnection
+    ) -> RemotingCommand | Awaitable[RemotingCommand]:
         """The answer to ``request``: a response now, or an awaitable of one (large registrations).
         Never raises: domain errors become their response code (:func:`.errors.to_response`), anything
-        unexpected SYSTEM_ERROR (logged with its traceback)."""
+        unexpected SYSTEM_ERROR (logged with its traceback). Every request is counted and timed
+        (``namesrv_remoting_requests_total``, ``namesrv_remoting_request_duration_seconds``), from here
+        to its answer; a state-changing one that succeeded is audited unless its handler answered
+        :class:`Unchanged`."""
+        started = perf_counter()
         handler = self.table.get(request.code)
         if handler is None:
             remark = not_supported_remark(request.code)
@@ -403,30 +423,40 @@ class RemotingHandlers:
             except Exception as exc:
                 response = self._internal_error(request, exc)
             else:
-                if not isinstance(result, RemotingCommand):
-                    return self._finish(request, connection, result, principal)
-                response = result
+                if isinstance(result, RemotingCommand):
+                    response = result
+                elif isinstance(result, Unchanged):
+                    self.metrics.request_handled(request.code, result.response.code, perf_counter() - started)
+                    return result.response
+                else:
+                    return self._finish(request, connection, result, principal, started)
             if response.code == ResponseCode.SUCCESS:
                 access.audit(self.guard, request, connection, principal)
-        self.metrics.request_handled(request.code, response.code)
+        self.metrics.request_handled(request.code, response.code, perf_counter() - started)
         return response
 
     async def _finish(
         self,
         request: RemotingCommand,
         connection: RemotingConnection,
-        pending: Awaitable[RemotingCommand],
-        principal: Principal | None = None,
+        pending: Awaitable[RemotingCommand | Unchanged],
+        principal: Principal | None,
+        started: float,
     ) -> RemotingCommand:
         try:
-            response = await pending
+            result = await pending
         except NamesrvError as error:
             response = self._refused(request, connection, error)
         except Exception as exc:
             response = self._internal_error(request, exc)
+        else:
+            if isinstance(result, Unchanged):
+                self.metrics.request_handled(request.code, result.response.code, perf_counter() - started)
+                return result.response
+            response = result
         if response.code == ResponseCode.SUCCESS:
             access.audit(self.guard, request, connection, principal)
-        self.metrics.request_handled(request.code, response.code)
+        self.metrics.request_handled(request.code, response.code, perf_counter() - started)
         return response
 
     @staticmethod
@@ -485,7 +515,9 @@ class RemotingHandlers:
     def register_broker(self, request: RemotingCommand, connection: RemotingConnection) -> Result:
         """REGISTER_BROKER: ``bodyCrc32`` (CRC32 & 0x7FFFFFFF, 0 = unchecked) first (S01), then the
         shared :meth:`NameServer.apply_registration`; the broker is bound to this connection (S15).
-        A large body is checked and decoded in a worker thread."""
+        A large body is checked and decoded in a worker thread. A registration that changed nothing
+        (``RegisterBrokerResult.changed`` false: a Java broker's periodic one) answers
+        :class:`Unchanged`, so it is not audited."""
         identity = _identity(request)
         compressed = _bool(request, "compressed")
         body_crc32 = _int(request, "bodyCrc32", 0)
@@ -503,7 +535,7 @@ class RemotingHandlers:
         identity: BrokerIdentity,
         compressed: bool,
         body_crc32: int,
-    ) -> RemotingCommand:
+    ) -> RemotingCommand | Unchanged:
         outcome = await asyncio.get_running_loop().run_in_executor(
             self._decoders, self._register, request, connection, identity, compressed, body_crc32
         )
@@ -516,11 +548,12 @@ class RemotingHandlers:
         identity: BrokerIdentity,
         compressed: bool,
         body_crc32: int,
-    ) -> tuple[RemotingCommand, int | None]:
-        """Check, decode and apply (on the loop or in a worker thread); return the response and the
-        session id bound to this connection (None when the binding failed)."""
+    ) -> tuple[RemotingCommand, int | None, bool]:
+        """Check, decode and apply (on the loop or in a worker thread); return the response, the
+        session id bound to this connection (None when the binding failed) and whether the
+        registration changed anything (``RegisterBrokerResult.changed``)."""
         body = request.body
-        with self._namesrv_metrics.registration():
+        with self._namesrv_metrics.registration("remoting"):
             actual = zlib.crc32(body) & 0x7FFFFFFF
             if body_crc32 != 0 and actual != body_crc32:
                 raise BodyChecksumMismatchError(
@@ -551,7 +584,7 @@ class RemotingHandlers:
         body_out = b""
         if kv_table and self._ns.config.return_order_topic_config_to_broker:
             body_out = bodies.encode_kv_table(kv_table)
-        return self._ok(request, body_out, ext_fields), bound[0] if bound else None
+        return self._ok(request, body_out, ext_fields), bound[0] if bound else None, result.changed
 
     def _decode_register_body(
         self,
@@ -590,18 +623,18 @@ class RemotingHandlers:
         request: RemotingCommand,
         connection: RemotingConnection,
         identity: BrokerIdentity,
-        outcome: tuple[RemotingCommand, int | None],
-    ) -> RemotingCommand:
+        outcome: tuple[RemotingCommand, int | None, bool],
+    ) -> RemotingCommand | Unchanged:
         """Back on the event loop: remember the session of this connection (S15), or end it at once
         when the connection closed while the registration was applied."""
-        response, session_id = outcome
+        response, session_id, changed = outcome
         if session_id is not None:
             if connection.closed:
                 if self._ns.session_ended(identity.broker_addr, session_id, CONNECTION_CLOSED) is not None:
                     self._namesrv_metrics.session_losses.inc()
             else:
                 connection.registered[identity.broker_addr] = session_id
-        return response
+        return response if changed else Unchanged(response)
 
     def connection_closed(self, connection: RemotingConnection) -> None:
         """S15 (RocketMQ ``BrokerHousekeepingService.onChannelDestroy``): remove the brokers registered
@@ -656,14 +689,19 @@ class RemotingHandlers:
 
         Zone mode (S39, RocketMQ 5.x ``ZoneRouteRPCHook``): ``__ZONE_MODE=true`` with a non-blank
         ``__ZONE_NAME`` gets the route filtered to that zone, always in fastjson's old form (the hook
-        re-encodes the answer with ``TopicRouteData.encode()``, whatever the client's version)."""
-        topic = _field(request, "topic")
-        zone_name = _optional(request, ZONE_NAME_EXT_FIELD) if _bool(request, ZONE_MODE_EXT_FIELD) else ""
-        if zone_name.strip():
-            return self._ok(request, self._ns.pickup_topic_route_encoded(topic, _route_old_json, zone_name))
-        standard = request.version >= VERSION_V4_9_4 or _bool(request, "acceptStandardJsonOnly")
-        encode = _route_standard_json if standard else _route_old_json
-        return self._ok(request, self._ns.pickup_topic_route_encoded(topic, encode))
+        re-encodes the answer with ``TopicRouteData.encode()``, whatever the client's version).
+        Timed in ``namesrv_route_lookup_duration_seconds{protocol="remoting"}``, found or not."""
+        started = perf_counter()
+        try:
+            topic = _field(request, "topic")
+            zone_name = _optional(request, ZONE_NAME_EXT_FIELD) if _bool(request, ZONE_MODE_EXT_FIELD) else ""
+            if zone_name.strip():
+                return self._ok(request, self._ns.pickup_topic_route_encoded(topic, _route_old_json, zone_name))
+            standard = request.version >= VERSION_V4_9_4 or _bool(request, "acceptStandardJsonOnly")
+            encode = _route_standard_json if standard else _route_old_json
+            return self._ok(request, self._ns.pickup_topic_route_encoded(topic, encode))
+        finally:
+            self._route_lookup_seconds.observe(perf_counter() - started)
 
     def get_broker_cluster_info(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
         body = self._ns.answer_per_change(
