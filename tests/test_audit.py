@@ -108,7 +108,7 @@ def test_unchanged_grpc_registrations_are_not_audited(audited: AuditedNamesrv) -
         audited.expect("RegisterBroker", GRPC_ADDR, 2)
 
         # The agent's heartbeat and its DataVersion check are not audited either.
-        identity = {"cluster_name": "DefaultCluster", "broker_name": "broker-g", "broker_id": 0}
+        identity: dict[str, Any] = {"cluster_name": "DefaultCluster", "broker_name": "broker-g", "broker_id": 0}
         stubs.ns.BrokerHeartbeat(ns_pb2.BrokerHeartbeatRequest(**identity, broker_addr=GRPC_ADDR), timeout=10)
         stubs.ns.QueryDataVersion(ns_pb2.QueryDataVersionRequest(**identity, broker_addr=GRPC_ADDR), timeout=10)
         stubs.ns.UnregisterBroker(ns_pb2.UnregisterBrokerRequest(**identity, broker_addr=GRPC_ADDR), timeout=10)

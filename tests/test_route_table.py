@@ -1069,7 +1069,7 @@ def test_registration_result_says_whether_anything_beyond_liveness_changed(
     clock.advance(30_000)
     assert not register(rt, **base).changed, "the same registration again refreshes liveness only"
     # A slave: new, then unchanged (its answer names the master either way).
-    slave = {"broker_id": 1, "addr": B, "ha": HA_B, "instance_id": "run-s"}
+    slave: dict[str, Any] = {"broker_id": 1, "addr": B, "ha": HA_B, "instance_id": "run-s"}
     assert register(rt, **slave).changed
     again = register(rt, **slave)
     assert (again.master_addr, again.changed) == (A, False)
