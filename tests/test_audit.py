@@ -49,34 +49,36 @@ REMOTING_ADDR = "127.0.0.1:10950"
 GRPC_ADDR = "127.0.0.1:10960"
 
 
-def remoting_register(client: RemotingTestClient, topics: list[str], version: DataVersion) -> None:
-    """REGISTER_BROKER of broker-r as a Java broker sends it every 30 s."""
-    body = bodies.encode_register_broker_body({t: topic(t) for t in topics}, version, compressed=False)
+def remoting_register(client: RemotingTestClient, topics: list[str], version: DataVersion, compressed: bool) -> None:
+    """REGISTER_BROKER of broker-r as a Java broker sends it every 30 s (a compressed body is
+    decoded in a worker thread, a small plain one on the event loop: both paths)."""
+    body = bodies.encode_register_broker_body({t: topic(t) for t in topics}, version, compressed=compressed)
     fields = {
         "clusterName": "DefaultCluster",
         "brokerName": "broker-r",
         "brokerId": "0",
         "brokerAddr": REMOTING_ADDR,
         "haServerAddr": "127.0.0.1:10951",
-        "compressed": "false",
+        "compressed": "true" if compressed else "false",
         "bodyCrc32": str(zlib.crc32(body) & 0x7FFFFFFF),
     }
     assert client.call(RequestCode.REGISTER_BROKER, fields, body).code == ResponseCode.SUCCESS
 
 
-def test_unchanged_remoting_registrations_are_not_audited(audited: AuditedNamesrv) -> None:
+@pytest.mark.parametrize("compressed", [False, True], ids=["plain", "compressed"])
+def test_unchanged_remoting_registrations_are_not_audited(audited: AuditedNamesrv, compressed: bool) -> None:
     with RemotingTestClient(audited.server.remoting_address) as client:
         first = DataVersion(0, 1_700_000_000_000, 1)
-        remoting_register(client, ["SELF_TEST_TOPIC", "TopicA"], first)
+        remoting_register(client, ["SELF_TEST_TOPIC", "TopicA"], first, compressed)
         audited.expect("REGISTER_BROKER", REMOTING_ADDR, 1)
         for _ in range(3):  # the periodic registration, nothing new: liveness only
-            remoting_register(client, ["SELF_TEST_TOPIC", "TopicA"], first)
+            remoting_register(client, ["SELF_TEST_TOPIC", "TopicA"], first, compressed)
         audited.expect("REGISTER_BROKER", REMOTING_ADDR, 1)
 
         second = DataVersion(0, 1_700_000_060_000, 2)  # a topic created on the broker
-        remoting_register(client, ["SELF_TEST_TOPIC", "TopicA", "TopicB"], second)
+        remoting_register(client, ["SELF_TEST_TOPIC", "TopicA", "TopicB"], second, compressed)
         audited.expect("REGISTER_BROKER", REMOTING_ADDR, 2)
-        remoting_register(client, ["SELF_TEST_TOPIC", "TopicA", "TopicB"], second)
+        remoting_register(client, ["SELF_TEST_TOPIC", "TopicA", "TopicB"], second, compressed)
         audited.expect("REGISTER_BROKER", REMOTING_ADDR, 2)
 
         who = {"clusterName": "DefaultCluster", "brokerName": "broker-r", "brokerId": "0", "brokerAddr": REMOTING_ADDR}
