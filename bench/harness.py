@@ -34,8 +34,8 @@ from namesrv.v1 import admin_service_pb2 as admin_pb2
 from namesrv.v1 import admin_service_pb2_grpc as admin_grpc
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv_grpc.cli import parse_boot_line
-from namesrv_grpc.grpc_api.register_body import encode_body
 from namesrv_grpc.core.model import DataVersion, TopicConfig
+from namesrv_grpc.grpc_api.register_body import encode_body
 
 ROOT = Path(__file__).resolve().parent.parent
 HEALTH_CHECK = "/grpc.health.v1.Health/Check"

@@ -60,9 +60,9 @@ from broker_agent.config import load_broker_config
 from broker_agent.topics import TopicSource
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv.v1 import name_server_service_pb2_grpc as ns_grpc
-from namesrv_grpc.grpc_api.register_body import crc32c
 from namesrv_grpc.core.model import PERM_READ, DataVersion, TopicConfig
 from namesrv_grpc.core.route_table import RouteInfoManager
+from namesrv_grpc.grpc_api.register_body import crc32c
 
 HEALTH_REQUEST = health_pb2.HealthCheckRequest().SerializeToString()
 
@@ -463,10 +463,11 @@ def s4_register_sizes(p: Profile) -> Result:
 
 
 def registration_seconds(metrics_url: str) -> tuple[float, float]:
-    """(sum, count) of ``namesrv_registration_duration_seconds`` scraped from the server."""
+    """(sum, count) of ``namesrv_registration_duration_seconds`` scraped from the server, both doors
+    (``protocol`` label) together."""
     samples = scrape(metrics_url)
-    total = samples["namesrv_registration_duration_seconds_sum"][0][1]
-    count = samples["namesrv_registration_duration_seconds_count"][0][1]
+    total = sum(value for _, value in samples["namesrv_registration_duration_seconds_sum"])
+    count = sum(value for _, value in samples["namesrv_registration_duration_seconds_count"])
     return total, count
 
 

@@ -28,9 +28,9 @@ from namesrv.v1 import admin_service_pb2 as admin_pb2
 from namesrv.v1 import admin_service_pb2_grpc as admin_grpc
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv.v1 import name_server_service_pb2_grpc as ns_grpc
-from namesrv_grpc.grpc_api.register_body import encode_body
 from namesrv_grpc.core.model import DataVersion, TopicConfig
 from namesrv_grpc.core.route_table import RouteInfoManager
+from namesrv_grpc.grpc_api.register_body import encode_body
 from namesrv_grpc.snapshot import SnapshotExporter
 
 

@@ -60,17 +60,23 @@ def parse(text: str) -> Scrape:
     return Scrape(types, tuple(samples))
 
 
-def scrape(url: str, timeout: float = 10) -> Scrape:
-    """GET ``url`` (a /metrics page), retrying while it does not answer yet, and parse it."""
+def fetch(url: str, timeout: float = 10) -> str:
+    """GET ``url`` (a /metrics page), retrying while it does not answer yet: the page as text."""
     deadline = time.monotonic() + timeout
     while True:
         try:
             with urllib.request.urlopen(url, timeout=5) as response:
-                return parse(response.read().decode("utf-8"))
+                text: str = response.read().decode("utf-8")
+                return text
         except OSError:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.05)
+
+
+def scrape(url: str, timeout: float = 10) -> Scrape:
+    """GET ``url`` (a /metrics page), retrying while it does not answer yet, and parse it."""
+    return parse(fetch(url, timeout))
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float, what: str, interval: float = 0.05) -> None:

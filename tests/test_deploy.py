@@ -17,10 +17,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import grpc
 import kubernetes_validate.utils as kv  # type: ignore[import-untyped]
 import pytest
 import yaml
-from namesrv_grpc.processes.serving_process import SERVICE_DESCRIPTORS
 from prometheus_client import generate_latest, start_http_server
 
 from broker_agent.config import load_broker_config
@@ -29,6 +29,7 @@ from namesrv_grpc.core.route_table import RouteInfoManager
 from namesrv_grpc.grpc_api.grpc_metrics import GrpcServerMetrics
 from namesrv_grpc.log_limits import suppressed_lines_counter
 from namesrv_grpc.metrics import NamesrvMetrics
+from namesrv_grpc.processes.serving_process import SERVICE_DESCRIPTORS
 from namesrv_grpc.properties import read_properties
 from namesrv_grpc.remoting.remoting_metrics import RemotingMetrics
 from tests.metrics_support import free_port, parse, require_binary
@@ -150,8 +151,11 @@ def test_scrape_configs_name_the_jobs_the_alerts_use() -> None:
 def exported_names() -> set[str]:
     """Every sample name the NameServer and the agent export (in-process registries)."""
     namesrv = NamesrvMetrics(RouteInfoManager())
-    GrpcServerMetrics(namesrv.registry).preregister(SERVICE_DESCRIPTORS)
-    RemotingMetrics(namesrv.registry)
+    grpc_metrics = GrpcServerMetrics(namesrv.registry)
+    grpc_metrics.preregister(SERVICE_DESCRIPTORS)
+    labels = ("unary", "namesrv.v1.NameServerService", "PickupTopicRoute")
+    grpc_metrics.finish(labels, grpc_metrics.start(labels), grpc.StatusCode.OK)  # per-method series: first call
+    RemotingMetrics(namesrv.registry).request_handled(105, 0, 0.0001)  # per-code series: first request
     suppressed_lines_counter(namesrv.registry)
     agent = AgentMetrics()
     agent.observe_registration("10.0.0.1:9876", None, 0.01)
@@ -216,8 +220,16 @@ def test_dashboard_panels_and_provisioning() -> None:
         "Remoting connections closed by a bound/s",
         "Remoting reads paused/s by reason",
         "Unfinished frame bytes and suppressed log lines/s",
+        "Remoting requests/s by code",
+        "Remoting errors/s by request and response code",
+        "Remoting request p99 by code",
+        "gRPC call p99 by method",
     ):
         assert wanted in titles
+    # lookups and registrations are drawn per front door (remoting = RocketMQ's own clients and brokers)
+    exprs = dashboard_exprs()
+    for where in ("Route lookups/s/A", "Route lookup p99/A", "Route lookup p99/B", "Registration p99/A"):
+        assert re.search(r"sum by \(instance, protocol\b", exprs[where]), where
     ids = [panel["id"] for panel in panels]
     assert len(ids) == len(set(ids))
     datasources = load_yaml(GRAFANA / "provisioning" / "datasources" / "prometheus.yaml")["datasources"]

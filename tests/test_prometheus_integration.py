@@ -1,6 +1,7 @@
 """A real Prometheus (Debian's ``prometheus`` binary) on 127.0.0.1 scrapes a real NameServer and two
 real broker agents every second, with deploy/prometheus/alerts.yml loaded; its HTTP API then reports
-the live-broker count the NameServer has. The test's Prometheus has its own config, port and storage
+the live-broker count the NameServer has, and the dashboard's lookup panels draw the route lookups
+of a RocketMQ (remoting) client. The test's Prometheus has its own config, port and storage
 directory; it never uses a system Prometheus."""
 
 from __future__ import annotations
@@ -20,9 +21,11 @@ from typing import Any
 
 import yaml
 
+from namesrv_grpc.remoting.codes import RequestCode, ResponseCode
 from tests.metrics_support import free_port, require_binary
+from tests.remoting_support import RemotingTestClient
 from tests.support import ROOT, NamesrvProcess, fixture_path, running_namesrv, spawn_agent
-from tests.test_deploy import ALERTS
+from tests.test_deploy import ALERTS, GRAFANA_VARIABLES, dashboard_exprs
 
 BROKERS = (("broker-a.properties", "10911"), ("broker-b.properties", "10931"))
 """The example brokers the agents register (broker.conf, listenPort)."""
@@ -139,6 +142,30 @@ def test_prometheus_reports_live_brokers_of_a_real_namesrv(tmp_path: Path) -> No
         loaded = {rule["name"] for group in rules for rule in group["rules"]}
         assert loaded == ALERTS
         assert rules[0]["rules"][0]["health"] in {"ok", "unknown"}
+
+        # A RocketMQ client's lookups (remoting GET_ROUTEINFO_BY_TOPIC) show on the dashboard's panels.
+        panels = dashboard_exprs()
+        for variable, value in GRAFANA_VARIABLES.items():
+            panels = {where: expr.replace(variable, value) for where, expr in panels.items()}
+        client = stack.enter_context(RemotingTestClient(namesrv.remoting_address))
+
+        def drawn(where: str, label: str, value: str) -> list[dict[str, Any]]:
+            for _ in range(20):
+                answer = client.call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "TopicTest"})
+                assert answer.code == ResponseCode.SUCCESS
+            return [
+                r for r in query(base, panels[where]) if r["metric"].get(label) == value and float(r["value"][1]) > 0
+            ]
+
+        poll(lambda: drawn("Route lookups/s/A", "protocol", "remoting"), 30, "remoting lookups/s on the dashboard")
+        poll(
+            lambda: drawn("Route lookup p99/A", "protocol", "remoting"), 30, "the remoting lookup p99 on the dashboard"
+        )
+        poll(
+            lambda: drawn("Remoting request p99 by code/A", "request_code", "GET_ROUTEINFO_BY_TOPIC"),
+            30,
+            "GET_ROUTEINFO_BY_TOPIC on the remoting request p99 panel",
+        )
 
 
 def _stop_agent(agent: subprocess.Popen[str]) -> None:

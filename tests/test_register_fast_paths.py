@@ -1,6 +1,6 @@
 """The registration fast paths (identical body; same topic table with a new DataVersion) change
-nothing that a full decode would not: a NameServer with them and one without, fed the same random requests, end up with the same tables
-after every step (S06, S07, S09, S23, S25)."""
+nothing that a full decode would not: a NameServer with them and one without, fed the same random
+requests, end up with the same tables after every step (S06, S07, S09, S23, S25)."""
 
 from __future__ import annotations
 

@@ -734,7 +734,8 @@ def test_boot_line_names_both_ports_grpc_last() -> None:
 
     line = boot_line(NamesrvConfig(bind_address="0.0.0.0"), 9876, 8081, 2)
     assert line == (
-        "The Name Server boot success. serializeType=JSON, 2 serving processes, remoting 0.0.0.0:9876, gRPC 0.0.0.0:8081"
+        "The Name Server boot success. serializeType=JSON, 2 serving processes, "
+        "remoting 0.0.0.0:9876, gRPC 0.0.0.0:8081"
     )
     assert parse_boot_line(line) == {"remoting": 9876, "gRPC": 8081}
     assert int(line.rsplit(":", 1)[1]) == 8081, "parsers taking the text after the last ':' get the gRPC port"

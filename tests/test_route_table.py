@@ -1055,3 +1055,38 @@ def test_copy_tables_is_a_consistent_detached_copy() -> None:
     assert tables.cluster_addr_table == {"c1": frozenset({"b1"})}
     assert set(tables.broker_live_table) == {"h:1"}
     assert tables.filter_server_table == {"h:1": ("f:1",)}
+
+
+def test_registration_result_says_whether_anything_beyond_liveness_changed(
+    rt: RouteInfoManager, clock: FakeClock
+) -> None:
+    """``RegisterBrokerResult.changed`` (what decides an audit line): True for a new broker address
+    and for a re-registration that changes what is held for it; False for one that only refreshes
+    its liveness (a broker's periodic registration)."""
+    topics = [topic("T1"), topic("T2")]
+    base: dict[str, Any] = {"topics": topics, "ha": HA_A, "instance_id": "run-1"}
+    assert register(rt, **base).changed
+    clock.advance(30_000)
+    assert not register(rt, **base).changed, "the same registration again refreshes liveness only"
+    # A slave: new, then unchanged (its answer names the master either way).
+    slave: dict[str, Any] = {"broker_id": 1, "addr": B, "ha": HA_B, "instance_id": "run-s"}
+    assert register(rt, **slave).changed
+    again = register(rt, **slave)
+    assert (again.master_addr, again.changed) == (A, False)
+    for change in (
+        {"version": V2},  # the broker's topics changed (a new DataVersion)
+        {"version": V1, "topics": [*topics, topic("T3")]},  # back to V1: a DataVersion change again
+        {"ha": "10.0.0.1:10999"},
+        {"timeout": 30_000},
+        {"zone_name": "zone-1"},
+        {"enable_acting_master": True},
+        {"filters": ["10.0.0.9:9000"]},
+        {"instance_id": "run-2"},  # another run of the broker
+    ):
+        base.update(change)
+        assert register(rt, **base).changed, change
+        assert not register(rt, **base).changed, change
+    # The same address registered under another broker name is a change; the table holds what it says.
+    assert register(rt, **{**base, "name": "broker-b"}).changed
+    assert rt.unregister_broker(cluster_name="c1", broker_name="broker-b", broker_id=0, broker_addr=A) is not None
+    assert register(rt, **base).changed, "registered again after it left"

@@ -21,8 +21,11 @@ at scrape time, so they are never stale. Rule ids (S13, S15, ...) are those of d
 - ``namesrv_kv_config_writes_total`` (counter): KV config changes persisted
 - ``namesrv_broker_notifications_total{result}`` (counter): NOTIFY_MIN_BROKER_ID_CHANGE messages to
   brokers, ``sent``/``failed``/``dropped`` (S53; :mod:`namesrv_grpc.remoting.notifier`)
-- ``namesrv_registration_duration_seconds`` (histogram): time to process a RegisterBroker call
-- ``namesrv_route_lookup_duration_seconds`` (histogram): time to answer a PickupTopicRoute call
+- ``namesrv_registration_duration_seconds{protocol}`` (histogram): time to process a registration,
+  by front door: ``remoting`` (REGISTER_BROKER) or ``grpc`` (RegisterBroker)
+- ``namesrv_route_lookup_duration_seconds{protocol}`` (histogram): time to answer a route lookup, by
+  front door: ``remoting`` (GET_ROUTEINFO_BY_TOPIC, what RocketMQ's own clients send) or ``grpc``
+  (PickupTopicRoute)
 - ``namesrv_gc_pause_seconds{generation}`` (histogram): garbage-collection pauses by generation
   (``0``, ``1``, ``2`` = full), timed with ``gc.callbacks`` (:mod:`namesrv_grpc.pauses`)
 - ``namesrv_event_loop_lag_seconds`` (histogram): how late the event loop runs a callback scheduled
@@ -37,7 +40,9 @@ at scrape time, so they are never stale. Rule ids (S13, S15, ...) are those of d
 - ``process_*`` (CPU seconds, resident memory, open fds, start time) and ``python_*`` (version,
   garbage collection): prometheus-client's standard collectors
 - ``grpc_server_started_total``, ``grpc_server_handled_total``, ``grpc_server_handling_seconds``: see
-  :mod:`namesrv_grpc.grpc_api.grpc_metrics`
+  :mod:`namesrv_grpc.grpc_api.grpc_metrics`; ``namesrv_remoting_requests_total`` and
+  ``namesrv_remoting_request_duration_seconds``, their remoting twins: see
+  :mod:`namesrv_grpc.remoting.remoting_metrics`
 """
 
 from __future__ import annotations
@@ -74,6 +79,22 @@ REGISTRATION_RESULTS = (
 )
 """Values of the ``result`` label of ``namesrv_registrations_total`` (initialised to 0): ``ok``, the
 reason of a refusal in lower case, ``internal`` for an unexpected exception."""
+
+
+PROTOCOLS = ("remoting", "grpc")
+"""Values of the ``protocol`` label (the front door a request came through) of
+``namesrv_registration_duration_seconds`` and ``namesrv_route_lookup_duration_seconds`` (both
+initialised: the two doors always listen)."""
+
+ROUTE_LOOKUP_BUCKETS = (0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.1, 1.0)
+"""``namesrv_route_lookup_duration_seconds`` buckets (seconds); 0.01 is the alert's threshold."""
+
+REQUEST_DURATION_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+"""Buckets of the per-request histograms of both doors (``grpc_server_handling_seconds``,
+``namesrv_remoting_request_duration_seconds``): most requests of a NameServer take well under 1 ms."""
+
+REGISTRATION_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+"""``namesrv_registration_duration_seconds`` buckets (seconds); 0.25 is the alert's threshold."""
 
 
 AUTH_REFUSAL_REASONS = ("access_denied", "bad_signature", "unknown_access_key", "stale_date_time")
@@ -232,18 +253,22 @@ class NamesrvMetrics:
         )
         self.registration_seconds = Histogram(
             "namesrv_registration_duration_seconds",
-            "Time to process a RegisterBroker call.",
-            buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0),
+            "Time to process a broker registration, by front door (remoting REGISTER_BROKER, gRPC RegisterBroker).",
+            ["protocol"],
+            buckets=REGISTRATION_BUCKETS,
             registry=self.registry,
         )
-        self.route_lookup_seconds = FastHistogram(
-            (0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05, 0.1, 1.0)
-        )
-        """Observed on every lookup (the event loop's thread only), so plain integers, not a lock."""
+        for protocol in PROTOCOLS:
+            self.registration_seconds.labels(protocol)
+        self.route_lookup_seconds = {protocol: FastHistogram(ROUTE_LOOKUP_BUCKETS) for protocol in PROTOCOLS}
+        """By front door (:data:`PROTOCOLS`). Observed on every lookup (the event loop's thread only), so
+        plain integers, not a lock."""
         self.registry.register(
-            FastHistogramCollector(
+            LabelledFastHistogramCollector(
                 "namesrv_route_lookup_duration_seconds",
-                "Time to answer a PickupTopicRoute call.",
+                "Time to answer a route lookup, by front door (remoting GET_ROUTEINFO_BY_TOPIC, gRPC "
+                "PickupTopicRoute).",
+                "protocol",
                 self.route_lookup_seconds,
             )
         )
@@ -291,8 +316,9 @@ class NamesrvMetrics:
         Info("namesrv_build", "Build information.", registry=self.registry).info({"version": package_version()})
 
     @contextmanager
-    def registration(self) -> Iterator[None]:
-        """Time a registration and count it by result (``ok`` or the error reason, lower case)."""
+    def registration(self, protocol: str) -> Iterator[None]:
+        """Time a registration that came through the front door ``protocol`` (one of
+        :data:`PROTOCOLS`) and count it by result (``ok`` or the error reason, lower case)."""
         start = time.perf_counter()
         try:
             yield
@@ -307,14 +333,4 @@ class NamesrvMetrics:
         else:
             self.registrations.labels("ok").inc()
         finally:
-            self.registration_seconds.observe(time.perf_counter() - start)
-
-    @contextmanager
-    def route_lookup(self) -> Iterator[None]:
-        """Time a route lookup (in the event loop's thread; the gRPC lookup observes
-        ``route_lookup_seconds`` directly)."""
-        start = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.route_lookup_seconds.observe(time.perf_counter() - start)
+            self.registration_seconds.labels(protocol).observe(time.perf_counter() - start)

@@ -26,10 +26,10 @@ import grpc
 
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv.v1 import name_server_service_pb2_grpc as ns_grpc
-from namesrv_grpc.grpc_api.register_body import mapping_from_proto
 from namesrv_grpc.core.model import BrokerData, QueueData, TopicQueueMappingInfo
 from namesrv_grpc.core.route_table import RouteTableCopy, wall_clock_millis
 from namesrv_grpc.grpc_api.convert import queue_data_from_proto
+from namesrv_grpc.grpc_api.register_body import mapping_from_proto
 from namesrv_grpc.pipes import quiet_broken_pipe
 from namesrv_grpc.properties import ConfigError
 from namesrv_grpc.security import client as security

@@ -194,11 +194,18 @@ class RegisterBrokerResult:
 
     ``conflicting_instance_id`` is set when this registration takes the broker back from another
     run of the same broker (same cluster, name and id) that had taken it from this run: two
-    agents fight over one broker (see ``RouteInfoManager.register_broker``)."""
+    agents fight over one broker (see ``RouteInfoManager.register_broker``).
+
+    ``changed`` is False when the registration only refreshed the broker's liveness: the address
+    was registered already, by the same run (instance id), under the same cluster, name and id,
+    with the same DataVersion, HA address and heartbeat timeout, and its BrokerData (addresses,
+    zone, acting master) and filter servers stayed as they were. That is a broker's periodic
+    re-registration (every 30 s from a Java broker): it is not audited. Not part of equality."""
 
     master_addr: str = ""
     ha_server_addr: str = ""
     conflicting_instance_id: str = ""
+    changed: bool = field(default=True, compare=False)
 
 
 @dataclass(frozen=True, slots=True)

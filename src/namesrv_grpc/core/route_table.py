@@ -407,7 +407,8 @@ class RouteInfoManager:
         ``topic_configs`` maps topic name -> TopicConfig; it enters the route table only for a master
         (id 0) whose ``data_version`` differs from the stored one, or on a first registration (S06).
         ``heartbeat_timeout_millis`` 0 means 120 000 ms (S08). Returns the live master's address and HA
-        address for a slave (S10). A re-registration by the same broker (same non-empty
+        address for a slave (S10), and whether the registration changed anything beyond liveness
+        (``RegisterBrokerResult.changed``). A re-registration by the same broker (same non-empty
         ``instance_id``, cluster, name and id) keeps its liveness session; any other drops it (S17).
         ``body_fingerprint`` is kept for :meth:`same_body_registered`; ``topics_fingerprint`` (of the
         body's topic table) for :meth:`topics_unchanged`, when the table now holds what those topics
@@ -514,7 +515,12 @@ class RouteInfoManager:
                 if old_live is not None and old_live.broker_name == broker_name:
                     del self.broker_live_table[old_addr]
                     self._set_filter_servers(old_addr, [])
-            if before != (broker_data.broker_addrs, broker_data.zone_name, broker_data.enable_acting_master):
+            broker_data_changed = before != (
+                broker_data.broker_addrs,
+                broker_data.zone_name,
+                broker_data.enable_acting_master,
+            )
+            if broker_data_changed:
                 self._invalidate_broker_name(broker_name)
                 self._digest.replace(digest_before, broker_data_hash(broker_data))
             elif digest_before is None:
@@ -551,12 +557,27 @@ class RouteInfoManager:
                 and (previous.instance_id, previous.cluster, previous.broker_name, previous.broker_id)
                 == (instance_id, cluster_name, broker_name, broker_id)
             )
+            timeout = heartbeat_timeout_millis or DEFAULT_HEARTBEAT_TIMEOUT_MILLIS
+            # RegisterBrokerResult.changed: anything beyond liveness (what an audit line is for).
+            registration_changed = broker_data_changed or (
+                previous is None
+                or (
+                    previous.cluster,
+                    previous.broker_name,
+                    previous.broker_id,
+                    previous.instance_id,
+                    previous.data_version,
+                    previous.ha_server_addr,
+                    previous.heartbeat_timeout_millis,
+                )
+                != (cluster_name, broker_name, broker_id, instance_id, data_version, ha_server_addr, timeout)
+            )
             self.broker_live_table[broker_addr] = BrokerLiveInfo(
                 cluster=cluster_name,
                 broker_name=broker_name,
                 broker_id=broker_id,
                 last_update_timestamp=now,
-                heartbeat_timeout_millis=heartbeat_timeout_millis or DEFAULT_HEARTBEAT_TIMEOUT_MILLIS,
+                heartbeat_timeout_millis=timeout,
                 data_version=data_version,
                 ha_server_addr=ha_server_addr,
                 instance_id=instance_id,
@@ -571,6 +592,7 @@ class RouteInfoManager:
             filter_servers = list(filter_server_list)
             if filter_servers != self.filter_server_table.get(broker_addr, []):
                 self._invalidate_broker_name(broker_name)
+                registration_changed = True
             self._set_filter_servers(broker_addr, filter_servers)
 
             # S53: a registration that lowers the smallest id tells the others (RocketMQ registerBroker).
@@ -582,8 +604,10 @@ class RouteInfoManager:
                 master_addr = broker_data.broker_addrs.get(MASTER_ID)
                 master_live = self.broker_live_table.get(master_addr) if master_addr else None
                 if master_addr and master_live is not None:
-                    return RegisterBrokerResult(master_addr, master_live.ha_server_addr, conflicting)
-            return RegisterBrokerResult(conflicting_instance_id=conflicting)
+                    return RegisterBrokerResult(
+                        master_addr, master_live.ha_server_addr, conflicting, changed=registration_changed
+                    )
+            return RegisterBrokerResult(conflicting_instance_id=conflicting, changed=registration_changed)
 
     def _put_topic_queue_mappings(self, mappings: Mapping[str, TopicQueueMappingInfo]) -> None:
         """RocketMQ 5.x: keep each mapping under its topic and its own ``bname``; a changed one is

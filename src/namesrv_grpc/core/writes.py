@@ -49,14 +49,13 @@ class Registration:
 
 @dataclass(frozen=True, slots=True)
 class RegistrationReply:
-    """The answer to a :class:`Registration`: the result (S10), the ORDER_TOPIC_CONFIG table (S11),
-    the session bound (``bind_session``: its id; 0 when none), and whether anything a lookup reads
-    changed (an unchanged re-registration is a heartbeat: it is not audited)."""
+    """The answer to a :class:`Registration`: the result (S10; ``result.changed`` false for a
+    re-registration that only refreshed liveness, which is not audited), the ORDER_TOPIC_CONFIG table
+    (S11), and the session bound (``bind_session``: its id; 0 when none)."""
 
     result: RegisterBrokerResult
     kv_table: dict[str, str]
     session_id: int = 0
-    changed: bool = True
 
 
 class RouteTableWrites(Protocol):

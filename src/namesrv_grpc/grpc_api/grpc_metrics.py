@@ -6,10 +6,13 @@
 * ``grpc_server_handling_seconds{grpc_type,grpc_service,grpc_method}``: histogram of the time from
   the start of the handler to its end.
 
-``grpc_type`` is ``unary``, ``client_stream``, ``server_stream`` or ``bidi_stream``. As in
-go-grpc-prometheus, :meth:`GrpcServerMetrics.preregister` creates every series of every method of
-the given services at 0 (every status code for ``handled_total``), so that ``rate()`` and alerts
-see a series from the first scrape.
+``grpc_type`` is ``unary``, ``client_stream``, ``server_stream`` or ``bidi_stream``.
+:meth:`GrpcServerMetrics.preregister` creates one series per method of the given services at 0:
+``handled_total{grpc_code="OK"}``, the denominator of error ratios, so that ``rate()`` and alerts
+see it from the first scrape (Prometheus' "avoid missing metrics"). A method's other series (its
+``started_total``, ``handling_seconds`` and other codes) appear with its first call: a NameServer
+whose clients all speak remoting exports 31 zero series for its gRPC door, not every status code
+times every method (go-grpc-prometheus' ``InitializeMetrics``: 527 series, 186 KB of /metrics).
 
 Cost: a route lookup's whole handling is a few microseconds, so the counters are plain Python
 integers per method (:class:`MethodMetrics`, looked up once when the handler is registered, see
@@ -33,16 +36,20 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from namesrv_grpc.metrics import FastHistogram
+from namesrv_grpc.metrics import REQUEST_DURATION_BUCKETS, FastHistogram
 
-HANDLING_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
-"""Buckets of ``grpc_server_handling_seconds``: most calls of a NameServer take well under 1 ms."""
+HANDLING_BUCKETS = REQUEST_DURATION_BUCKETS
+"""Buckets of ``grpc_server_handling_seconds`` (those of the remoting twin too): most calls of a
+NameServer take well under 1 ms."""
 
 Context = grpc.aio.ServicerContext[Any, Any]
 Labels = tuple[str, str, str]
 """(grpc_type, grpc_service, grpc_method)."""
 
 CODE_NAMES = {code: code.name for code in grpc.StatusCode}
+
+OK = grpc.StatusCode.OK.name
+"""The ``grpc_code`` whose series every known method has from the start."""
 
 
 def rpc_type(client_streaming: bool, server_streaming: bool) -> str:
@@ -97,14 +104,12 @@ class GrpcServerMetrics(Collector):
         return metrics
 
     def preregister(self, services: Iterable[ServiceDescriptor]) -> None:
-        """Create every series of every method of ``services`` at 0 (go-grpc-prometheus'
-        ``InitializeMetrics``): started, handling time, and handled for every status code."""
+        """Create the ``handled_total{grpc_code="OK"}`` series of every method of ``services`` at 0
+        (the rest of a method's series appear with its first call)."""
         for service in services:
             for method in service.methods:
                 labels = (rpc_type(method.client_streaming, method.server_streaming), service.full_name, method.name)
-                metrics = self.method(labels)
-                for code in grpc.StatusCode:
-                    metrics.handled.setdefault(code.name, 0)
+                self.method(labels).handled.setdefault(OK, 0)
 
     def start(self, labels: Labels) -> float:
         """Count a started RPC; return its start time for :meth:`finish`."""
@@ -120,7 +125,8 @@ class GrpcServerMetrics(Collector):
         yield from self._families(())
 
     def collect(self) -> Iterator[Metric]:
-        """Samples of every method seen or preregistered."""
+        """Samples of every method: ``handled_total`` of the codes seen (and OK of every preregistered
+        method); ``started_total`` and ``handling_seconds`` of the methods called at least once."""
         yield from self._families(list(self._methods.values()))
 
     def _families(self, methods: Iterable[MethodMetrics]) -> Iterator[Metric]:
@@ -140,11 +146,12 @@ class GrpcServerMetrics(Collector):
         )
         for metrics in methods:
             labels = list(metrics.labels)
-            started.add_metric(labels, metrics.started)
             for code, count in list(metrics.handled.items()):
                 handled.add_metric([*labels, code], count)
-            buckets, total = metrics.handling.sample()
-            handling.add_metric(labels, buckets, total)
+            if metrics.started:
+                started.add_metric(labels, metrics.started)
+                buckets, total = metrics.handling.sample()
+                handling.add_metric(labels, buckets, total)
         yield started
         yield handled
         yield handling

@@ -61,6 +61,7 @@ class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[mis
         self._ns = nameserver
         self._writes = writes
         self._metrics = metrics
+        self._route_lookup_seconds = metrics.route_lookup_seconds["grpc"]
         self._sessions = sessions
         self.route_watches = route_watches if route_watches is not None else new_route_watches(nameserver)
         self._guard = guard or Guard(None, AuditLog())
@@ -76,7 +77,7 @@ class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[mis
         caller = self._guard.require(context, Action.REGISTER_BROKER, request.broker_name)
         body = request.body  # one copy of the bytes
         identity = BrokerIdentity(request.cluster_name, request.broker_name, request.broker_id, request.broker_addr)
-        with self._metrics.registration():
+        with self._metrics.registration("grpc"):
             verify_checksum(body, request.body_crc32c, await checksum(crc32c, body))  # S01
             reply = await self._writes.register_broker(
                 Registration(
@@ -96,18 +97,19 @@ class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[mis
         result, kv_table = reply.result, reply.kv_table
         if result.conflicting_instance_id:
             self._metrics.registration_conflicts.inc()
-        self._guard.audit(
-            context,
-            caller,
-            "RegisterBroker",
-            cluster_name=request.cluster_name,
-            broker_name=request.broker_name,
-            broker_id=request.broker_id,
-            broker_addr=request.broker_addr,
-            ha_server_addr=request.ha_server_addr,
-            body_bytes=len(body),
-            master_addr=result.master_addr,
-        )
+        if result.changed:  # a re-registration with nothing new only refreshes liveness: not audited
+            self._guard.audit(
+                context,
+                caller,
+                "RegisterBroker",
+                cluster_name=request.cluster_name,
+                broker_name=request.broker_name,
+                broker_id=request.broker_id,
+                broker_addr=request.broker_addr,
+                ha_server_addr=request.ha_server_addr,
+                body_bytes=len(body),
+                master_addr=result.master_addr,
+            )
         return ns_pb2.RegisterBrokerResponse(
             master_addr=result.master_addr,
             ha_server_addr=result.ha_server_addr,
@@ -168,7 +170,7 @@ class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[mis
             # The serialized PickupTopicRouteResponse, cached per topic (see encoded_responses).
             return self._ns.pickup_topic_route_encoded(request.topic, encode_route_response, request.zone_name)
         finally:
-            self._metrics.route_lookup_seconds.observe(perf_counter() - started)
+            self._route_lookup_seconds.observe(perf_counter() - started)
 
     async def PickupTopicRoutes(self, request: ns_pb2.PickupTopicRoutesRequest, context: Context) -> bytes:
         self._guard.require(context, Action.READ_ROUTES)

@@ -24,7 +24,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,7 +32,6 @@ from namesrv_grpc.core.errors import NamesrvError
 from namesrv_grpc.core.kvconfig import KVConfigManager
 from namesrv_grpc.core.processor import NameServer
 from namesrv_grpc.core.route_table import RouteInfoManager
-from namesrv_grpc.core.writes import RegistrationReply
 from namesrv_grpc.metrics import NamesrvMetrics
 from namesrv_grpc.processes.channel import Channel
 from namesrv_grpc.processes.child import ROUTE_TABLE_SOCKET, ControlLink, ProcessParams, run_child
@@ -158,6 +157,7 @@ class RouteTableProcess:
             self.nameserver, lambda: self.nameserver.config.serving_process_apply_timeout_millis / 1000
         )
         self._snapshot_lock = asyncio.Lock()
+        self._snapshot_dir = Path(config.snapshot_dir).expanduser()  # snapshotDir: not changeable at run time
         self.snapshot_exporter: SnapshotExporter | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._server: asyncio.Server | None = None
@@ -265,9 +265,7 @@ class RouteTableProcess:
             self._answer(link, call_id, True, value)
 
     def _answer(self, link: ServingLink, call_id: int, ok: bool, value: Any) -> None:
-        changed = self.publisher.publish()
-        if isinstance(value, RegistrationReply) and not changed:
-            value = replace(value, changed=False)
+        self.publisher.publish()
         self.publisher.after_applied(lambda: link.channel.reply(call_id, ok, value))
 
     async def _watch_stalls(self) -> None:
@@ -315,7 +313,7 @@ class RouteTableProcess:
                 config = self.nameserver.config
                 self.snapshot_exporter = SnapshotExporter(
                     self.route_table,
-                    Path(config.snapshot_dir).expanduser(),
+                    self._snapshot_dir,
                     namesrv_identity(config, self.params.grpc_port),
                     retention_hours=lambda: self.nameserver.config.snapshot_retention_hours,
                 )

@@ -1,7 +1,8 @@
 """The ACL on the remoting port: what each request code asks (:data:`REQUEST_ACTIONS`, the remoting
 twin of the ``guard.require`` line in every gRPC servicer method), the caller's identity (RocketMQ 4.x
 ``AccessKey``/``Signature`` ext fields, a TLS client certificate, ``globalWhiteRemoteAddresses``),
-and the audit line of every state-changing request that succeeded.
+and the audit line of every state-changing request that succeeded (except a REGISTER_BROKER that
+changed nothing, see :class:`.handlers.Unchanged`).
 
 A refused request is answered ``NO_PERMISSION`` (16) with a remark naming the problem, as RocketMQ's
 ACL does (``AclException`` -> ``NO_PERMISSION``), and is not handled at all.
@@ -52,7 +53,8 @@ AUDITED_ACTIONS = frozenset(
         Action.UPDATE_CONFIG,
     }
 )
-"""State-changing requests (heartbeats and QUERY_DATA_VERSION only refresh liveness)."""
+"""State-changing requests (heartbeats and QUERY_DATA_VERSION only refresh liveness; so does a
+REGISTER_BROKER with nothing new, which its handler answers unaudited)."""
 
 AUDIT_FIELDS = ("clusterName", "brokerName", "brokerId", "brokerAddr", "topic", "namespace", "key")
 """Ext fields copied into a remoting audit line (never values, bodies or signatures)."""

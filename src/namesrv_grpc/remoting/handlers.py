@@ -42,6 +42,8 @@ import logging
 import os
 import zlib
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from time import perf_counter
 
 from namesrv_grpc.core.errors import (
     BodyChecksumMismatchError,
@@ -73,7 +75,18 @@ from namesrv_grpc.security.authz import Guard, Principal
 
 log = logging.getLogger(__name__)
 
-Result = RemotingCommand | Awaitable[RemotingCommand]
+
+@dataclass(frozen=True, slots=True)
+class Unchanged:
+    """What a handler returns for a successful state-changing request that changed nothing: the
+    ``response`` is sent as usual, but no audit line is written (a Java broker's periodic
+    REGISTER_BROKER with nothing new, every 30 s: for such a broker the registration is its
+    heartbeat, and heartbeats are not audited, docs/security.md)."""
+
+    response: RemotingCommand
+
+
+Result = RemotingCommand | Unchanged | Awaitable[RemotingCommand | Unchanged]
 Handler = Callable[[RemotingCommand, RemotingConnection], Result]
 
 DATA_VERSION_BODY_MAX_BYTES = 16 * 1024
@@ -208,6 +221,7 @@ class RemotingHandlers:
         self._writes = writes
         self.guard = guard or Guard(None, AuditLog())
         self._namesrv_metrics = metrics
+        self._route_lookup_seconds = metrics.route_lookup_seconds["remoting"]
         self.metrics = remoting_metrics
         self._session_ends: set[asyncio.Task[bool]] = set()
         self.table: dict[int, Handler] = {
@@ -239,10 +253,16 @@ class RemotingHandlers:
 
     # ------------------------------------------------------------------ dispatch
 
-    def dispatch(self, request: RemotingCommand, connection: RemotingConnection) -> Result:
+    def dispatch(
+        self, request: RemotingCommand, connection: RemotingConnection
+    ) -> RemotingCommand | Awaitable[RemotingCommand]:
         """The answer to ``request``: a response now, or an awaitable of one (large registrations).
         Never raises: domain errors become their response code (:func:`.errors.to_response`), anything
-        unexpected SYSTEM_ERROR (logged with its traceback)."""
+        unexpected SYSTEM_ERROR (logged with its traceback). Every request is counted and timed
+        (``namesrv_remoting_requests_total``, ``namesrv_remoting_request_duration_seconds``), from here
+        to its answer; a state-changing one that succeeded is audited unless its handler answered
+        :class:`Unchanged`."""
+        started = perf_counter()
         handler = self.table.get(request.code)
         if handler is None:
             remark = not_supported_remark(request.code)
@@ -258,30 +278,40 @@ class RemotingHandlers:
             except Exception as exc:
                 response = self._internal_error(request, exc)
             else:
-                if not isinstance(result, RemotingCommand):
-                    return self._finish(request, connection, result, principal)
-                response = result
+                if isinstance(result, RemotingCommand):
+                    response = result
+                elif isinstance(result, Unchanged):
+                    self.metrics.request_handled(request.code, result.response.code, perf_counter() - started)
+                    return result.response
+                else:
+                    return self._finish(request, connection, result, principal, started)
             if response.code == ResponseCode.SUCCESS:
                 access.audit(self.guard, request, connection, principal)
-        self.metrics.request_handled(request.code, response.code)
+        self.metrics.request_handled(request.code, response.code, perf_counter() - started)
         return response
 
     async def _finish(
         self,
         request: RemotingCommand,
         connection: RemotingConnection,
-        pending: Awaitable[RemotingCommand],
-        principal: Principal | None = None,
+        pending: Awaitable[RemotingCommand | Unchanged],
+        principal: Principal | None,
+        started: float,
     ) -> RemotingCommand:
         try:
-            response = await pending
+            result = await pending
         except NamesrvError as error:
             response = self._refused(request, connection, error)
         except Exception as exc:
             response = self._internal_error(request, exc)
+        else:
+            if isinstance(result, Unchanged):
+                self.metrics.request_handled(request.code, result.response.code, perf_counter() - started)
+                return result.response
+            response = result
         if response.code == ResponseCode.SUCCESS:
             access.audit(self.guard, request, connection, principal)
-        self.metrics.request_handled(request.code, response.code)
+        self.metrics.request_handled(request.code, response.code, perf_counter() - started)
         return response
 
     @staticmethod
@@ -332,15 +362,18 @@ class RemotingHandlers:
 
     # ------------------------------------------------------------------ brokers
 
-    async def register_broker(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
+    async def register_broker(
+        self, request: RemotingCommand, connection: RemotingConnection
+    ) -> RemotingCommand | Unchanged:
         """REGISTER_BROKER: ``bodyCrc32`` (CRC32 & 0x7FFFFFFF, 0 = unchecked) first (S01), then the
         route-table process decodes and applies it (S02-S12) and binds the broker to this connection
-        (S15)."""
+        (S15). A registration that changed nothing (``RegisterBrokerResult.changed`` false: a Java
+        broker's periodic one) answers :class:`Unchanged`, so it is not audited."""
         identity = _identity(request)
         compressed = _bool(request, "compressed")
         body_crc32 = _int(request, "bodyCrc32", 0)
         body = request.body
-        with self._namesrv_metrics.registration():
+        with self._namesrv_metrics.registration("remoting"):
             actual = await checksum(zlib.crc32, body) & 0x7FFFFFFF
             if body_crc32 != 0 and actual != body_crc32:
                 raise BodyChecksumMismatchError(
@@ -379,7 +412,8 @@ class RemotingHandlers:
         body_out = b""
         if reply.kv_table and self._ns.config.return_order_topic_config_to_broker:
             body_out = bodies.encode_kv_table(reply.kv_table)
-        return self._ok(request, body_out, ext_fields)
+        response = self._ok(request, body_out, ext_fields)
+        return response if result.changed else Unchanged(response)
 
     def connection_closed(self, connection: RemotingConnection) -> None:
         """S15 (RocketMQ ``BrokerHousekeepingService.onChannelDestroy``): remove the brokers registered
@@ -440,14 +474,19 @@ class RemotingHandlers:
 
         Zone mode (S39, RocketMQ 5.x ``ZoneRouteRPCHook``): ``__ZONE_MODE=true`` with a non-blank
         ``__ZONE_NAME`` gets the route filtered to that zone, always in fastjson's old form (the hook
-        re-encodes the answer with ``TopicRouteData.encode()``, whatever the client's version)."""
-        topic = _field(request, "topic")
-        zone_name = _optional(request, ZONE_NAME_EXT_FIELD) if _bool(request, ZONE_MODE_EXT_FIELD) else ""
-        if zone_name.strip():
-            return self._ok(request, self._ns.pickup_topic_route_encoded(topic, _route_old_json, zone_name))
-        standard = request.version >= VERSION_V4_9_4 or _bool(request, "acceptStandardJsonOnly")
-        encode = _route_standard_json if standard else _route_old_json
-        return self._ok(request, self._ns.pickup_topic_route_encoded(topic, encode))
+        re-encodes the answer with ``TopicRouteData.encode()``, whatever the client's version).
+        Timed in ``namesrv_route_lookup_duration_seconds{protocol="remoting"}``, found or not."""
+        started = perf_counter()
+        try:
+            topic = _field(request, "topic")
+            zone_name = _optional(request, ZONE_NAME_EXT_FIELD) if _bool(request, ZONE_MODE_EXT_FIELD) else ""
+            if zone_name.strip():
+                return self._ok(request, self._ns.pickup_topic_route_encoded(topic, _route_old_json, zone_name))
+            standard = request.version >= VERSION_V4_9_4 or _bool(request, "acceptStandardJsonOnly")
+            encode = _route_standard_json if standard else _route_old_json
+            return self._ok(request, self._ns.pickup_topic_route_encoded(topic, encode))
+        finally:
+            self._route_lookup_seconds.observe(perf_counter() - started)
 
     def get_broker_cluster_info(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
         body = self._ns.answer_per_change(

@@ -3,7 +3,12 @@
 anything else is ``unknown``), response codes by name.
 
 - ``namesrv_remoting_requests_total{request_code, response_code}`` (counter): requests answered (or
-  handled, for oneway ones) by request code and the response code of the answer
+  handled, for oneway ones) by request code and the response code of the answer; the
+  ``response_code="SUCCESS"`` series of each of the 23 codes exists from the start (the denominator
+  of error ratios), the others appear when first counted
+- ``namesrv_remoting_request_duration_seconds{request_code}`` (histogram): time from the dispatch of a
+  request to its answer (work in worker threads included; the twin of
+  ``grpc_server_handling_seconds``), present once the code was requested
 - ``namesrv_remoting_connections`` (gauge): remoting connections open now
 - ``namesrv_remoting_connections_opened_total`` (counter): connections accepted
 - ``namesrv_remoting_frame_errors_total`` (counter): connections closed because a frame could not be parsed
@@ -26,15 +31,80 @@ anything else is ``unknown``), response codes by name.
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge
+from collections.abc import Iterator
 
+from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from namesrv_grpc.metrics import REQUEST_DURATION_BUCKETS, FastHistogram
 from namesrv_grpc.remoting.codes import RequestCode, ResponseCode
 
 UNKNOWN = "unknown"
 """Label value of a request code that is not one of the 23 (and of a response code not in ResponseCode)."""
 
-_REQUEST_NAMES = {int(code): code.name for code in RequestCode}
 _RESPONSE_NAMES = {int(code): code.name for code in ResponseCode}
+
+
+class RequestCodeMetrics:
+    """The counters of one request code: answers by response code name, and handling time."""
+
+    __slots__ = ("handled", "handling", "name")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.handled: dict[str, int] = {}
+        self.handling = FastHistogram(REQUEST_DURATION_BUCKETS)
+
+
+class RemotingRequestMetrics(Collector):
+    """``namesrv_remoting_requests_total`` and ``namesrv_remoting_request_duration_seconds`` as plain
+    integers per request code (a route lookup is handled in a few microseconds; prometheus-client's
+    labelled ``inc()`` and ``observe()`` take a lock each). Updated in the event loop's thread only;
+    a scrape copies them, and a histogram's count is its +Inf bucket, so each scraped one is consistent."""
+
+    def __init__(self) -> None:
+        self._codes = {int(code): RequestCodeMetrics(code.name) for code in RequestCode}
+        for metrics in self._codes.values():
+            metrics.handled[ResponseCode.SUCCESS.name] = 0
+        self._unknown = RequestCodeMetrics(UNKNOWN)
+        """Every request code that is not one of the 23 (one series, however many codes are sent)."""
+
+    def finish(self, request_code: int, response_code: int, seconds: float) -> None:
+        """Count one answered request and observe its handling time (``seconds``)."""
+        metrics = self._codes.get(request_code) or self._unknown
+        name = _RESPONSE_NAMES.get(response_code, UNKNOWN)
+        handled = metrics.handled
+        handled[name] = handled.get(name, 0) + 1
+        metrics.handling.observe(seconds)
+
+    def describe(self) -> Iterator[Metric]:
+        """The families without samples (lets the registry check for name clashes)."""
+        yield from self._families(())
+
+    def collect(self) -> Iterator[Metric]:
+        yield from self._families((*self._codes.values(), self._unknown))
+
+    @staticmethod
+    def _families(codes: tuple[RequestCodeMetrics, ...]) -> Iterator[Metric]:
+        requests = CounterMetricFamily(
+            "namesrv_remoting_requests",
+            "Remoting requests handled, by request code and response code.",
+            labels=["request_code", "response_code"],
+        )
+        duration = HistogramMetricFamily(
+            "namesrv_remoting_request_duration_seconds",
+            "Time from the dispatch of a remoting request to its answer, by request code.",
+            labels=["request_code"],
+        )
+        for metrics in codes:
+            for response_code, count in list(metrics.handled.items()):
+                requests.add_metric([metrics.name, response_code], count)
+            buckets, total = metrics.handling.sample()
+            if buckets[-1][1]:
+                duration.add_metric([metrics.name], buckets, total)
+        yield requests
+        yield duration
 
 
 class RemotingMetrics:
@@ -42,15 +112,8 @@ class RemotingMetrics:
     the start."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
-        self.requests = Counter(
-            "namesrv_remoting_requests",
-            "Remoting requests handled, by request code and response code.",
-            ["request_code", "response_code"],
-            registry=registry,
-        )
-        self._children: dict[tuple[int, int], Counter] = {}
-        for code in RequestCode:
-            self.requests.labels(code.name, ResponseCode.SUCCESS.name)
+        self.requests = RemotingRequestMetrics()
+        registry.register(self.requests)
         self.connections = Gauge("namesrv_remoting_connections", "Remoting connections open now.", registry=registry)
         self._opened = Counter(
             "namesrv_remoting_connections_opened", "Remoting connections accepted.", registry=registry
@@ -105,16 +168,6 @@ class RemotingMetrics:
         """A connection ended."""
         self.connections.dec()
 
-    def request_handled(self, request_code: int, response_code: int) -> None:
-        """Count one request (cheap: the labelled child is looked up once per pair)."""
-        if request_code not in _REQUEST_NAMES:
-            request_code = -1  # one series (and one cache entry) for every unknown code
-        if response_code not in _RESPONSE_NAMES:
-            response_code = -1
-        child = self._children.get((request_code, response_code))
-        if child is None:
-            child = self.requests.labels(
-                _REQUEST_NAMES.get(request_code, UNKNOWN), _RESPONSE_NAMES.get(response_code, UNKNOWN)
-            )
-            self._children[(request_code, response_code)] = child
-        child.inc()
+    def request_handled(self, request_code: int, response_code: int, seconds: float) -> None:
+        """Count one request answered with ``response_code`` after ``seconds`` (event loop's thread)."""
+        self.requests.finish(request_code, response_code, seconds)

@@ -9,9 +9,12 @@ Each line is one JSON object (control characters escaped, so a hostile name cann
 rate-limited so a flood of refused requests cannot fill the disk: at most
 :data:`REFUSALS_PER_MINUTE` lines a minute per identity and RPC; the next line written for them
 carries ``"suppressed": N``. Calls that
-only refresh liveness (heartbeats, QueryDataVersion, session heartbeats) are not audited; those that
-change routes, KV entries, configuration or files are: RegisterBroker, UnregisterBroker, session
-binds, AdminService writes, KV writes, UpdateNamesrvConfig, ExportRouteSnapshot. The lines go
+only refresh liveness are not audited: heartbeats, QueryDataVersion, session heartbeats, and a
+registration that changed nothing (``RegisterBrokerResult.changed`` false: a broker's periodic
+re-registration, which for a Java broker is its heartbeat). Those that change routes, KV entries,
+configuration or files are: RegisterBroker that registers a broker address new here or changes
+what is held for it, UnregisterBroker, session binds, AdminService writes, KV writes,
+UpdateNamesrvConfig, ExportRouteSnapshot; and their remoting request codes. The lines go
 wherever logging sends them (stderr by default) and, with ``--audit-log-file``, to that file too
 (``WatchedFileHandler``: rotate it with logrotate, no copytruncate needed).
 """
