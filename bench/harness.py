@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import grpc
+import psutil
 from google.protobuf.message import DecodeError, Message
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from prometheus_client.parser import text_string_to_metric_families
@@ -125,9 +126,33 @@ def size_text(size: int) -> str:
 
 
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of a process (all its threads), from /proc/PID/stat."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+    """User + system CPU seconds of a process and every process under it (all their threads): for
+    ``namesrv``, the supervisor, the route-table process and every serving process."""
+    total = 0.0
+    for one in tree_pids(pid):
+        with suppress(OSError):
+            fields = Path(f"/proc/{one}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+    return total
+
+
+def tree_pids(pid: int) -> list[int]:
+    """``pid`` and every live process under it (children, their children, ...)."""
+    try:
+        return [pid, *(child.pid for child in psutil.Process(pid).children(recursive=True))]
+    except psutil.NoSuchProcess:
+        return [pid]
+
+
+def tree_memory_bytes(pid: int) -> int:
+    """Memory of a process and every process under it: the sum of their proportional set sizes (PSS:
+    pages shared by several processes, such as the interpreter and libraries of ``namesrv``'s
+    processes, counted once in all), the figure to hold against one Java process's RSS."""
+    total = 0
+    for one in tree_pids(pid):
+        with suppress(psutil.Error):
+            total += psutil.Process(one).memory_full_info().pss
+    return total
 
 
 def children_cpu_seconds() -> float:
@@ -173,9 +198,8 @@ class Server:
         return f"http://127.0.0.1:{self.metrics_port}/metrics"
 
     def rss_bytes(self) -> int:
-        """Resident set size of the server process, from /proc."""
-        status = Path(f"/proc/{self.process.pid}/status").read_text()
-        return int(re.search(r"VmRSS:\s+(\d+) kB", status).group(1)) * 1024  # type: ignore[union-attr]
+        """Memory of the server: the PSS summed over ``namesrv`` and its processes (:func:`tree_memory_bytes`)."""
+        return tree_memory_bytes(self.process.pid)
 
     def channel(self) -> grpc.Channel:
         options = [("grpc.max_send_message_length", 256 << 20), ("grpc.max_receive_message_length", 256 << 20)]

@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-import re
 import tempfile
 import threading
 import time
@@ -31,7 +30,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.harness import BenchError, LoadRun, Profile, Result, bottleneck, median, namesrv, row, size_text
+from bench.harness import (
+    BenchError,
+    LoadRun,
+    Profile,
+    Result,
+    bottleneck,
+    median,
+    namesrv,
+    row,
+    size_text,
+    tree_memory_bytes,
+)
 from bench.remoting_load import remoting_load, trace_load, write_trace
 from bench.route_workloads import SEED, WORKLOADS, Workload, broker_topics, registration
 from namesrv_grpc.core.model import PERM_READ, DataVersion, TopicConfig
@@ -53,8 +63,8 @@ class Peer:
     metrics_url: str | None
 
     def rss_bytes(self) -> int:
-        status = Path(f"/proc/{self.pid}/status").read_text()
-        return int(re.search(r"VmRSS:\s+(\d+) kB", status).group(1)) * 1024  # type: ignore[union-attr]
+        """The peer's memory: PSS summed over its processes (one JVM; ours: every ``namesrv`` process)."""
+        return tree_memory_bytes(self.pid)
 
 
 @contextmanager

@@ -12,6 +12,7 @@ failure prints the ``--hypothesis-seed`` that replays the run."""
 from __future__ import annotations
 
 import copy
+import pickle
 from typing import Any
 
 from hypothesis import HealthCheck, settings
@@ -369,8 +370,8 @@ class RouteTableMachine(RuleBasedStateMachine):
         cached_before = {topic: self.replica.pickup_topic_route_cached(topic, lambda r: r) for topic in TOPICS}
         change = self.rt.take_change()
         self.replica_notices.clear()
-        if change is not None:
-            self.replica.apply_change(change)
+        if change is not None:  # as it crosses to a serving process
+            self.replica.apply_change(pickle.loads(pickle.dumps(change, protocol=pickle.HIGHEST_PROTOCOL)))
         replica, rt = self.replica, self.rt
         assert replica.topic_queue_nums == rt.topic_queue_nums
         assert replica.broker_addr_table == rt.broker_addr_table

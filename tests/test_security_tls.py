@@ -92,6 +92,8 @@ class SecureNamesrv:
     remoting_port: int = 0
     cert_file: Path | None = None
     key_file: Path | None = None
+    workers: int = 1
+    """Serving processes (each loads the certificates and logs its reloads)."""
 
     @property
     def address(self) -> str:
@@ -120,7 +122,10 @@ def start_secure(tmp_path: Path) -> Iterator[Callable[..., SecureNamesrv]]:
             process.kill()
             raise AssertionError(f"no boot line: {line!r} {process.communicate(timeout=10)[1]}")
         ports = parse_boot_line(line)
-        server = SecureNamesrv(process, ports["gRPC"], health_port, LineWatcher(process.stderr), ports["remoting"])
+        server = SecureNamesrv(
+            process, ports["gRPC"], health_port, LineWatcher(process.stderr), ports["remoting"],
+            workers=ports["serving processes"],
+        )  # fmt: skip
         started.append(server)
         wait_serving(f"127.0.0.1:{health_port}")  # the plaintext health-only port
         return server
@@ -339,7 +344,7 @@ def test_certificates_reload_on_sighup_and_file_change(pki: Pki, mtls_server: Se
     cert_file.write_bytes(renewed.cert_file.read_bytes())
     key_file.write_bytes(renewed.key_file.read_bytes())
     mtls_server.process.send_signal(signal.SIGHUP)
-    mtls_server.log.wait_for("TLS certificate reloaded (SIGHUP)")
+    mtls_server.log.wait_for("TLS certificate reloaded (SIGHUP)", count=mtls_server.workers)
     assert served_certificate(pki, mtls_server.port).serial_number == renewed.cert.serial_number
     assert served_certificate(pki, mtls_server.remoting_port).serial_number == renewed.cert.serial_number
 
@@ -347,14 +352,14 @@ def test_certificates_reload_on_sighup_and_file_change(pki: Pki, mtls_server: Se
     again = pki.ca.issue("server-again", pki.server.cert.subject, server=True)
     key_file.write_bytes(again.key_file.read_bytes())
     cert_file.write_bytes(again.cert_file.read_bytes())
-    mtls_server.log.wait_for("TLS certificate reloaded (files changed)", timeout=30)
+    mtls_server.log.wait_for("TLS certificate reloaded (files changed)", count=mtls_server.workers, timeout=30)
     assert served_certificate(pki, mtls_server.port).serial_number == again.cert.serial_number
     assert served_certificate(pki, mtls_server.remoting_port).serial_number == again.cert.serial_number
 
     # A broken file is reported and the served certificate stays.
     cert_file.write_text("garbage\n")
     mtls_server.process.send_signal(signal.SIGHUP)
-    mtls_server.log.wait_for("TLS reload (SIGHUP) failed")
+    mtls_server.log.wait_for("TLS reload (SIGHUP) failed", count=mtls_server.workers)
     assert served_certificate(pki, mtls_server.port).serial_number == again.cert.serial_number
     cert_file.write_bytes(again.cert_file.read_bytes())
 

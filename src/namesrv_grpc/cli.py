@@ -302,6 +302,7 @@ BOOT_LINE_PREFIX = "The Name Server boot success."
 """How the line starts that ``namesrv`` prints once it serves (RocketMQ ``NamesrvStartup`` prints it too)."""
 
 _BOOT_ADDRESS = re.compile(r"\b(remoting|gRPC) (\S+):(\d+)")
+_BOOT_PROCESSES = re.compile(r"\b(\d+) serving process")
 
 
 def boot_line(config: NamesrvConfig, remoting_port: int, grpc_port: int, workers: int = 1) -> str:
@@ -319,11 +320,15 @@ def boot_line(config: NamesrvConfig, remoting_port: int, grpc_port: int, workers
 
 
 def parse_boot_line(line: str) -> dict[str, int]:
-    """The ports a boot line names: ``{"remoting": port, "gRPC": port}``. Raises ValueError when
-    ``line`` is not a boot line."""
+    """The ports a boot line names: ``{"remoting": port, "gRPC": port}``, and ``"serving processes"``
+    when it names them. Raises ValueError when ``line`` is not a boot line."""
     if not line.startswith(BOOT_LINE_PREFIX):
         raise ValueError(f"not a NameServer boot line: {line!r}")
-    return {match[1]: int(match[3]) for match in _BOOT_ADDRESS.finditer(line)}
+    found = {match[1]: int(match[3]) for match in _BOOT_ADDRESS.finditer(line)}
+    processes = _BOOT_PROCESSES.search(line)
+    if processes:
+        found["serving processes"] = int(processes[1])
+    return found
 
 
 if __name__ == "__main__":

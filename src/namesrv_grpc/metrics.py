@@ -37,6 +37,13 @@ at scrape time, so they are never stale. Rule ids (S13, S15, ...) are those of d
 - ``namesrv_tls_certificate_expiry_timestamp_seconds`` (gauge) and ``namesrv_tls_reloads_total{result}``
   (counter, ``ok``/``failed``): only with TLS on, see :class:`namesrv_grpc.security.tls.TlsCollector`
 - ``namesrv_build_info{version}`` (gauge): always 1
+- ``namesrv_processes{role}`` (gauge): processes of the NameServer alive now, by role (``supervisor``,
+  ``route_table``, ``serving``), and ``namesrv_serving_process_restarts_total`` (counter): serving
+  processes started again after they exited (:mod:`namesrv_grpc.processes.supervisor`)
+
+Every process of a NameServer keeps its own registry; ``/metrics`` (served by the supervisor) sums
+them: counters and histograms over every serving process, the route table's gauges from the
+route-table process, ``process_*`` over all processes (memory and CPU of the whole NameServer).
 - ``process_*`` (CPU seconds, resident memory, open fds, start time) and ``python_*`` (version,
   garbage collection): prometheus-client's standard collectors
 - ``grpc_server_started_total``, ``grpc_server_handled_total``, ``grpc_server_handling_seconds``: see

@@ -27,6 +27,16 @@ async def checksum(function: Callable[[bytes], int], body: bytes) -> int:
     return function(body)
 
 
+def share(limit: int, workers: int) -> int:
+    """One serving process's part of a server-wide bound of ``limit`` (0 = unset: stays 0, each
+    process then takes its own default): the bound divided among the ``workers`` serving processes,
+    rounded up, at least 1. Used for what the kernel spreads over the processes (connections) and
+    what they hold (bytes of unfinished frames): the server-wide total stays the configured one."""
+    if limit <= 0:
+        return limit
+    return max(1, math.ceil(limit / workers))
+
+
 CGROUP_CPU_MAX = Path("/sys/fs/cgroup/cpu.max")
 """cgroup v2: ``QUOTA PERIOD`` (``max`` = no quota) of this process's cgroup (a container's limit)."""
 CGROUP_V1_QUOTA = Path("/sys/fs/cgroup/cpu/cpu.cfs_quota_us")

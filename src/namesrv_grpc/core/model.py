@@ -173,6 +173,12 @@ class TopicQueueMappingInfo:
     dirty: bool = False
     curr_id_map: Mapping[int, int] = field(default_factory=dict)
 
+    def __reduce__(self) -> tuple[object, ...]:
+        """Pickled with ``curr_id_map`` as a plain dict (a read-only ``MappingProxyType`` cannot be
+        pickled): mappings cross from the route-table process to the serving processes."""
+        fields = (self.topic, self.bname, self.scope, self.total_queues, self.epoch, self.dirty, dict(self.curr_id_map))
+        return TopicQueueMappingInfo, fields
+
 
 @dataclass(frozen=True, slots=True)
 class TopicRouteData:

@@ -31,6 +31,9 @@ LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 ROUTE_TABLE_SOCKET = "route-table.sock"
 """The route-table process's Unix socket, in the run directory (serving processes connect to it)."""
 
+LEDGER_FILE = "ledger"
+"""What every serving process holds (:mod:`.ledger`), in the run directory."""
+
 
 @dataclass(frozen=True, slots=True)
 class ProcessParams:

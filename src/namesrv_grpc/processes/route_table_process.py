@@ -161,6 +161,9 @@ class RouteTableProcess:
         self.snapshot_exporter: SnapshotExporter | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._server: asyncio.Server | None = None
+        self._fatal = asyncio.Event()
+        """Set when the replicas can no longer be kept equal to the table (a change could not be
+        sent): the process exits 1 rather than let serving processes answer from a diverged copy."""
         control.handlers["metrics"] = lambda: list(self.metrics.registry.collect())
 
     @property
@@ -185,14 +188,15 @@ class RouteTableProcess:
         self.control.tell("ready", os.getpid())
         lost = asyncio.create_task(self.control.lost.wait())
         stopping = asyncio.create_task(stop.wait())
-        await asyncio.wait([lost, stopping], return_when=asyncio.FIRST_COMPLETED)
-        for task in (*background, lost, stopping):
+        fatal = asyncio.create_task(self._fatal.wait())
+        await asyncio.wait([lost, stopping, fatal], return_when=asyncio.FIRST_COMPLETED)
+        for task in (*background, lost, stopping, fatal):
             task.cancel()
         self._server.close()
         for link in list(self.publisher.links.values()):
             link.channel.close()
         await self.notifier.close()
-        return 0
+        return 1 if self._fatal.is_set() else 0
 
     # ------------------------------------------------------------------ serving processes
 
@@ -218,6 +222,9 @@ class RouteTableProcess:
             await channel.serve(on_message)
         except ConnectionError as exc:
             log.warning("serving process link refused: %s", exc)
+        except Exception:
+            log.exception("the route-table process failed; exiting (the serving processes' replicas cannot be trusted)")
+            self._fatal.set()
         except asyncio.CancelledError:  # the route-table process is stopping
             return
         finally:

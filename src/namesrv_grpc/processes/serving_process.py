@@ -23,6 +23,7 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -44,8 +45,10 @@ from namesrv_grpc.log_limits import RateLimitFilter, suppressed_lines_counter
 from namesrv_grpc.log_limits import install as install_log_filter
 from namesrv_grpc.metrics import NamesrvMetrics
 from namesrv_grpc.pauses import GcPauses, LoopLagProbe, freeze_startup_objects
+from namesrv_grpc.policy import share
 from namesrv_grpc.processes.channel import Channel
-from namesrv_grpc.processes.child import ROUTE_TABLE_SOCKET, ControlLink, ProcessParams, run_child
+from namesrv_grpc.processes.child import LEDGER_FILE, ROUTE_TABLE_SOCKET, ControlLink, ProcessParams, run_child
+from namesrv_grpc.processes.ledger import Ledger, LedgerRow
 from namesrv_grpc.processes.route_table_client import RouteTableClient
 from namesrv_grpc.remoting.budget import RemotingLimits, default_grpc_max_connections
 from namesrv_grpc.remoting.handlers import RemotingHandlers
@@ -125,6 +128,7 @@ class ServingProcess:
             idle_timeout_seconds=lambda: self.config.server_channel_max_idle_time_seconds,
             ssl_context=self.tls.remoting_context() if self.tls is not None else None,
             permissive_tls=self.tls is not None and self.tls.settings.mode == "permissive",
+            shared=LedgerRow(Ledger(Path(params.run_dir) / LEDGER_FILE, params.workers + 1), params.index),
         )
         suppressed = suppressed_lines_counter(self.metrics.registry)
         self.log_filter = RateLimitFilter(
@@ -154,7 +158,9 @@ class ServingProcess:
         fix_malloc_mmap_threshold()
         self._remove_log_filter = install_log_filter(self.log_filter)
         await self.remoting.start(config.bind_address, params.remoting_port, reuse_port=True)
-        server = grpc.aio.server(options=grpc_options(config), maximum_concurrent_rpcs=max_calls(config))
+        server = grpc.aio.server(
+            options=grpc_options(config, params.workers), maximum_concurrent_rpcs=max_calls(config)
+        )
         self.route_watches.attach(asyncio.get_running_loop())
         add_services(
             server,
@@ -246,8 +252,9 @@ class ServingProcess:
             self._remove_log_filter = None
 
 
-def grpc_options(config: NamesrvConfig) -> list[tuple[str, Any]]:
-    """The gRPC server's channel arguments (``SO_REUSEPORT``: every serving process listens on the port)."""
+def grpc_options(config: NamesrvConfig, workers: int = 1) -> list[tuple[str, Any]]:
+    """The gRPC server's channel arguments (``SO_REUSEPORT``: every serving process listens on the
+    port); ``grpcMaxConnections`` is shared among the ``workers`` serving processes."""
     return [
         ("grpc.max_receive_message_length", config.grpc_max_message_size),
         ("grpc.max_send_message_length", config.grpc_max_message_size),
@@ -267,7 +274,10 @@ def grpc_options(config: NamesrvConfig) -> list[tuple[str, Any]]:
         ("grpc.max_connection_idle_ms", config.grpc_max_connection_idle_millis),
         # Connections at once: beyond it new ones are closed, so a flood cannot take the file
         # descriptors the remoting listener and the files need (issue 20).
-        ("grpc.max_allowed_incoming_connections", config.grpc_max_connections or default_grpc_max_connections()),
+        (
+            "grpc.max_allowed_incoming_connections",
+            share(config.grpc_max_connections, workers) or default_grpc_max_connections(),
+        ),
     ]
 
 

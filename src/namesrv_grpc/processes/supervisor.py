@@ -35,6 +35,7 @@ import threading
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 from wsgiref.simple_server import WSGIServer
 
@@ -47,7 +48,9 @@ from namesrv_grpc.metrics import register_standard_collectors
 from namesrv_grpc.pipes import print_line
 from namesrv_grpc.policy import default_worker_processes
 from namesrv_grpc.processes.channel import Channel
-from namesrv_grpc.processes.child import ProcessParams
+from namesrv_grpc.processes.child import LEDGER_FILE, ProcessParams
+from namesrv_grpc.processes.ledger import Ledger
+from namesrv_grpc.security.setup import OPEN_WARNING
 
 log = logging.getLogger("namesrv")
 
@@ -119,6 +122,7 @@ class Supervisor:
         self._stopping = False
         self._metrics_server: tuple[WSGIServer, threading.Thread] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self.ledger: Ledger | None = None
 
     # ------------------------------------------------------------------ start
 
@@ -138,6 +142,7 @@ class Supervisor:
             sock = reserve_port(config.bind_address, port, what)
             self._reserved.append(sock)
             setattr(self, attribute, sock.getsockname()[1])
+        self.ledger = Ledger(Path(self.run_dir) / LEDGER_FILE, self.workers + 1, create=True)
         self.route_table = await self._spawn("route_table", 0)
         await self._until(self.route_table, "ready")
         await asyncio.gather(*(self._start_serving(index) for index in range(1, self.workers + 1)))
@@ -236,6 +241,8 @@ class Supervisor:
                     await self.stop()
                     return 1
                 log.warning("serving process %d exited (%s); starting it again", child.index, _exit_text(code))
+                if self.ledger is not None:
+                    self.ledger.clear(child.index)  # what it held went with it
                 self.restarts += 1
                 await asyncio.sleep(delay)
                 try:
@@ -314,7 +321,7 @@ def _exit_text(code: int | None) -> str:
 
 MINIMUM_GAUGES = frozenset({"process_start_time_seconds"})
 """Gauges merged by the minimum over processes (the oldest process's start)."""
-MAXIMUM_GAUGES = frozenset({"process_max_fds", "python_info", "namesrv_build_info"})
+MAXIMUM_GAUGES = frozenset({"process_max_fds", "python_info", "namesrv_build_info", "namesrv_remoting_max_connections"})
 """Gauges merged by the maximum (the same value in every process)."""
 
 
@@ -396,6 +403,8 @@ async def serve(config: NamesrvConfig, log_level: str, origin: list[tuple[int, s
         return 1
     for level, line in origin:
         log.log(level, "%s", line)
+    if not config.acl_file:
+        log.warning("%s", OPEN_WARNING)
     log.info(
         "serving with %d serving processes (serverWorkerProcesses) and one route-table process; pid %d",
         supervisor.workers,

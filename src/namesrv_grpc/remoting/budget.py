@@ -114,12 +114,39 @@ class BudgetedConnection(Protocol):
         ...
 
 
-class RemotingBudget:
-    """Counts what all connections hold and decides who goes when a bound is reached."""
+class SharedUsage(Protocol):
+    """What the other serving processes of the NameServer hold (the ledger,
+    :class:`~namesrv_grpc.processes.ledger.LedgerRow`): the server-wide bounds count it too."""
 
-    def __init__(self, limits: RemotingLimits, metrics: RemotingMetrics) -> None:
+    def publish(self, field: str, value: int) -> None:
+        """This process now holds ``value`` of ``field`` (``remoting_connections``,
+        ``remoting_evictable``: connections that never sent a frame, ``partial_frame_bytes``)."""
+        ...
+
+    def others(self, field: str) -> int:
+        """What the other serving processes hold of ``field``."""
+        ...
+
+
+class _Alone:
+    """No other serving process (a listener of its own, in tests)."""
+
+    def publish(self, field: str, value: int) -> None:
+        pass
+
+    def others(self, field: str) -> int:
+        return 0
+
+
+class RemotingBudget:
+    """Counts what all connections hold and decides who goes when a bound is reached. The bounds are
+    server-wide: what the other serving processes hold (``shared``) counts too, and when a bound is
+    passed, this process's connections make room (the process where the bound is passed)."""
+
+    def __init__(self, limits: RemotingLimits, metrics: RemotingMetrics, shared: SharedUsage | None = None) -> None:
         self.limits = limits
         self.metrics = metrics
+        self.shared: SharedUsage = shared or _Alone()
         self.max_connections = limits.resolved_max_connections()
         self.connections: set[BudgetedConnection] = set()
         self._never_active: dict[BudgetedConnection, None] = {}
@@ -178,34 +205,59 @@ class RemotingBudget:
     # ------------------------------------------------------------------ connections
 
     def admit(self, connection: BudgetedConnection) -> bool:
-        """Count a new connection; False (and nothing counted) when it must be closed at once."""
-        if len(self.connections) >= self.max_connections:
+        """Count a new connection; False (and nothing counted) when it must be closed at once.
+
+        At ``maxConnections`` (all serving processes together) the oldest connection of this process
+        that never sent a frame makes room; when this process has none but another one has, the new
+        connection is admitted and that process makes room at its next :meth:`trim` (a tenth of a
+        second at most); only when no connection anywhere is idle that way is the new one refused."""
+        if len(self.connections) + self.shared.others("remoting_connections") >= self.max_connections:
             oldest = next(iter(self._never_active), None)
-            if oldest is None:
+            if oldest is not None:
+                self._evict(oldest)
+            elif self.shared.others("remoting_evictable") <= 0:
                 self.metrics.connections_refused.labels("max_connections").inc()
                 log.warning(
                     "remoting %s: refused, %d connections are open (maxConnections) and all have sent requests",
                     connection.peer,
-                    len(self.connections),
+                    len(self.connections) + self.shared.others("remoting_connections"),
                 )
                 return False
-            self.metrics.connections_refused.labels("idle_evicted").inc()
-            log.warning(
-                "remoting %s: closed to make room for a new connection (maxConnections %d reached; it has "
-                "sent no request)",
-                oldest.peer,
-                self.max_connections,
-            )
-            self.forget(oldest)
-            oldest.abort("evicted")
         self.connections.add(connection)
         self._never_active[connection] = None
         self.metrics.connection_opened()
+        self._publish_connections()
         return True
+
+    def trim(self) -> None:
+        """Over ``maxConnections`` (another serving process admitted a connection for which this one
+        has room to make): close this process's share of the excess, oldest never-active first."""
+        excess = len(self.connections) + self.shared.others("remoting_connections") - self.max_connections
+        own = len(self._never_active)
+        if excess <= 0 or not own:
+            return
+        evictable = own + self.shared.others("remoting_evictable")
+        for _ in range(min(own, -(-excess * own // evictable))):
+            self._evict(next(iter(self._never_active)))
+
+    def _evict(self, oldest: BudgetedConnection) -> None:
+        self.metrics.connections_refused.labels("idle_evicted").inc()
+        log.warning(
+            "remoting %s: closed to make room for a new connection (maxConnections %d reached; it has sent no request)",
+            oldest.peer,
+            self.max_connections,
+        )
+        self.forget(oldest)
+        oldest.abort("evicted")
+
+    def _publish_connections(self) -> None:
+        self.shared.publish("remoting_connections", len(self.connections))
+        self.shared.publish("remoting_evictable", len(self._never_active))
 
     def became_active(self, connection: BudgetedConnection) -> None:
         """The connection completed its first frame: it is no longer the first to go."""
-        self._never_active.pop(connection, None)
+        if self._never_active.pop(connection, 0) is None:
+            self._publish_connections()
 
     def forget(self, connection: BudgetedConnection) -> None:
         """The connection is gone (or about to be): release what it held."""
@@ -213,6 +265,7 @@ class RemotingBudget:
             self.connections.discard(connection)
             self.metrics.connection_closed()
         self._never_active.pop(connection, None)
+        self._publish_connections()
         self.hold(connection, 0)
 
     # ------------------------------------------------------------------ partial frames
@@ -225,8 +278,10 @@ class RemotingBudget:
         if held:
             self._partial[connection] = held
         self.partial_bytes += held - before
+        self.shared.publish("partial_frame_bytes", self.partial_bytes)
         survived = True
-        while self.partial_bytes > self.limits.partial_frames_max_bytes and self._partial:
+        others = self.shared.others("partial_frame_bytes") if held > before else 0
+        while self.partial_bytes + others > self.limits.partial_frames_max_bytes and self._partial:
             largest = max(self._partial, key=self._partial.__getitem__)
             size = self._partial[largest]
             self.metrics.frames_refused.labels("partial_frames_budget").inc()
@@ -235,7 +290,7 @@ class RemotingBudget:
                 "hold %d (remotingPartialFramesMaxBytes %d)",
                 largest.peer,
                 size,
-                self.partial_bytes,
+                self.partial_bytes + others,
                 self.limits.partial_frames_max_bytes,
             )
             self.forget(largest)

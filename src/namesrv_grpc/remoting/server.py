@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from namesrv_grpc.log_limits import printable
-from namesrv_grpc.remoting.budget import RemotingBudget, RemotingLimits
+from namesrv_grpc.remoting.budget import RemotingBudget, RemotingLimits, SharedUsage
 from namesrv_grpc.remoting.connection import Dispatcher, RemotingConnection
 from namesrv_grpc.remoting.remoting_metrics import RemotingMetrics
 from namesrv_grpc.remoting.tls_sniff import TlsSniffer
@@ -33,6 +33,10 @@ LISTEN_BACKLOG = 1024
 takes one number for this queue and for the connections it accepts per turn of the event loop; the
 listener asks for ``remotingAcceptsPerTurn`` and then sets the queue to this (a flood's burst of
 1,024 waiting connections set up in one turn stalled lookups on both doors for ~70 ms)."""
+
+
+TRIM_INTERVAL_SECONDS = 0.1
+"""How often a serving process checks whether it must make room under ``maxConnections``."""
 
 
 class RemotingHandlersLike(Dispatcher, Protocol):
@@ -55,15 +59,17 @@ class RemotingServer:
         ssl_context: ssl.SSLContext | None = None,
         permissive_tls: bool = False,
         limits: RemotingLimits | None = None,
+        shared: SharedUsage | None = None,
     ) -> None:
         """``idle_timeout_seconds`` is read for every check (``serverChannelMaxIdleTimeSeconds`` may be
         updated at run time); ``limits`` are the bounds (:class:`~.budget.RemotingLimits`);
-        ``frame_max_length`` (counting the 4 length bytes, as RocketMQ does) overrides its field."""
+        ``frame_max_length`` (counting the 4 length bytes, as RocketMQ does) overrides its field;
+        ``shared``: what the other serving processes hold, counted against the server-wide bounds."""
         limits = limits or RemotingLimits()
         if frame_max_length is not None:
             limits = dataclasses.replace(limits, frame_max_length=frame_max_length)
         self.handlers = handlers
-        self.budget = RemotingBudget(limits, handlers.metrics)
+        self.budget = RemotingBudget(limits, handlers.metrics, shared)
         self.ssl_context = ssl_context
         """TLS on every connection when set (``tls.server.mode=enforcing``), or on those that start
         with a TLS handshake when ``permissive_tls`` (:mod:`.tls_sniff`)."""
@@ -76,6 +82,7 @@ class RemotingServer:
         self.stopping = False
         """Set by :meth:`stop`: connections closed by the shutdown remove no brokers (the table goes too)."""
         self._server: asyncio.Server | None = None
+        self._trimming: asyncio.Task[None] | None = None
 
     async def start(self, host: str, port: int, *, reuse_port: bool = False) -> int:
         """Listen on ``host:port`` (0 = any free port); return the bound port. ``reuse_port``: with
@@ -114,7 +121,15 @@ class RemotingServer:
         except OSError as exc:
             raise RuntimeError(f"cannot listen on {host}:{port} (remoting): {exc.strerror or exc}") from None
         self.port = self._server.sockets[0].getsockname()[1]
+        self._trimming = asyncio.create_task(self._trim_loop(), name="remoting-connection-trim")
         return self.port
+
+    async def _trim_loop(self) -> None:
+        """Make this process's share of room when the serving processes together hold more than
+        ``maxConnections`` (:meth:`~.budget.RemotingBudget.trim`)."""
+        while True:
+            await asyncio.sleep(TRIM_INTERVAL_SECONDS)
+            self.budget.trim()
 
     @property
     def connections(self) -> set[RemotingConnection]:
@@ -134,6 +149,8 @@ class RemotingServer:
         """Stop accepting, let requests in flight finish (up to ``grace_seconds``), then close every
         connection."""
         self.stopping = True
+        if self._trimming is not None:
+            self._trimming.cancel()
         if self._server is not None:
             self._server.close()
         for task in list(self.sniffing):

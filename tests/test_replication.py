@@ -1,0 +1,110 @@
+"""The change stream between the route-table process and the serving processes' replicas
+(core/replication.py): what crosses the process boundary (pickled) and what a replica does with
+the parts that are not route-table records (KV config, configuration, session notices)."""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+from types import MappingProxyType
+
+from namesrv_grpc.config import NamesrvConfig
+from namesrv_grpc.core.kvconfig import KVConfigManager
+from namesrv_grpc.core.model import ORDER_TOPIC_CONFIG_NAMESPACE, DataVersion, TopicConfig, TopicQueueMappingInfo
+from namesrv_grpc.core.processor import NameServer
+from namesrv_grpc.core.replication import Change
+from namesrv_grpc.core.route_table import RouteInfoManager
+from tests.support import FakeClock
+
+
+def nameservers(tmp_path: Path, **config: object) -> tuple[NameServer, NameServer]:
+    """The route-table process's NameServer (tracking changes) and an empty replica."""
+    settings = NamesrvConfig(
+        kv_config_path=str(tmp_path / "kv.json"), config_store_path=str(tmp_path / "ns.properties"), **config
+    )
+    writer = NameServer(settings, RouteInfoManager(FakeClock()), KVConfigManager(tmp_path / "kv.json"))
+    writer.track_changes()
+    replica = NameServer(settings, RouteInfoManager(FakeClock()), KVConfigManager(None))
+    replica.apply_change(crossed(writer.replica_state()))
+    return writer, replica
+
+
+def crossed(change: Change) -> Change:
+    """``change`` as the serving process receives it."""
+    copy: Change = pickle.loads(pickle.dumps(change, protocol=pickle.HIGHEST_PROTOCOL))
+    return copy
+
+
+def publish(writer: NameServer, replica: NameServer) -> Change | None:
+    change = writer.take_change()
+    if change is not None:
+        replica.apply_change(crossed(change))
+    return change
+
+
+def register(ns: NameServer, mappings: dict[str, TopicQueueMappingInfo] | None = None) -> None:
+    ns.route_table.register_broker(
+        cluster_name="c1", broker_name="broker-a", broker_id=0, broker_addr="10.0.0.1:10911",
+        data_version=DataVersion(0, 1, 1), topic_configs={"T1": TopicConfig("T1", 4, 4), "T2": TopicConfig("T2", 4, 4)},
+        topic_queue_mappings=mappings,
+    )  # fmt: skip
+
+
+def test_static_topic_mappings_as_the_grpc_door_decodes_them_cross_to_the_replica(tmp_path: Path) -> None:
+    """A mapping's ``curr_id_map`` is a read-only MappingProxyType when decoded from protobuf; the
+    change holding it is still sent (it could not be pickled before: the route-table process failed)."""
+    writer, replica = nameservers(tmp_path)
+    mapping = TopicQueueMappingInfo("T1", "broker-a", total_queues=2, curr_id_map=MappingProxyType({0: 0, 1: 1}))
+    register(writer, {"T1": mapping})
+    publish(writer, replica)
+    assert replica.route_table.topic_queue_mapping_info_table == {"T1": {"broker-a": mapping}}
+    assert replica.pickup_topic_route("T1") == writer.pickup_topic_route("T1")
+
+
+def test_kv_writes_and_order_topic_conf_reach_the_replica(tmp_path: Path) -> None:
+    writer, replica = nameservers(tmp_path, order_message_enable=True)
+    register(writer)
+    publish(writer, replica)
+    assert replica.pickup_topic_route("T1").order_topic_conf == ""
+    writer.put_kv_config(ORDER_TOPIC_CONFIG_NAMESPACE, "T1", "broker-a:4")
+    writer.put_kv_config("ns", "k", "v")
+    publish(writer, replica)
+    assert replica.get_kv_config("ns", "k") == "v"
+    assert replica.pickup_topic_route("T1").order_topic_conf == "broker-a:4"  # the cached route was dropped
+    writer.delete_kv_config("ns", "k")
+    publish(writer, replica)
+    assert replica.get_kv_list_by_namespace("ns") == {}
+    assert replica.kv_config.total_bytes == writer.kv_config.total_bytes
+
+
+def test_a_configuration_change_reaches_the_replica_and_drops_every_cached_route(tmp_path: Path) -> None:
+    writer, replica = nameservers(tmp_path)
+    register(writer)
+    writer.put_kv_config(ORDER_TOPIC_CONFIG_NAMESPACE, "T2", "broker-a:8")
+    publish(writer, replica)
+    notices: list[object] = []
+    replica.route_table.route_listeners.append(lambda revision, topics: notices.append((revision, topics)))
+    assert replica.pickup_topic_route("T2").order_topic_conf == ""  # cached without the order conf
+    writer.update_namesrv_config({"orderMessageEnable": "true"})
+    change = publish(writer, replica)
+    assert change is not None
+    assert change.config is not None
+    assert replica.config.order_message_enable
+    assert replica.pickup_topic_route("T2").order_topic_conf == "broker-a:8"
+    assert notices == [(writer.route_table.route_revision, None)], "watchers are told every route changed"
+
+
+def test_session_notices_reach_the_replicas_listeners(tmp_path: Path) -> None:
+    writer, replica = nameservers(tmp_path)
+    masters: list[tuple[str, str, str]] = []
+    removals: list[str] = []
+    replica.master_listeners.append(lambda name, addr, ha: masters.append((name, addr, ha)))
+    replica.removal_listeners.append(lambda removed: removals.append(removed.broker_addr))
+    register(writer)
+    publish(writer, replica)
+    writer.unregister_broker(cluster_name="c1", broker_name="broker-a", broker_id=0, broker_addr="10.0.0.1:10911")
+    publish(writer, replica)
+    assert removals == ["10.0.0.1:10911"]
+    assert masters[-1] == ("broker-a", "", "")
+    assert replica.topic_route_encoded("T1", lambda route: route) is None
+    assert writer.take_change() is None, "nothing more to send"
