@@ -225,6 +225,12 @@ def q(broker: str, perm: int = 6, queues: int = 4) -> QueueData:
     return QueueData(broker, queues, queues, perm)
 
 
+def test_nothing_differs_nothing_is_reported() -> None:
+    """A NameServer whose cluster info was never read (it failed) is no reason for lines."""
+    read = snapshot("x", {"b": {0: "h:1"}}, {"T": [q("b")]})
+    assert summarize_differences([read, Snapshot("y")], []) == []
+
+
 def test_a_missing_slave_is_a_broker_line_not_a_topic_line() -> None:
     both = {"b": {0: "h:1", 1: "h:2"}}
     master_only = {"b": {0: "h:1"}}

@@ -398,7 +398,7 @@ def summarize_differences(snapshots: Sequence[Snapshot], found: Sequence[Differe
     for diff in found:
         if diff.kind in BROKER_KINDS:
             broker_facts.setdefault(diff.broker, []).append(diff)
-    for name in sorted(set(broker_facts) | set(absent_on)):
+    for name in sorted(broker_facts):  # an absent broker name always has facts that differ
         cluster, addrs = _broker_identity(name, snapshots)
         facts = broker_facts.get(name, [])
         head = f"broker {cluster}/{name}"
@@ -652,7 +652,7 @@ async def compare(
     ) -> CompareResult:
         return CompareResult(
             final, topics, namespaces, found, resolved, unreadable, time.monotonic() - started,
-            summarize_differences(final, found), wrong_ports,
+            summarize_differences(final, found) if found else [], wrong_ports,
         )  # fmt: skip
 
     try:
