@@ -199,6 +199,21 @@ def test_s37_parse_namesrv_addr_empty_is_an_error(text: str):
     assert info.value.source == "f.conf"
 
 
+def test_commas_between_namesrv_addresses_are_named(tmp_path: Path) -> None:
+    """Issue 28: ``a:9876,b:9876`` used to be blamed on IPv6 brackets."""
+    with pytest.raises(ConfigError) as info:
+        parse_namesrv_addr("10.0.0.1:8081,10.0.0.2:8081", "broker.conf", "grpcNamesrvAddr")
+    assert str(info.value) == (
+        "broker.conf: grpcNamesrvAddr: separate NameServer addresses with ';', not ',': '10.0.0.1:8081;10.0.0.2:8081'"
+    )
+    assert "IPv6" not in str(info.value)
+    conf = tmp_path / "broker.conf"
+    conf.write_text("brokerName=broker-a\nnamesrvAddr=127.0.0.1:9876\n")
+    flag = run_cli("broker_agent", "--broker-config", str(conf), "--namesrv-addr", "127.0.0.1:8081, 127.0.0.2:8081")
+    assert flag.returncode == 2
+    assert "--namesrv-addr: namesrvAddr: separate NameServer addresses with ';', not ','" in flag.stderr
+
+
 def test_s37_namesrv_addr_precedence_flag_over_file_over_env():
     props = {"namesrvAddr": "file:1"}
     env = {"NAMESRV_ADDR": "env:1;env:2"}

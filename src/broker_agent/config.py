@@ -178,12 +178,17 @@ def loopback_warning(config: BrokerConfig) -> str | None:
 
 def parse_namesrv_addr(text: str, source: str, key: str = "namesrvAddr") -> tuple[str, ...]:
     """Split ``host:port;host:port`` (white space and empty items ignored); raise ConfigError for an
-    item that is not host:port with a port 1..65535, or when nothing is left."""
+    item that is not host:port with a port 1..65535, for commas (RocketMQ separates NameServer
+    addresses with ``;``), or when nothing is left."""
     addrs = []
     for item in text.split(";"):
         item = item.strip()
         if not item:
             continue
+        if "," in item:
+            raise ConfigError(
+                source, key, f"separate NameServer addresses with ';', not ',': {item.replace(',', ';')!r}"
+            )
         try:
             parse_host_port(item)
         except ValueError as exc:

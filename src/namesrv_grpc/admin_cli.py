@@ -20,7 +20,11 @@ table (``--json`` for JSON). ``route TOPIC --format mqadmin`` and ``clusters --f
 what ``mqadmin topicRoute`` / ``clusterList`` print (:mod:`namesrv_grpc.admin_formats`).
 ``watch TOPIC...`` follows route changes on every NameServer (:mod:`namesrv_grpc.admin_watch`).
 ``compare`` tells whether every NameServer says the same (:mod:`namesrv_grpc.admin_compare`; exit
-codes 0 same, 1 different, 2 could not compare, as ``diff``'s).
+codes 0 same, 1 different, 2 could not compare, as ``diff``'s; 3 no broker on any NameServer).
+
+An address that is not a NameServer port of the protocol in use (a broker's port, an HTTP port, the
+other protocol's port) is named as such, whatever the command (:class:`admin_readers.WrongPortError`);
+commas between addresses are refused with the separator to use (``;``).
 
 Exit codes: 0 on success; 1 when a read got an error or no NameServer answered, when a change
 failed on any NameServer, or when ``wipe-write-perm``/``add-write-perm`` found the broker name on
@@ -31,6 +35,7 @@ no NameServer (nothing changed anywhere: a typo?); 2 for bad arguments; 141 when
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import sys
@@ -202,6 +207,8 @@ class Outcome:
     answered: bool = True
     """False when the NameServer could not be reached or did not answer in time."""
     protocol: str = "grpc"
+    wrong_port: bool = False
+    """The address is not a NameServer port of that protocol (``error`` says what it is instead)."""
 
 
 Call = Callable[[grpc.Channel], "Message | dict[str, Message]"]
@@ -330,30 +337,61 @@ async def _remoting_read(reader: admin_readers.NamesrvReader, args: argparse.Nam
     raise AssertionError(command)
 
 
+def _failed(name: str, error: ReadError) -> Outcome:
+    return Outcome(
+        name,
+        error=error.message,
+        answered=error.answered,
+        protocol="remoting",
+        wrong_port=isinstance(error, admin_readers.WrongPortError),
+    )
+
+
+def _grpc_only(args: argparse.Namespace) -> str | None:
+    """The command when only namesrv-grpc's gRPC API carries it (``snapshot``, ``watch``), else None."""
+    return None if args.command in READS or args.command in REMOTING_CHANGES else str(args.command)
+
+
+def _explained(endpoint: Endpoint, args: argparse.Namespace, outcome: Outcome) -> Outcome:
+    """A gRPC call that found no gRPC server (UNAVAILABLE): when the port is not a NameServer's gRPC
+    port, say what it is instead (a remoting port, a broker's port, an HTTP port:
+    :func:`admin_readers.wrong_port`)."""
+    if outcome.answered or not (outcome.error or "").startswith("UNAVAILABLE"):
+        return outcome
+    wrong = admin_readers.run(
+        admin_readers.wrong_port(
+            endpoint.address, args.client_security, args.timeout, wanted="grpc", grpc_only=_grpc_only(args)
+        )
+    )
+    if wrong is None:
+        return outcome
+    return Outcome(outcome.address, error=wrong.message, answered=False, wrong_port=True)
+
+
 def _read_one(endpoint: Endpoint, args: argparse.Namespace) -> Outcome:
     """One read from one NameServer, over the protocol its address names or its port speaks."""
     name = str(endpoint)
     if endpoint.protocol == "grpc":
-        return _ask(endpoint.address, args, _read_call(args))
+        return _explained(endpoint, args, _ask(endpoint.address, args, _read_call(args)))
 
     async def over_remoting() -> Outcome | None:
         try:
             reader = await admin_readers.open_reader(endpoint, args.client_security, args.timeout)
         except ReadError as exc:
-            return Outcome(name, error=exc.message, answered=exc.answered, protocol="remoting")
+            return _failed(name, exc)
         try:
             if reader.protocol == "grpc":
                 return None
             return Outcome(name, response=await _remoting_read(reader, args), protocol="remoting")
         except ReadError as exc:
-            return Outcome(name, error=exc.message, answered=exc.answered, protocol="remoting")
+            return _failed(name, exc)
         finally:
             await reader.close()
 
     outcome = admin_readers.run(over_remoting())
     if outcome is None:  # the port speaks gRPC
-        outcome = _ask(endpoint.address, args, _read_call(args))
-        return Outcome(name, outcome.response, outcome.error, outcome.answered)
+        outcome = _explained(endpoint, args, _ask(endpoint.address, args, _read_call(args)))
+        return Outcome(name, outcome.response, outcome.error, outcome.answered, wrong_port=outcome.wrong_port)
     return cast(Outcome, outcome)
 
 
@@ -480,30 +518,15 @@ def _run_read(args: argparse.Namespace, endpoints: list[Endpoint]) -> int:
         if outcome.error is None:
             print(_render_read(args, outcome))
             return 0
+        if outcome.wrong_port:
+            print(f"namesrv-admin: {outcome.error}", file=sys.stderr)
+            continue
         if outcome.answered:
             print(f"namesrv-admin: {outcome.address}: {outcome.error}", file=sys.stderr)
             return 1
         print(f"namesrv-admin: {outcome.address} did not answer ({outcome.error})", file=sys.stderr)
     print(f"namesrv-admin: no NameServer answered ({';'.join(str(e) for e in endpoints)})", file=sys.stderr)
     return 1
-
-
-def _remoting_hint(endpoint: Endpoint, args: argparse.Namespace, outcome: Outcome) -> Outcome:
-    """A change that found no gRPC server: when the port speaks remoting, say so."""
-    if outcome.answered or endpoint.protocol is not None:
-        return outcome
-    try:
-        protocol = admin_readers.run(admin_readers.detect_protocol(endpoint, args.client_security, args.timeout))
-    except ReadError:
-        return outcome
-    if protocol != "remoting":
-        return outcome
-    return Outcome(
-        outcome.address,
-        error=f"{endpoint.address} is a RocketMQ remoting port: {args.command} needs namesrv-grpc's gRPC API "
-        "(give its gRPC port, default 8081)",
-        answered=False,
-    )
 
 
 REMOTING_CHANGES = ("wipe-write-perm", "add-write-perm", "delete-topic", "kv-put", "kv-delete", "config")
@@ -543,27 +566,45 @@ def _change_one(endpoint: Endpoint, args: argparse.Namespace) -> Outcome:
     """One change on one NameServer, over the protocol its address names or its port speaks."""
     name = str(endpoint)
     if endpoint.protocol == "grpc" or args.command not in REMOTING_CHANGES:
-        return _remoting_hint(endpoint, args, _ask(endpoint.address, args, _change_call(args)))
+        return _explained(endpoint, args, _ask(endpoint.address, args, _change_call(args)))
 
     async def over_remoting() -> Outcome | None:
         try:
             reader = await admin_readers.open_reader(endpoint, args.client_security, args.timeout)
         except ReadError as exc:
-            return Outcome(name, error=exc.message, answered=exc.answered, protocol="remoting")
+            return _failed(name, exc)
         try:
             if not isinstance(reader, admin_readers.RemotingReader):
                 return None
             return Outcome(name, response=await _remoting_change(reader, args), protocol="remoting")
         except ReadError as exc:
-            return Outcome(name, error=exc.message, answered=exc.answered, protocol="remoting")
+            return _failed(name, exc)
         finally:
             await reader.close()
 
     outcome = admin_readers.run(over_remoting())
     if outcome is None:  # the port speaks gRPC
-        outcome = _ask(endpoint.address, args, _change_call(args))
-        return Outcome(name, outcome.response, outcome.error, outcome.answered)
+        outcome = _explained(endpoint, args, _ask(endpoint.address, args, _change_call(args)))
+        return Outcome(name, outcome.response, outcome.error, outcome.answered, wrong_port=outcome.wrong_port)
     return cast(Outcome, outcome)
+
+
+def _wrong_ports(endpoints: list[Endpoint], args: argparse.Namespace) -> list[admin_readers.WrongPortError | None]:
+    """:func:`admin_readers.wrong_port` of every endpoint (for gRPC), at once."""
+
+    async def check() -> list[admin_readers.WrongPortError | None]:
+        return list(
+            await asyncio.gather(
+                *(
+                    admin_readers.wrong_port(
+                        e.address, args.client_security, args.timeout, wanted="grpc", grpc_only=_grpc_only(args)
+                    )
+                    for e in endpoints
+                )
+            )
+        )
+
+    return cast(list[admin_readers.WrongPortError | None], admin_readers.run(check()))
 
 
 def _run_change(args: argparse.Namespace, endpoints: list[Endpoint]) -> int:
@@ -603,8 +644,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "compare":
         if args.each:
             parser.error("--each is for reads; compare reads every NameServer anyway")
-        if len(endpoints) < 2:
-            parser.error("compare needs at least two NameServers in -n (host:port;host:port)")
         if not 1 <= args.concurrency <= MAX_CONCURRENCY:
             parser.error(f"--concurrency must be 1..{MAX_CONCURRENCY}")
         if args.recheck_after < 0:
@@ -619,9 +658,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "(reads, compare and the other changes work over remoting)"
             )
     if args.command == "watch":
-        args.namesrv = ";".join(e.address for e in endpoints)
         if args.each:
             parser.error("--each is for reads; watch follows every NameServer anyway")
+        # A watch retries quietly for ever: first name the addresses that can never serve it.
+        wrong = [w for w in _wrong_ports(endpoints, args) if w is not None]
+        for error in wrong:
+            print(f"namesrv-admin: watch: {error.message}", file=sys.stderr)
+        if len(wrong) == len(endpoints):
+            return 1
+        args.namesrv = ";".join(e.address for e in endpoints if e.address not in {w.address for w in wrong})
         return run_watch(args)
     if args.each and not is_read:
         parser.error(f"--each is for reads; {args.command} goes to every NameServer anyway")

@@ -9,6 +9,18 @@ the server closes or answers with something that is not a remoting frame (an HTT
 ``GOAWAY``) is a gRPC port. A port where nothing listens, or that does not answer within the
 timeout, is a NameServer that could not be read (:class:`ReadError` with ``answered=False``).
 
+An address that is not a NameServer port of the protocol in use raises :class:`WrongPortError`,
+naming the mistake (:func:`identify_port` tells what listens there):
+
+- a RocketMQ **broker's** port: it answers ``REQUEST_CODE_NOT_SUPPORTED`` (3) to a request every
+  NameServer answers (:data:`NAMESRV_CODES`), as the broker's default processor does
+  (``AdminBrokerProcessor``: "request type 106 not supported");
+- an **HTTP** port (a metrics port, any web server): it answers ``HTTP/1.x`` to ``HEAD /``, or to the
+  remoting frame;
+- the **other protocol's** port: a gRPC (HTTP/2) server sends its SETTINGS frame to the remoting
+  client (``remoting://`` on a gRPC port); a remoting port closes the HTTP/2 connection at once and
+  answers a remoting request (``grpc://`` on a remoting port).
+
 The security options apply to both: TLS (``ClientSecurity.ssl_context`` for remoting, channel
 credentials for gRPC) and RocketMQ AccessKey/Signature (``AclClientRPCHook``'s fields over
 remoting, the ``authorization`` metadata over gRPC).
@@ -23,6 +35,7 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import contextlib
 import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -40,7 +53,7 @@ from namesrv.v1 import types_pb2
 from namesrv_grpc.core.model import BrokerData, ClusterInfo, QueueData, TopicRouteData
 from namesrv_grpc.core.validation import parse_host_port
 from namesrv_grpc.remoting import bodies
-from namesrv_grpc.remoting.client import RemotingClient, RemotingConnectionError
+from namesrv_grpc.remoting.client import HTTP1, HTTP2, RemotingClient, RemotingConnectionError, foreign_protocol
 from namesrv_grpc.remoting.codec import RemotingCommand
 from namesrv_grpc.remoting.codes import RequestCode, ResponseCode
 from namesrv_grpc.security.client import ClientSecurity
@@ -52,6 +65,8 @@ __all__ = [
     "NamesrvReader",
     "ReadError",
     "RemotingReader",
+    "WrongPortError",
+    "identify_port",
     "open_reader",
     "parse_endpoint",
 ]
@@ -64,6 +79,33 @@ MAX_MESSAGE_BYTES: Final = 64 * 1024 * 1024
 16 MiB by the codec, as RocketMQ bounds them)."""
 
 NOT_ANSWERING: Final = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+
+DEFAULT_REMOTING_PORT: Final = 9876
+"""A NameServer's RocketMQ remoting port (``listenPort``)."""
+DEFAULT_GRPC_PORT: Final = 8081
+"""namesrv-grpc's gRPC port (``grpcServerPort``)."""
+PROBE_TIMEOUT_SECONDS: Final = 3.0
+"""At most this long for each probe of :func:`identify_port` (less when ``--timeout`` is shorter)."""
+
+NAMESRV_CODES: Final = frozenset(
+    {
+        RequestCode.PUT_KV_CONFIG,
+        RequestCode.GET_KV_CONFIG,
+        RequestCode.DELETE_KV_CONFIG,
+        RequestCode.GET_ROUTEINFO_BY_TOPIC,
+        RequestCode.GET_BROKER_CLUSTER_INFO,
+        RequestCode.WIPE_WRITE_PERM_OF_BROKER,
+        RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER,
+        RequestCode.DELETE_TOPIC_IN_NAMESRV,
+        RequestCode.GET_KVLIST_BY_NAMESPACE,
+        RequestCode.GET_TOPICS_BY_CLUSTER,
+        RequestCode.UPDATE_NAMESRV_CONFIG,
+        RequestCode.GET_NAMESRV_CONFIG,
+    }
+)
+"""Request codes every NameServer answers (Java 4.x and 5.x, ours: ``DefaultRequestProcessor``);
+``REQUEST_CODE_NOT_SUPPORTED`` to one of them means the port is not a NameServer's.
+``ADD_WRITE_PERM_OF_BROKER`` (327) is not one: NameServers before 4.9 do not know it."""
 
 
 @dataclass(frozen=True)
@@ -80,9 +122,15 @@ class Endpoint:
 
 def parse_endpoint(text: str) -> Endpoint:
     """``host:port``, ``remoting://host:port`` or ``grpc://host:port`` -> Endpoint. Raises ValueError
-    naming what is wrong (an unknown scheme, a bad host or port)."""
+    naming what is wrong (an unknown scheme, a bad host or port, commas where ``;`` separates
+    addresses)."""
     protocol: str | None = None
     address = text.strip()
+    if "," in address:
+        raise ValueError(
+            "separate NameServer addresses with ';', not ',' (as RocketMQ's namesrvAddr): "
+            f"{address.replace(',', ';')!r}"
+        )
     if "://" in address:
         scheme, _, address = address.partition("://")
         if scheme.lower() not in PROTOCOLS:
@@ -103,6 +151,161 @@ class ReadError(Exception):
         self.answered = answered
         self.tls_failed = False
         """The TLS handshake failed (a gRPC port may refuse a TLS client that offers no ALPN ``h2``)."""
+
+
+class WrongPortError(ReadError):
+    """``address`` is not a NameServer port of the protocol in use (module docstring): ``kind`` is
+    what listens there: ``broker``, ``http``, ``remoting`` (a NameServer's remoting port, where gRPC
+    was wanted) or ``grpc`` (a gRPC port, where remoting was wanted). ``answered`` is False: a read
+    asks the next NameServer."""
+
+    def __init__(self, address: str, kind: str, message: str) -> None:
+        super().__init__(address, message, answered=False)
+        self.kind = kind
+
+
+def broker_port_error(address: str, code: int) -> WrongPortError:
+    """A broker's port: it answered ``REQUEST_CODE_NOT_SUPPORTED`` to request ``code``."""
+    return WrongPortError(
+        address,
+        "broker",
+        f"{address} looks like a RocketMQ broker port, not a NameServer (request code {code} not supported); "
+        f"NameServers listen on {DEFAULT_REMOTING_PORT}",
+    )
+
+
+def http_port_error(address: str, status: str) -> WrongPortError:
+    """An HTTP/1 server (``status``: the status line it answered)."""
+    return WrongPortError(
+        address,
+        "http",
+        f"{address} is an HTTP port (it answered {status!r}), not a NameServer: a metrics port? NameServers "
+        f"listen on {DEFAULT_REMOTING_PORT} (RocketMQ remoting) and {DEFAULT_GRPC_PORT} (gRPC)",
+    )
+
+
+def remoting_port_error(address: str, grpc_only: str | None = None) -> WrongPortError:
+    """A NameServer's remoting port where gRPC was wanted; ``grpc_only``: the command that needs gRPC
+    (``snapshot``, ``watch``), None when the command also works over remoting."""
+    if grpc_only:
+        message = (
+            f"{address} is a RocketMQ remoting port: {grpc_only} needs namesrv-grpc's gRPC API (give its gRPC "
+            f"port, default {DEFAULT_GRPC_PORT})"
+        )
+    else:
+        message = (
+            f"{address} speaks RocketMQ remoting, not gRPC: use remoting://{address} or the gRPC port "
+            f"(default {DEFAULT_GRPC_PORT})"
+        )
+    return WrongPortError(address, "remoting", message)
+
+
+def grpc_port_error(address: str) -> WrongPortError:
+    """A gRPC (HTTP/2) port where RocketMQ remoting was wanted."""
+    return WrongPortError(
+        address,
+        "grpc",
+        f"{address} speaks gRPC (HTTP/2), not RocketMQ remoting: use grpc://{address} or the remoting port "
+        f"(default {DEFAULT_REMOTING_PORT})",
+    )
+
+
+def _status_line(answer: bytes) -> str:
+    return answer.split(b"\n", 1)[0].rstrip(b"\r").decode("ascii", "replace")
+
+
+async def _http_probe(host: str, port: int, security: ClientSecurity, timeout: float) -> bytes | None:
+    """Send ``HEAD / HTTP/1.0`` and return the first bytes of the answer, empty when the server closed
+    the connection without answering; None when no connection was made or nothing came in time."""
+    tls: dict[str, Any] = {}
+    context = security.ssl_context()
+    if context is not None:
+        tls = {"ssl": context, "server_hostname": security.server_name or host}
+    try:
+        async with asyncio.timeout(timeout):
+            reader, writer = await asyncio.open_connection(host, port, **tls)
+    except (OSError, TimeoutError, ssl.SSLError):
+        return None
+    answer, closed = b"", False
+    try:
+        async with asyncio.timeout(timeout):
+            writer.write(b"HEAD / HTTP/1.0\r\n\r\n")  # HTTP/1.0: no Host header needed
+            await writer.drain()
+            while len(answer) < 64:
+                data = await reader.read(64 - len(answer))
+                if not data:
+                    closed = True
+                    break
+                answer += data
+    except TimeoutError:  # (an OSError: first)
+        pass
+    except (OSError, ssl.SSLError):
+        closed = True
+    finally:
+        writer.close()
+        with contextlib.suppress(OSError, ssl.SSLError):
+            await writer.wait_closed()
+    return answer if answer or closed else None
+
+
+async def identify_port(address: str, security: ClientSecurity, timeout: float) -> tuple[str, str] | None:
+    """What listens on ``address`` (``host:port``), asked after a NameServer request failed there:
+    ``("http", status line)``, ``("grpc", "")`` (an HTTP/2 server), ``("remoting", "")`` (a NameServer's
+    remoting port: it answered GET_NAMESRV_CONFIG), ``("broker", "319")`` (a remoting server that does
+    not support GET_NAMESRV_CONFIG, 319), or None when it cannot tell (nothing listens, no answer).
+
+    Two probes on fresh connections, each within ``min(timeout, PROBE_TIMEOUT_SECONDS)``: ``HEAD /
+    HTTP/1.0`` (an HTTP/1 server answers a status line, an HTTP/2 server its SETTINGS frame, a remoting
+    server closes the connection: "HEAD" read as a frame length is 1.2 GB, more than RocketMQ's 16 MiB),
+    then, when the connection was closed unanswered, one GET_NAMESRV_CONFIG request (it changes nothing)."""
+    host, port = parse_host_port(address)
+    host = host.strip("[]")
+    timeout = min(timeout, PROBE_TIMEOUT_SECONDS)
+    answer = await _http_probe(host, port, security, timeout)
+    if answer is None:  # nothing listens, or it waits for more (neither HTTP nor remoting)
+        return None
+    protocol = foreign_protocol(answer)
+    if protocol == HTTP1:
+        return "http", _status_line(answer)
+    if protocol == HTTP2:
+        return "grpc", ""
+    try:
+        client = await RemotingClient.connect(
+            host, port, timeout=timeout, ssl_context=security.ssl_context(), server_hostname=security.server_name
+        )
+    except (OSError, TimeoutError, ssl.SSLError):
+        return None
+    try:
+        fields = security.remoting_fields({}, b"")
+        response = await client.request(RequestCode.GET_NAMESRV_CONFIG, fields, timeout=timeout)
+    except (RemotingConnectionError, TimeoutError):
+        return None
+    finally:
+        await client.close()
+    if response.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
+        return "broker", str(int(RequestCode.GET_NAMESRV_CONFIG))
+    return "remoting", ""
+
+
+async def wrong_port(
+    address: str, security: ClientSecurity, timeout: float, *, wanted: str, grpc_only: str | None = None
+) -> WrongPortError | None:
+    """The :class:`WrongPortError` for ``address`` when it is not a NameServer port speaking ``wanted``
+    (``remoting`` or ``grpc``; ``grpc_only``: see :func:`remoting_port_error`), None when it is one or
+    :func:`identify_port` cannot tell."""
+    found = await identify_port(address, security, timeout)
+    if found is None:
+        return None
+    kind, detail = found
+    if kind == "http":
+        return http_port_error(address, detail)
+    if kind == "broker":
+        return broker_port_error(address, int(detail))
+    if kind == "remoting" and wanted == "grpc":
+        return remoting_port_error(address, grpc_only)
+    if kind == "grpc" and wanted == "remoting":
+        return grpc_port_error(address)
+    return None
 
 
 class NamesrvReader(abc.ABC):
@@ -179,17 +382,35 @@ class RemotingReader(NamesrvReader):
     async def request(
         self, code: RequestCode, fields: Mapping[str, str] | None = None, body: bytes = b""
     ) -> RemotingCommand:
-        """Send one (signed) request; return the answer whatever its code. Raises ReadError
-        (``answered=False``) when the connection fails or no answer comes within the timeout."""
+        """Send one (signed) request; return the answer whatever its code, except
+        ``REQUEST_CODE_NOT_SUPPORTED`` to one of :data:`NAMESRV_CODES` (a broker's port). Raises
+        ReadError (``answered=False``) when the connection fails or no answer comes within the
+        timeout; :class:`WrongPortError` when the peer is not a NameServer's remoting port."""
         ext = self._security.remoting_fields(dict(fields or {}), body)
         try:
-            return await self._client.request(code, ext, body, timeout=self._timeout)
+            answer = await self._client.request(code, ext, body, timeout=self._timeout)
         except RemotingConnectionError as exc:
+            if exc.peer_protocol == HTTP2:
+                raise grpc_port_error(self.address) from None
+            if exc.peer_protocol == HTTP1:
+                raise http_port_error(self.address, _status_line(exc.peer_answer)) from None
             raise ReadError(self.address, f"UNAVAILABLE: {exc}", answered=False) from None
         except TimeoutError:
+            # An HTTP/1 server waits for the end of a request line that a remoting frame never sends.
+            if not self._client.framed:
+                found = await identify_port(self.address, self._security, self._timeout)
+                if found is not None and found[0] == "http":
+                    raise http_port_error(self.address, found[1]) from None
             raise ReadError(
                 self.address, f"DEADLINE_EXCEEDED: no answer within {self._timeout:g} s", answered=False
             ) from None
+        if answer.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
+            if code in NAMESRV_CODES:
+                raise broker_port_error(self.address, int(code))
+            # A code older NameServers lack (ADD_WRITE_PERM_OF_BROKER): a broker lacks GET_NAMESRV_CONFIG
+            # too, and this request then raises WrongPortError.
+            await self.request(RequestCode.GET_NAMESRV_CONFIG)
+        return answer
 
     async def change(self, code: RequestCode, fields: Mapping[str, str], body: bytes = b"") -> RemotingCommand:
         """A request that changes something (PUT_KV_CONFIG, WIPE_WRITE_PERM_OF_BROKER, ...): the
@@ -313,6 +534,8 @@ class GrpcReader(NamesrvReader):
     def __init__(self, address: str, security: ClientSecurity, timeout: float) -> None:
         self.address = address
         self._timeout = timeout
+        self._security = security
+        self._wrong_port: asyncio.Task[WrongPortError | None] | None = None
         self._channel = security.aio_channel(address, [("grpc.max_receive_message_length", MAX_MESSAGE_BYTES)])
         self._ns = ns_grpc.NameServerServiceStub(self._channel)
         self._kv = kv_grpc.KVConfigServiceStub(self._channel)
@@ -324,6 +547,14 @@ class GrpcReader(NamesrvReader):
         except grpc.aio.AioRpcError as error:
             if not_found and error.code() == grpc.StatusCode.NOT_FOUND:
                 return None
+            if error.code() == grpc.StatusCode.UNAVAILABLE:
+                if self._wrong_port is None:  # asked once, whatever the number of calls failing at once
+                    self._wrong_port = asyncio.ensure_future(
+                        wrong_port(self.address, self._security, self._timeout, wanted="grpc")
+                    )
+                wrong = await asyncio.shield(self._wrong_port)
+                if wrong is not None:
+                    raise wrong from None
             answered = error.code() not in NOT_ANSWERING
             raise ReadError(self.address, f"{error.code().name}: {error.details()}", answered=answered) from None
 
@@ -380,6 +611,11 @@ async def open_reader(endpoint: Endpoint, security: ClientSecurity, timeout: flo
         return reader
     try:
         await reader.request(RequestCode.GET_NAMESRV_CONFIG)
+    except WrongPortError as exc:
+        await reader.close()
+        if exc.kind == "grpc":
+            return GrpcReader(endpoint.address, security, timeout)
+        raise
     except ReadError as exc:
         await reader.close()
         if exc.message.startswith("DEADLINE_EXCEEDED"):
@@ -391,13 +627,6 @@ async def open_reader(endpoint: Endpoint, security: ClientSecurity, timeout: flo
             ) from None
         return GrpcReader(endpoint.address, security, timeout)
     return reader
-
-
-async def detect_protocol(endpoint: Endpoint, security: ClientSecurity, timeout: float) -> str:
-    """``remoting`` or ``grpc`` for ``endpoint`` (as :func:`open_reader` decides). Raises ReadError."""
-    reader = await open_reader(endpoint, security, timeout)
-    await reader.close()
-    return reader.protocol
 
 
 def run(coroutine: Any) -> Any:

@@ -11,6 +11,9 @@ any number may be in flight at once. Frames are built and parsed by :mod:`.codec
 
 Errors: :class:`RemotingConnectionError` when the connection is closed or delivers a broken frame
 (every request in flight fails with it), ``TimeoutError`` when one response does not come in time.
+When the peer answered before any remoting frame with something that is not RocketMQ remoting, the
+error says what it was (:func:`foreign_protocol`: an HTTP/2 server's SETTINGS frame, so a gRPC port;
+an ``HTTP/1.x`` status line, so an HTTP port) in its ``peer_protocol``.
 """
 
 from __future__ import annotations
@@ -21,17 +24,43 @@ import itertools
 import ssl
 from collections.abc import Mapping
 from types import TracebackType
+from typing import Final
 
 from namesrv_grpc.remoting.codec import FrameDecoder, FrameError, RemotingCommand, encode_command
 from namesrv_grpc.remoting.codes import CURRENT_VERSION, DEFAULT_FRAME_MAX_LENGTH, FLAG_ONEWAY, SerializeType
 
-__all__ = ["RemotingClient", "RemotingConnectionError"]
+__all__ = ["HTTP1", "HTTP2", "RemotingClient", "RemotingConnectionError", "foreign_protocol"]
 
 _READ_SIZE = 256 * 1024
+_HEAD_BYTES = 64
+"""How much of what a peer sent before its first remoting frame is kept, to tell what it speaks."""
+
+HTTP1: Final = "HTTP/1"
+HTTP2: Final = "HTTP/2"
+
+
+def foreign_protocol(head: bytes) -> str | None:
+    """What the first bytes a server sent say it speaks, when not RocketMQ remoting: :data:`HTTP2`
+    for an HTTP/2 server preface (a SETTINGS frame, type 4, on stream 0, whose length is a multiple
+    of 6: RFC 9113 3.4 and 6.5; a gRPC server sends it as soon as the connection opens),
+    :data:`HTTP1` for an ``HTTP/1.x`` status line (RFC 9112 4), None otherwise."""
+    if head.startswith(b"HTTP/1."):
+        return HTTP1
+    settings_on_stream_0 = len(head) >= 9 and head[3] == 0x4 and int.from_bytes(head[5:9], "big") & 0x7FFFFFFF == 0
+    if settings_on_stream_0 and int.from_bytes(head[:3], "big") % 6 == 0:
+        return HTTP2
+    return None
 
 
 class RemotingConnectionError(ConnectionError):
-    """The connection to the NameServer closed (or sent a frame that cannot be parsed)."""
+    """The connection to the NameServer closed (or sent a frame that cannot be parsed).
+    ``peer_protocol``: :data:`HTTP1` or :data:`HTTP2` when the peer answered in that protocol
+    instead of RocketMQ remoting (``peer_answer``: its first bytes), else None."""
+
+    def __init__(self, message: str, peer_protocol: str | None = None, peer_answer: bytes = b"") -> None:
+        super().__init__(message)
+        self.peer_protocol = peer_protocol
+        self.peer_answer = peer_answer
 
 
 class RemotingClient:
@@ -52,6 +81,9 @@ class RemotingClient:
         self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
         self._opaques = itertools.count()
         self._closed_error: RemotingConnectionError | None = None
+        self._head = b""
+        """The first bytes received, until the first frame is decoded (:func:`foreign_protocol`)."""
+        self._framed = False
         self.language = language
         self.version = version
         self._read_task = asyncio.get_running_loop().create_task(self._read_loop())
@@ -76,6 +108,11 @@ class RemotingClient:
             tls = {"ssl": ssl_context, "server_hostname": server_hostname or host}
         reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port, **tls), timeout)  # type: ignore[arg-type]
         return cls(reader, writer, max_frame_length=max_frame_length, language=language, version=version)
+
+    @property
+    def framed(self) -> bool:
+        """True once a remoting frame was received: the peer speaks RocketMQ remoting."""
+        return self._framed
 
     @property
     def closed(self) -> bool:
@@ -138,6 +175,8 @@ class RemotingClient:
             ) from None
         finally:
             self._pending.pop(command.opaque, None)
+            if future.done() and not future.cancelled():
+                future.exception()  # failed while sending: retrieved, so asyncio does not log it as lost
 
     async def send_oneway(
         self,
@@ -195,20 +234,39 @@ class RemotingClient:
                 future.set_exception(error)
         self._pending.clear()
 
+    def _foreign(self, fallback: str) -> RemotingConnectionError:
+        """The error for a connection that ended: ``fallback``, or what the peer spoke instead."""
+        protocol = None if self._framed else foreign_protocol(self._head)
+        if protocol == HTTP1:
+            status = self._head.split(b"\r\n", 1)[0].split(b"\n", 1)[0].decode("ascii", "replace")
+            return RemotingConnectionError(
+                f"the server answered {status!r}: it speaks HTTP/1, not RocketMQ remoting", HTTP1, self._head
+            )
+        if protocol == HTTP2:
+            return RemotingConnectionError(
+                "the server answered with an HTTP/2 SETTINGS frame: it speaks HTTP/2 (gRPC), not RocketMQ remoting",
+                HTTP2,
+                self._head,
+            )
+        return RemotingConnectionError(fallback)
+
     async def _read_loop(self) -> None:
         try:
             while True:
                 data = await self._reader.read(_READ_SIZE)
                 if not data:
-                    self._fail(RemotingConnectionError("connection closed by the server"))
+                    self._fail(self._foreign("connection closed by the server"))
                     return
+                if not self._framed and len(self._head) < _HEAD_BYTES:
+                    self._head += data[: _HEAD_BYTES - len(self._head)]
                 for command in self._decoder.feed(data):
+                    self._framed = True
                     if not command.is_response:
                         continue  # a request from the server (e.g. CHECK_TRANSACTION_STATE): not ours
                     future = self._pending.get(command.opaque)
                     if future is not None and not future.done():
                         future.set_result(command)
         except FrameError as exc:
-            self._fail(RemotingConnectionError(f"the server sent a broken frame: {exc}"))
+            self._fail(self._foreign(f"the server sent a broken frame: {exc}"))
         except OSError as exc:
             self._fail(RemotingConnectionError(f"connection lost: {exc}"))
