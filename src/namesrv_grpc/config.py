@@ -83,7 +83,6 @@ class NamesrvConfig:
     CPU quota, :func:`namesrv_grpc.policy.default_worker_processes`)."""
     serving_process_apply_timeout_millis: int = 5_000
     """A serving process that applies no change of the route table for this long is restarted."""
-    """Large registration bodies are decoded in a child process (namesrv_grpc.decode_pool)."""
     kv_config_max_value_size: int = 64 * 1024
     kv_config_max_total_size: int = 2 * 1024 * 1024
     broker_session_hello_timeout_millis: int = 10_000

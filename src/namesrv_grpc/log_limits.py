@@ -29,7 +29,7 @@ PEER_LOGGERS = (
     "namesrv_grpc.remoting.tls_sniff",
     "namesrv_grpc.grpc_api.sessions",
     "namesrv_grpc.core.processor",
-    "namesrv_grpc.decode_pool",
+    "namesrv_grpc.processes.route_table_process",
     "namesrv_grpc.security.authz",
     "namesrv_grpc.security.signature",
     "grpc._cython.cygrpc",

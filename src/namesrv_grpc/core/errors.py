@@ -43,8 +43,8 @@ class NamesrvError(Exception):
         self.metadata = metadata or {}
 
     def __reduce__(self) -> tuple[object, ...]:
-        """Pickled as class, message, metadata and attributes (errors of the body-decoding child
-        process come back whole, whatever the subclass's constructor takes)."""
+        """Pickled as class, message, metadata and attributes (errors of the route-table process
+        reach the serving process whole, whatever the subclass's constructor takes)."""
         return _rebuild_error, (type(self), self.message, dict(self.metadata)), dict(self.__dict__)
 
 
