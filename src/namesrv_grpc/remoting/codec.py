@@ -41,6 +41,8 @@ connection, as RocketMQ's ``NettyDecoder`` does.
 from __future__ import annotations
 
 import json
+
+import orjson
 import struct
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -262,11 +264,16 @@ def _check_json_structure(raw: bytes, max_fields: int) -> None:
 def _decode_json_header(raw: bytes, max_fields: int = MAX_HEADER_FIELDS) -> RemotingCommand:
     _check_json_structure(raw, max_fields)
     try:
-        header = json.loads(raw)
-    except RecursionError:
-        raise FrameError("JSON header is nested too deeply") from None
-    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
-        raise FrameError(f"header is not valid JSON: {exc}") from None
+        header = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        # orjson refuses a few things the json module takes (integers beyond 64 bits, NaN): decide
+        # with the json module, as before, so what was accepted stays accepted and errors read alike.
+        try:
+            header = json.loads(raw)
+        except RecursionError:
+            raise FrameError("JSON header is nested too deeply") from None
+        except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
+            raise FrameError(f"header is not valid JSON: {exc}") from None
     if type(header) is dict:
         # Fast path (every request): the usual types, checked in one expression.
         get = header.get
@@ -413,7 +420,8 @@ def _decode_frame(
         raise FrameError(
             f"header length {header_length} is larger than the frame ({end - header_start} bytes after it)"
         )
-    header = bytes(frame[header_start:body_start])
+    with memoryview(frame) as view:
+        header = view[header_start:body_start].tobytes()
     if serialize_type == SerializeType.JSON:
         cmd = _decode_json_header(header, max_fields)
         if len(cmd.ext_fields) > max_fields:
@@ -451,7 +459,7 @@ class FrameDecoder:
     unusable (the connection must close).
     """
 
-    __slots__ = ("_buffer", "_failed", "max_frame_length", "max_header_fields")
+    __slots__ = ("_buffer", "_failed", "_start", "max_frame_length", "max_header_fields")
 
     def __init__(self, max_frame_length: int = DEFAULT_FRAME_MAX_LENGTH, max_header_fields: int = MAX_HEADER_FIELDS):
         if max_frame_length < 8:
@@ -459,18 +467,24 @@ class FrameDecoder:
         self.max_frame_length = max_frame_length
         self.max_header_fields = max_header_fields
         self._buffer = bytearray()
+        self._start = 0
+        """Where the first frame not taken yet starts in ``_buffer`` (taken frames are dropped from
+        the buffer in one go when the next bytes arrive, not one by one)."""
         self._failed = False
 
     @property
     def buffered(self) -> int:
         """Bytes held: complete frames not yet taken and an incomplete one (non-zero at end of stream
         = a truncated frame)."""
-        return len(self._buffer)
+        return len(self._buffer) - self._start
 
     def add(self, data: bytes | bytearray | memoryview) -> None:
         """Hold ``data``; checks the length of the frame it starts (raises FrameError)."""
         if self._failed:
             raise FrameError("decoder already failed on an earlier frame")
+        if self._start:
+            del self._buffer[: self._start]
+            self._start = 0
         self._buffer += data
         self._complete_length()
 
@@ -478,24 +492,26 @@ class FrameDecoder:
         """The total length of the first frame held when all of it is there, else 0; raises
         FrameError for a length out of bounds."""
         buffer = self._buffer
-        if len(buffer) < 4:
+        start = self._start
+        if len(buffer) - start < 4:
             return 0
-        (length,) = _INT32.unpack_from(buffer, 0)
+        (length,) = _INT32.unpack_from(buffer, start)
         if length < 4:
             self._fail()
             raise FrameError(f"frame length {length} is too small (at least 4: the header length)")
         if length + 4 > self.max_frame_length:
-            hint = _http_or_tls_hint(bytes(buffer[:4]))
+            hint = _http_or_tls_hint(bytes(buffer[start : start + 4]))
             self._fail()
             raise FrameError(
                 f"frame of {length + 4} bytes is over the {self.max_frame_length}-byte limit{hint}",
                 "remotingFrameMaxLength",
             )
-        return length + 4 if len(buffer) >= length + 4 else 0
+        return length + 4 if len(buffer) - start >= length + 4 else 0
 
     def _fail(self) -> None:
         self._failed = True
         self._buffer = bytearray()
+        self._start = 0
 
     @property
     def has_frame(self) -> bool:
@@ -513,8 +529,12 @@ class FrameDecoder:
                 total = self._complete_length()
                 if not total:
                     break
-                commands.append(_decode_frame(buffer, 4, total, self.max_header_fields))
-                del buffer[:total]
+                start = self._start
+                commands.append(_decode_frame(buffer, start + 4, start + total, self.max_header_fields))
+                self._start = start + total
+            if self._start == len(buffer):  # everything taken: let go of the bytes (a 16 MiB frame too)
+                buffer.clear()
+                self._start = 0
         except FrameError:
             self._fail()
             raise
