@@ -41,12 +41,12 @@ connection, as RocketMQ's ``NettyDecoder`` does.
 from __future__ import annotations
 
 import json
-
-import msgspec
-import orjson
 import struct
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Final
+
+import msgspec
+import orjson
 
 from namesrv_grpc.remoting.codes import (
     CURRENT_VERSION,
@@ -275,7 +275,7 @@ class _JsonHeader(msgspec.Struct):
     flag: _Int32 = 0
     version: _Int32 = 0
     remark: str | None = None
-    extFields: dict[str, str] | None = None  # noqa: N815 (the JSON field's name)
+    extFields: dict[str, str] | None = None
 
 
 _HEADER_DECODER = msgspec.json.Decoder(_JsonHeader)
