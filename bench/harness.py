@@ -31,8 +31,6 @@ from google.protobuf.message import DecodeError, Message
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from prometheus_client.parser import text_string_to_metric_families
 
-from namesrv.v1 import admin_service_pb2 as admin_pb2
-from namesrv.v1 import admin_service_pb2_grpc as admin_grpc
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv_grpc.cli import parse_boot_line
 from namesrv_grpc.core.model import DataVersion, TopicConfig
@@ -176,6 +174,8 @@ class Server:
     remoting_port: int = 0
     stderr_path: Path | None = None
     """Where the server's log goes."""
+    workers: int = 1
+    """Its serving processes (from the boot line)."""
 
     @property
     def address(self) -> str:
@@ -225,7 +225,10 @@ def namesrv(*extra: str) -> Iterator[Server]:
             process.kill()
             raise BenchError(f"namesrv did not start: {line!r} {Path(tmp, 'stderr').read_text()}")
         ports = parse_boot_line(line)
-        server = Server(process, ports["gRPC"], metrics_port, ports.get("remoting", 0), Path(tmp, "stderr"))
+        server = Server(
+            process, ports["gRPC"], metrics_port, ports.get("remoting", 0), Path(tmp, "stderr"),
+            ports.get("serving processes", 1),
+        )  # fmt: skip
         with server.channel() as channel:
             health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(), timeout=10)
         try:
@@ -314,15 +317,6 @@ class PauseFigures:
     lag_ticks: float
 
 
-def set_child_decoding(channel: grpc.Channel, on: bool) -> None:
-    """``registerBodyDecodeInChildProcess`` at run time (UpdateNamesrvConfig): the A/B switch of the
-    rows that measure what decoding in a child process buys."""
-    admin_grpc.AdminServiceStub(channel).UpdateNamesrvConfig(
-        admin_pb2.UpdateNamesrvConfigRequest(config={"registerBodyDecodeInChildProcess": "true" if on else "false"}),
-        timeout=30,
-    )
-
-
 LOOKUP_TAIL_TARGET = (
     "per run p99 <= max(2 x, +10 ms) of the quiet run before it (median over runs); no lookup over 100 ms"
 )
@@ -333,30 +327,6 @@ def tail_met(runs: list[float], quiet: list[float], max_ms: list[float]) -> bool
     most 1 and the slowest lookup of every run took at most 100 ms."""
     allowed = [p99 / max(2 * q, q + 10) for p99, q in zip(runs, quiet, strict=True)]
     return median(allowed) <= 1 and max(max_ms) <= 100
-
-
-def child_process_note(
-    before_id: str,
-    after_id: str,
-    before: Sequence[LoadRun],
-    after: Sequence[LoadRun],
-    before_pauses: Sequence[PauseFigures],
-    after_pauses: Sequence[PauseFigures],
-) -> str:
-    """What decoding large bodies in the child process bought, from the same runs (medians)."""
-
-    def m(values: Sequence[float]) -> str:
-        return f"{median(values):,.1f}"
-
-    return (
-        f"What decoding in the child process bought (row {before_id} -> row {after_id}, medians of the same runs): "
-        f"lookup p99 {m([r.p99_ms for r in before])} -> {m([r.p99_ms for r in after])} ms, slowest lookup "
-        f"{m([r.max_ms for r in before])} -> {m([r.max_ms for r in after])} ms, lookups/s "
-        f"{m([r.rps for r in before])} -> {m([r.rps for r in after])}, server CPU per lookup "
-        f"{m([r.server_cpu_us_per_request for r in before])} -> {m([r.server_cpu_us_per_request for r in after])} us, "
-        f"GC pauses over 20 ms {m([f.gc_over_20ms for f in before_pauses])} -> "
-        f"{m([f.gc_over_20ms for f in after_pauses])} per run."
-    )
 
 
 def pause_metrics(figures: list[PauseFigures]) -> dict[str, list[float]]:

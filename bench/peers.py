@@ -29,7 +29,6 @@ from bench.harness import (
     Profile,
     Result,
     bottleneck,
-    child_process_note,
     h2load,
     median,
     namesrv,
@@ -37,7 +36,6 @@ from bench.harness import (
     pause_metrics,
     register_request,
     row,
-    set_child_decoding,
     size_text,
     tail_met,
     topic_configs,
@@ -255,8 +253,8 @@ class RemotingRegisterer:
 
 
 def s11_remoting_during_registrations(p: Profile) -> Result:
-    """Remoting lookup latency while a big broker registers over remoting every second (body decoded
-    in the child process; and in a worker thread, the before, same run)."""
+    """Remoting lookup latency while a big broker registers over remoting every second (decoded and
+    applied by the route-table process while the serving processes answer the lookups)."""
     topics = p.pick(100_000, 10_000, 300)
     seconds = p.pick(8, 1, 1)
     bodies = p.pick(8, 3, 3)
@@ -264,7 +262,7 @@ def s11_remoting_during_registrations(p: Profile) -> Result:
     window = max(1, topics // 100)
     changing = remoting_register_bodies(topics, bodies, change=True)
     unchanged = remoting_register_bodies(topics, bodies, change=False)
-    with namesrv() as server, server.channel() as channel, RemotingRegisterer(server.remoting_address) as registerer:
+    with namesrv() as server, RemotingRegisterer(server.remoting_address) as registerer:
         readable = [f"big-{i}" for i in range(min(topics, bodies * window))]
         rng = random.Random(11)
         lookups = [rng.choice(readable) for _ in range(20_000)]
@@ -277,23 +275,19 @@ def s11_remoting_during_registrations(p: Profile) -> Result:
             )  # fmt: skip
 
         quiet: list[LoadRun] = []
-        runs: dict[str, list[LoadRun]] = {"cheap": [], "real": [], "thread": []}
+        runs: dict[str, list[LoadRun]] = {"cheap": [], "real": []}
         regs: dict[str, list[float]] = {key: [] for key in runs}
         counts: dict[str, list[int]] = {key: [] for key in runs}
         pauses: dict[str, list[PauseFigures]] = {key: [] for key in runs}
         for _ in range(p.repeats):
             quiet.append(run())
-            for label, requests, child in (
-                ("cheap", unchanged[1:] + unchanged[:1], True), ("real", changing, True), ("thread", changing, False)
-            ):  # fmt: skip
-                set_child_decoding(channel, child)
+            for label, requests in (("cheap", unchanged[1:] + unchanged[:1]), ("real", changing)):
                 before = Pauses.read(server.metrics_url)
                 with registerer.running(requests):
                     runs[label].append(run())
                 pauses[label].append(Pauses.read(server.metrics_url).since(before))
                 regs[label].append(median(registerer.durations))
                 counts[label].append(len(registerer.durations))
-            set_child_decoding(channel, True)
     client = (
         f"{processes} processes x {concurrency} RemotingClient connections, one request in flight each, "
         f"{seconds} s per run"
@@ -325,17 +319,8 @@ def s11_remoting_during_registrations(p: Profile) -> Result:
     return {
         "title": f"remoting lookups while a {topics:,}-topic broker registers over remoting every second",
         "rows": [
-            lookup_row("11a", f"{changes}; body decoded in the child process (the default)", "real", True),
+            lookup_row("11a", f"{changes}; decoded and applied by the route-table process", "real", True),
             lookup_row("11b", "the same topics with a new DataVersion each time (the cheap path)", "cheap", True),
-            lookup_row(
-                "11c",
-                f"{changes}; body decoded in a worker thread (registerBodyDecodeInChildProcess=false: before)",
-                "thread",
-                False,
-            )
-            | {
-                "note": child_process_note("11c", "11a", runs["thread"], runs["real"], pauses["thread"], pauses["real"])
-            },
         ],
         "raw": {
             "quiet": [r.as_dict() for r in quiet],

@@ -32,13 +32,13 @@ from bench.harness import (
     PICKUP_TOPIC_ROUTE,
     ROOT,
     BenchError,
+    GrpcTarget,
     LoadRun,
     PauseFigures,
     Pauses,
     Profile,
     Result,
     Server,
-    child_process_note,
     free_port,
     h2load,
     median,
@@ -49,7 +49,6 @@ from bench.harness import (
     register_request,
     row,
     scrape,
-    set_child_decoding,
     size_text,
     tail_met,
     timed_calls,
@@ -94,39 +93,49 @@ def _runs(runs: list[LoadRun], attr: str) -> list[float]:
 
 def s1_small_route(p: Profile) -> Result:
     """PickupTopicRoute of one topic on one broker name (master + slave) vs the empty health check,
-    h2load, alternating runs."""
+    h2load, alternating runs; and the same lookups against a NameServer with one serving process
+    (``--workers 1``), same run: what the serving processes buy."""
     seconds = p.pick(5, 1, 1)
-    with namesrv() as server, server.channel() as channel:
+
+    def small_route(server: Server, channel: grpc.Channel) -> GrpcTarget:
         stub = ns_grpc.NameServerServiceStub(channel)
         topics = topic_configs(["TopicTest"], 4)
         stub.RegisterBroker(register_request("broker-a", "127.0.0.1:10911", topics), timeout=10)
         stub.RegisterBroker(register_request("broker-a", "127.0.0.1:10921", topics, broker_id=1), timeout=10)
         _check_route(channel, "TopicTest", 1)
-        lookup_target, empty_target = namesrv_lookup_target(server, "TopicTest", 1), namesrv_health_target(server)
-        empties, lookups = [], []
-        for _ in range(p.repeats):  # alternating, so drift of a noisy machine hits both alike
+        return namesrv_lookup_target(server, "TopicTest", 1)
+
+    with namesrv() as server, server.channel() as channel, namesrv("--workers", "1") as single:
+        lookup_target, empty_target = small_route(server, channel), namesrv_health_target(server)
+        with single.channel() as single_channel:
+            single_target = small_route(single, single_channel)
+        workers = server.workers
+        empties, lookups, singles = [], [], []
+        for _ in range(p.repeats):  # alternating, so drift of a noisy machine hits all alike
             empties.append(h2load(empty_target, seconds=seconds, warm_up=p.warm_up))
             lookups.append(h2load(lookup_target, seconds=seconds, warm_up=p.warm_up))
+            singles.append(h2load(single_target, seconds=seconds, warm_up=p.warm_up))
     throughput = [lk.rps / e.rps for lk, e in zip(lookups, empties, strict=True)]
     p99 = [lk.p99_ms / e.p99_ms for lk, e in zip(lookups, empties, strict=True)]
+    scaling = [lk.rps / one.rps for lk, one in zip(lookups, singles, strict=True)]
     what = (
         f"PickupTopicRoute of one topic (4 queues) on one broker name with master + slave (2 addresses); "
         f"h2load 4 connections x 16 streams, {seconds} s per run after {p.warm_up:g} s warm-up"
     )
+    lookup_metrics = {
+        "lookups/s": _runs(lookups, "rps"),
+        "p99 ms": _runs(lookups, "p99_ms"),
+        "server CPU us/lookup": [r.server_cpu_us_per_request for r in lookups],
+        "server cores busy": [r.server_cores for r in lookups],
+    }
     return {
         "title": "PickupTopicRoute, one topic on one broker name (master + slave), 64 in flight",
         "rows": [
             row(
                 "1",
-                what,
+                f"{what}; {workers} serving processes (the default: one per CPU)",
                 f"{median(_runs(lookups, 'requests')):,.0f} lookups per run (median)",
-                {
-                    "lookups/s": _runs(lookups, "rps"),
-                    "p99 ms": _runs(lookups, "p99_ms"),
-                    "server CPU us/lookup": [r.server_cpu_us_per_request for r in lookups],
-                    "throughput / empty call": throughput,
-                    "p99 / empty call's p99": p99,
-                },
+                {**lookup_metrics, "throughput / empty call": throughput, "p99 / empty call's p99": p99},
                 baseline="the gRPC health check (an RPC that does nothing) on the same server with the same "
                 "h2load settings, run alternately with the lookups",
                 baseline_metrics={
@@ -136,9 +145,29 @@ def s1_small_route(p: Profile) -> Result:
                 },
                 target="median throughput >= 0.9 x empty call; median p99 <= 1.5 x empty call's p99",
                 met=median(throughput) >= 0.9 and median(p99) <= 1.5,
-            )
+            ),
+            row(
+                "1b",
+                f"{what}; the default serving processes against one (--workers 1)",
+                f"{median(_runs(lookups, 'requests')):,.0f} lookups per run (median)",
+                {**lookup_metrics, "lookups/s vs --workers 1": scaling},
+                baseline="the same lookups against a NameServer with one serving process (--workers 1), run "
+                "alternately in the same run",
+                baseline_metrics={
+                    "lookups/s": _runs(singles, "rps"),
+                    "p99 ms": _runs(singles, "p99_ms"),
+                    "server CPU us/lookup": [r.server_cpu_us_per_request for r in singles],
+                    "server cores busy": [r.server_cores for r in singles],
+                },
+                target=">= 1.5 x the --workers 1 lookups/s (median), issue 29",
+                met=median(scaling) >= 1.5 if workers > 1 else None,
+            ),
         ],
-        "raw": {"lookups": [r.as_dict() for r in lookups], "empty_calls": [r.as_dict() for r in empties]},
+        "raw": {
+            "lookups": [r.as_dict() for r in lookups],
+            "empty_calls": [r.as_dict() for r in empties],
+            "one_serving_process": [r.as_dict() for r in singles],
+        },
     }
 
 
@@ -303,8 +332,8 @@ class Registerer:
 
 def s3_lookups_during_registrations(p: Profile) -> Result:
     """Lookup latency while a big broker registers every second: topics really changing (1 % per
-    registration, invalidating routes the lookups read), with the body decoded in the child process
-    and (the before, same run) in a worker thread of the server; and the cheap case (same topics)."""
+    registration, invalidating routes the lookups read), decoded and applied by the route-table
+    process while the serving processes answer the lookups; and the cheap case (same topics)."""
     topics = p.pick(100_000, 10_000, 500)
     seconds = p.pick(8, 1, 1)
     bodies = p.pick(20, 4, 4)
@@ -332,23 +361,19 @@ def s3_lookups_during_registrations(p: Profile) -> Result:
             )  # fmt: skip
 
         quiet: list[LoadRun] = []
-        runs: dict[str, list[LoadRun]] = {"cheap": [], "real": [], "thread": []}
+        runs: dict[str, list[LoadRun]] = {"cheap": [], "real": []}
         reg_ms: dict[str, list[float]] = {key: [] for key in runs}
         counts: dict[str, list[int]] = {key: [] for key in runs}
         pauses: dict[str, list[PauseFigures]] = {key: [] for key in runs}
         for _ in range(p.repeats):
             quiet.append(run())
-            for key, requests, child in (
-                ("cheap", unchanged[1:] + unchanged[:1], True), ("real", changing, True), ("thread", changing, False)
-            ):  # fmt: skip
-                set_child_decoding(channel, child)
+            for key, requests in (("cheap", unchanged[1:] + unchanged[:1]), ("real", changing)):
                 before = Pauses.read(server.metrics_url)
                 with Registerer(stub, requests).running() as registerer:
                     runs[key].append(run())
                 pauses[key].append(Pauses.read(server.metrics_url).since(before))
                 reg_ms[key].append(median(registerer.durations))
                 counts[key].append(len(registerer.durations))
-            set_child_decoding(channel, True)
     client = f"{processes} grpc.aio client processes x {concurrency} calls in flight, {seconds} s per run"
     reads = f"random topics among the {len(readable):,} topics the registrations change"
     baseline = "the same lookups with no registration running (same client, same server, run just before)"
@@ -376,26 +401,13 @@ def s3_lookups_during_registrations(p: Profile) -> Result:
     return {
         "title": f"lookups while a {topics:,}-topic broker registers every second",
         "rows": [
-            lookup_row(
-                "3a",
-                f"{real_what}; body decoded in the child process (registerBodyDecodeInChildProcess=true, the default)",
-                "real",
-                True,
-            ),
+            lookup_row("3a", f"{real_what}; decoded and applied by the route-table process", "real", True),
             lookup_row(
                 "3b",
                 "the same topic table with a new DataVersion each time (the cheap 'topics unchanged' path)",
                 "cheap",
                 True,
             ),
-            lookup_row(
-                "3c",
-                f"{real_what}; body decoded in a worker thread of the server "
-                "(registerBodyDecodeInChildProcess=false: how it was before)",
-                "thread",
-                False,
-            )
-            | {"note": child_process_note("3c", "3a", runs["thread"], runs["real"], pauses["thread"], pauses["real"])},
         ],
         "raw": {
             "quiet": [r.as_dict() for r in quiet],
