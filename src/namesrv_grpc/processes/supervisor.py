@@ -31,15 +31,13 @@ import signal
 import socket
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from wsgiref.simple_server import WSGIServer
 
-from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client import CollectorRegistry
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
@@ -50,6 +48,7 @@ from namesrv_grpc.policy import default_worker_processes
 from namesrv_grpc.processes.channel import Channel
 from namesrv_grpc.processes.child import LEDGER_FILE, ProcessParams
 from namesrv_grpc.processes.ledger import Ledger
+from namesrv_grpc.processes.metrics_server import CachedCollector, MetricsServer
 from namesrv_grpc.security.setup import OPEN_WARNING
 
 log = logging.getLogger("namesrv")
@@ -120,7 +119,7 @@ class Supervisor:
         self.serving: dict[int, Child] = {}
         self.restarts = 0
         self._stopping = False
-        self._metrics_server: tuple[WSGIServer, threading.Thread] | None = None
+        self._metrics_server: MetricsServer | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self.ledger: Ledger | None = None
 
@@ -148,8 +147,13 @@ class Supervisor:
         await asyncio.gather(*(self._start_serving(index) for index in range(1, self.workers + 1)))
         if config.metrics_port:
             registry = CollectorRegistry()
-            registry.register(_ProcessesCollector(self))
-            self._metrics_server = start_http_server(config.metrics_port, addr=config.bind_address, registry=registry)
+            registry.register(CachedCollector(_ProcessesCollector(self).families))
+            try:
+                self._metrics_server = MetricsServer(config.bind_address, config.metrics_port, registry)
+            except OSError as exc:
+                raise RuntimeError(
+                    f"cannot listen on {config.bind_address}:{config.metrics_port} (metrics): {exc.strerror or exc}"
+                ) from None
 
     async def _start_serving(self, index: int) -> None:
         child = await self._spawn("serving", index)
@@ -264,9 +268,7 @@ class Supervisor:
         if self.route_table is not None:
             await self._terminate(self.route_table, 10)
         if self._metrics_server is not None:
-            server, thread = self._metrics_server
-            server.shutdown()
-            thread.join(timeout=5)
+            self._metrics_server.close()
         for sock in self._reserved:
             sock.close()
         shutil.rmtree(self.run_dir, ignore_errors=True)
@@ -365,9 +367,13 @@ class _ProcessesCollector(Collector):
         register_standard_collectors(self._own)
 
     def collect(self) -> Iterator[Metric]:
+        yield from self.families()
+
+    def families(self) -> list[Metric]:
+        """Every family, collected now (every process asked)."""
         supervisor = self._supervisor
         per_process = [list(self._own.collect()), *supervisor.collect_children()]
-        yield from merge_families(per_process)
+        families = merge_families(per_process)
         processes = Metric("namesrv_processes", "Processes of this NameServer by role.", "gauge")
         alive = supervisor.children()
         processes.add_sample("namesrv_processes", {"role": "supervisor"}, 1)
@@ -375,12 +381,13 @@ class _ProcessesCollector(Collector):
             "namesrv_processes", {"role": "route_table"}, sum(1 for c in alive if c.role == "route_table")
         )
         processes.add_sample("namesrv_processes", {"role": "serving"}, sum(1 for c in alive if c.role == "serving"))
-        yield processes
+        families.append(processes)
         restarts = Metric(
             "namesrv_serving_process_restarts", "Serving processes started again after they exited.", "counter"
         )
         restarts.add_sample("namesrv_serving_process_restarts_total", {}, supervisor.restarts)
-        yield restarts
+        families.append(restarts)
+        return families
 
 
 async def serve(config: NamesrvConfig, log_level: str, origin: list[tuple[int, str]], boot_line: Any) -> int:

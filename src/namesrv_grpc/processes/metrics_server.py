@@ -1,0 +1,130 @@
+"""``/metrics`` of ``namesrv``: prometheus-client's own WSGI exposition (``make_wsgi_app``: content
+negotiation, OpenMetrics, gzip), served by the standard library's threading WSGI server with the
+bounds a port open to a network needs (issue 30: 176 stalled connections each kept a thread, and
+four tight scrape loops of a 1,000,000-topic table kept a core busy):
+
+- at most :data:`MAX_CONNECTIONS` connections are served at once; one more is closed at once;
+- a connection that sends nothing (or not a whole request) for :data:`READ_TIMEOUT_SECONDS` is
+  closed (its thread ends);
+- one collection at a time, at most one per :data:`MIN_COLLECT_INTERVAL_SECONDS`: scrapes that come
+  while one runs, or sooner after it, get its samples (Prometheus scrapes every 15 s or more).
+
+Refusals are counted in ``namesrv_metrics_connections_refused_total``.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from socketserver import ThreadingMixIn
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+from prometheus_client import CollectorRegistry, make_wsgi_app
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
+
+MAX_CONNECTIONS = 16
+"""Connections served at once (a Prometheus server uses one; a few more for people and tests)."""
+READ_TIMEOUT_SECONDS = 5.0
+"""A connection idle this long in the middle of a request (or before one) is closed."""
+MIN_COLLECT_INTERVAL_SECONDS = 0.1
+"""Scrapes closer together than this share one collection (at most 10 collections a second)."""
+
+
+class CachedCollector(Collector):
+    """``collect`` of ``source`` at most once per :data:`MIN_COLLECT_INTERVAL_SECONDS` (thread-safe:
+    one collection at a time; concurrent scrapes wait for it and share it)."""
+
+    def __init__(self, source: Callable[[], list[Metric]], interval: float = MIN_COLLECT_INTERVAL_SECONDS) -> None:
+        self._source = source
+        self._interval = interval
+        self._lock = threading.Lock()
+        self._at = 0.0
+        self._families: list[Metric] = []
+
+    def collect(self) -> Iterator[Metric]:
+        with self._lock:
+            now = time.monotonic()
+            if not self._families or now - self._at >= self._interval:
+                self._families = self._source()
+                self._at = time.monotonic()
+            families = self._families
+        yield from families
+
+
+class _Handler(WSGIRequestHandler):
+    """No access log; a socket timeout, so a stalled peer's thread ends."""
+
+    timeout = READ_TIMEOUT_SECONDS
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Log nothing."""
+
+
+class _Server(ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+    refused = 0
+    """Connections closed at once because :data:`MAX_CONNECTIONS` were being served."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        super().__init__(*args, **kwargs)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            self.refused += 1
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+
+class MetricsServer:
+    """Serves ``registry`` on ``addr:port`` in a daemon thread until :meth:`close`."""
+
+    def __init__(self, addr: str, port: int, registry: CollectorRegistry) -> None:
+        """Raises OSError when the port cannot be bound."""
+        family = socket.AF_INET6 if ":" in addr.strip("[]") else socket.AF_INET
+
+        class Server(_Server):
+            address_family = family
+
+        registry.register(_RefusalCollector(self))
+        self._server = make_server(addr.strip("[]"), port, make_wsgi_app(registry), Server, handler_class=_Handler)
+        self._thread = threading.Thread(target=self._server.serve_forever, name="metrics-server", daemon=True)
+        self._thread.start()
+
+    @property
+    def refused(self) -> int:
+        return self._server.refused
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+
+class _RefusalCollector(Collector):
+    def __init__(self, server: MetricsServer) -> None:
+        self._server = server
+
+    def collect(self) -> Iterator[Metric]:
+        refused = Metric(
+            "namesrv_metrics_connections_refused",
+            "Connections to /metrics closed at once: 16 were being served.",
+            "counter",
+        )
+        refused.add_sample("namesrv_metrics_connections_refused_total", {}, getattr(self._server, "refused", 0))
+        yield refused
