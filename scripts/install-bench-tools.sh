@@ -26,5 +26,5 @@ done
 # Debian's etcd-server starts a system etcd on 2379 when a service manager runs; the benchmark
 # starts its own etcd on free ports and never uses it.
 "${SUDO[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-h2load --version | head -n 1
-etcd --version | head -n 1
+h2load --version | sed -n 1p
+etcd --version | sed -n 1p
