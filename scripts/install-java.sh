@@ -29,4 +29,4 @@ export DEBIAN_FRONTEND=noninteractive
 "${SUDO[@]}" apt-get update -qq
 "${SUDO[@]}" apt-get install -y -qq --no-install-recommends openjdk-17-jre-headless >/dev/null
 
-java -version 2>&1 | head -n 1
+java -version 2>&1 | sed -n 1p

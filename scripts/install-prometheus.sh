@@ -38,4 +38,4 @@ export DEBIAN_FRONTEND=noninteractive
 "${SUDO[@]}" apt-get update -qq
 "${SUDO[@]}" apt-get install -y -qq --no-install-recommends prometheus >/dev/null
 
-promtool --version 2>&1 | head -n 1
+promtool --version 2>&1 | sed -n 1p
