@@ -10,6 +10,7 @@ own functions (:mod:`bench.remoting_hostile`).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -183,16 +184,22 @@ def test_pipelined_compressed_registration_bombs(server: Server) -> None:
 
 def test_wide_json_header_is_refused_before_parsing(server: Server) -> None:
     """A 4 MiB JSON header ``[[],[],...]`` (1.4 million values, a second of CPU to parse) is refused
-    by counting its commas and brackets (remotingHeaderMaxFields), and the connection closed."""
+    when its length arrives (remotingHeaderMaxLength, 1 MiB): nothing of it is held; a 900 KiB one
+    (300,000 values) by counting its commas and brackets (remotingHeaderMaxFields). Each connection
+    is closed."""
     with attacks.probing(server.remoting, server.grpc) as probe:
-        for _ in range(3):
+        for size in (4 * MIB, 4 * MIB, 900 * 1024):
             sock = attacks.connect(server.remoting)
-            sock.sendall(attacks.wide_header(4 * MIB))
+            with contextlib.suppress(ConnectionError):  # closed while the rest is still being sent
+                sock.sendall(attacks.wide_header(size))
             sock.settimeout(10)
-            assert sock.recv(1) == b""
+            with contextlib.suppress(ConnectionError):
+                assert sock.recv(1) == b""
             sock.close()
     assert_answered(probe)
-    assert "remotingHeaderMaxFields" in server.log()
+    log = server.log()
+    assert "remotingHeaderMaxLength" in log
+    assert "remotingHeaderMaxFields" in log
     assert server.scrape().value("namesrv_remoting_frames_refused_total", reason="header_too_large") == 3
 
 
@@ -301,5 +308,31 @@ def test_the_kernel_queues_a_burst_of_connections_while_the_server_is_busy(tmp_p
         assert len(socks) >= 290
         answer = attacks.call(socks[-1], attacks.frame(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, 1))
         assert answer.code == ResponseCode.SUCCESS
+        for sock in socks:
+            sock.close()
+
+
+def test_connections_from_one_address_are_bounded_and_a_new_client_still_gets_in(tmp_path: Path) -> None:
+    """remotingMaxConnectionsPerIp 20: 60 connections from 127.0.0.1 that send one lookup each and
+    then idle keep at most 20 open (each serving process holds its share; the least recently active
+    makes room), and a client connecting afterwards is answered."""
+    config = tmp_path / "namesrv.conf"
+    config.write_text("remotingMaxConnectionsPerIp=20\n")
+    metrics_port = free_port()
+    with running_namesrv(tmp_path, "-c", str(config), "--metrics-port", str(metrics_port)) as process:
+        lookup = attacks.frame(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, 1)
+        socks = []
+        for _ in range(60):
+            sock = attacks.connect(process.remoting_address)
+            with contextlib.suppress(ConnectionError, TimeoutError):
+                attacks.call(sock, lookup, timeout=5)
+            socks.append(sock)
+        poll_until(lambda: attacks.open_count(socks) <= 20, 10)
+        fresh = attacks.connect(process.remoting_address)
+        assert attacks.call(fresh, lookup).code == ResponseCode.SUCCESS
+        fresh.close()
+        with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as response:
+            metrics = parse(response.read().decode())
+        assert metrics.value("namesrv_remoting_connections_refused_total", reason="per_ip_evicted") >= 40
         for sock in socks:
             sock.close()

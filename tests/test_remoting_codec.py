@@ -731,3 +731,15 @@ def test_take_decodes_a_bounded_number_of_frames() -> None:
     assert [c.opaque for c in decoder.take()] == list(range(3, 10))
     assert not decoder.has_frame
     assert decoder.buffered == 0
+
+
+def test_a_header_over_its_length_bound_is_refused_when_its_length_arrives() -> None:
+    """remotingHeaderMaxLength: the 8 bytes that give a frame's header length are enough to refuse
+    it; nothing of the header is held or parsed (issue 30: a 16 MiB JSON header)."""
+    decoder = FrameDecoder(max_header_length=64 * 1024)
+    frame = encode_command(RemotingCommand(RequestCode.GET_KV_CONFIG, 1, ext_fields={"value": "x" * 70_000}))
+    with pytest.raises(FrameError, match="remotingHeaderMaxLength") as refused:
+        decoder.add(frame[:8])
+    assert refused.value.limit == "remotingHeaderMaxLength"
+    ok = encode_command(RemotingCommand(RequestCode.GET_KV_CONFIG, 2, ext_fields={"value": "x" * 60_000}))
+    assert FrameDecoder(max_header_length=64 * 1024).feed(ok)[0].opaque == 2

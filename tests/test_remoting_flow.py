@@ -249,11 +249,16 @@ def test_requests_in_flight_are_bounded(loop: asyncio.AbstractEventLoop) -> None
     assert len(transport.answers()) == 10
 
 
-def test_the_oldest_never_active_connection_makes_room(loop: asyncio.AbstractEventLoop) -> None:
+def test_the_oldest_never_active_then_the_least_recently_active_connection_makes_room(
+    loop: asyncio.AbstractEventLoop,
+) -> None:
+    """maxConnections: a new client always gets in (issue 30). The oldest connection that has sent
+    nothing goes first; then the least recently active one (by its last request); a connection over
+    which a broker registered never goes (S15: it would take the broker with it)."""
     server, _ = listener(loop, max_connections=3)
     _, first_transport = connect(loop, server)
     second, second_transport = connect(loop, server)
-    third, _ = connect(loop, server)
+    third, third_transport = connect(loop, server)
     loop.run_until_complete(asyncio.sleep(0))
     second.data_received(frames(1))  # second has sent a request: it stays
     fourth, fourth_transport = connect(loop, server)
@@ -263,9 +268,16 @@ def test_the_oldest_never_active_connection_makes_room(loop: asyncio.AbstractEve
     assert server.budget.metrics.connections_refused.labels("idle_evicted")._value.get() == 1
     for connection in (third, fourth):
         connection.data_received(frames(1))
-    fifth, fifth_transport = connect(loop, server)  # all three open ones are active: refused
-    assert fifth_transport.aborted
-    assert fifth.closed
+    fifth, fifth_transport = connect(loop, server)  # all three are active: the least recent goes
+    assert second_transport.aborted
+    assert not fifth_transport.aborted
+    assert not third_transport.aborted
+    third.registered["10.0.0.1:10911"] = 1  # brokers registered over the others
+    fourth.registered["10.0.0.2:10911"] = 2
+    fifth.registered["10.0.0.3:10911"] = 3
+    sixth, sixth_transport = connect(loop, server)  # nothing may make room: refused
+    assert sixth_transport.aborted
+    assert sixth.closed
     assert server.budget.metrics.connections_refused.labels("max_connections")._value.get() == 1
     assert len(server.connections) == 3
 

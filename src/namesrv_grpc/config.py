@@ -108,8 +108,13 @@ class NamesrvConfig:
     """Largest remoting frame, bytes (RocketMQ's ``com.rocketmq.remoting.frameMaxLength``, 16 MiB)."""
     remoting_header_max_fields: int = 1024
     """extFields in one remoting header at most (``remotingHeaderMaxFields``)."""
+    remoting_header_max_length: int = 1024 * 1024
+    """Bytes of one remoting header at most (``remotingHeaderMaxLength``), refused when its length arrives."""
     max_connections: int = 0
     """Remoting connections open at once (``maxConnections``); 0 = from the file-descriptor limit."""
+    remoting_max_connections_per_ip: int = 10_000
+    """Remoting connections from one IP address at once, all serving processes together
+    (``remotingMaxConnectionsPerIp``; 0 = no bound of its own)."""
     remoting_max_frames_per_read: int = 16
     """Requests of one remoting connection handled per event-loop turn (``remotingMaxFramesPerRead``)."""
     remoting_max_frames_per_turn: int = 64
@@ -377,6 +382,17 @@ KEYS: dict[str, _Key] = {
     "remotingFrameMaxLength": _Key(
         "remoting_frame_max_length", _int_parser(64 * 1024, 2**31 - 1), "largest remoting frame, bytes"
     ),
+    "remotingMaxConnectionsPerIp": _Key(
+        "remoting_max_connections_per_ip",
+        _int_parser(0, 10_000_000),
+        "remoting connections from one IP address at once (0 = only maxConnections); its least recently "
+        "active one makes room",
+    ),
+    "remotingHeaderMaxLength": _Key(
+        "remoting_header_max_length",
+        _int_parser(64 * 1024, 16 * 1024 * 1024),
+        "bytes of one remoting header at most (PUT_KV_CONFIG's value travels in it)",
+    ),
     "remotingHeaderMaxFields": _Key(
         "remoting_header_max_fields", _int_parser(64, 1_000_000), "extFields in one remoting header at most"
     ),
@@ -574,6 +590,8 @@ RESTART_KEYS = frozenset(
         "grpcMaxConnections",
         "grpcMaxConcurrentCalls",
         "remotingFrameMaxLength",
+        "remotingMaxConnectionsPerIp",
+        "remotingHeaderMaxLength",
         "remotingHeaderMaxFields",
         "maxConnections",
         "remotingMaxFramesPerRead",

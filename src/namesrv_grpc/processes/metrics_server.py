@@ -6,8 +6,9 @@ four tight scrape loops of a 1,000,000-topic table kept a core busy):
 - at most :data:`MAX_CONNECTIONS` connections are served at once; one more is closed at once;
 - a connection that sends nothing (or not a whole request) for :data:`READ_TIMEOUT_SECONDS` is
   closed (its thread ends);
-- one collection at a time, at most one per :data:`MIN_COLLECT_INTERVAL_SECONDS`: scrapes that come
-  while one runs, or sooner after it, get its samples (Prometheus scrapes every 15 s or more).
+- one collection at a time: scrapes that come while one runs wait for it and get its samples, so
+  however many scrape loops run, every process is asked once at a time (and the route table's sizes
+  are counted once per route change, ``RouteInfoManager.stats``).
 
 Refusals are counted in ``namesrv_metrics_connections_refused_total``.
 """
@@ -16,7 +17,6 @@ from __future__ import annotations
 
 import socket
 import threading
-import time
 from collections.abc import Callable, Iterator
 from socketserver import ThreadingMixIn
 from typing import Any
@@ -30,27 +30,24 @@ MAX_CONNECTIONS = 16
 """Connections served at once (a Prometheus server uses one; a few more for people and tests)."""
 READ_TIMEOUT_SECONDS = 5.0
 """A connection idle this long in the middle of a request (or before one) is closed."""
-MIN_COLLECT_INTERVAL_SECONDS = 0.1
-"""Scrapes closer together than this share one collection (at most 10 collections a second)."""
 
 
-class CachedCollector(Collector):
-    """``collect`` of ``source`` at most once per :data:`MIN_COLLECT_INTERVAL_SECONDS` (thread-safe:
-    one collection at a time; concurrent scrapes wait for it and share it)."""
+class CoalescingCollector(Collector):
+    """``source()`` once at a time (thread-safe): a scrape that comes while a collection runs waits
+    for it and shares its samples instead of starting another one."""
 
-    def __init__(self, source: Callable[[], list[Metric]], interval: float = MIN_COLLECT_INTERVAL_SECONDS) -> None:
+    def __init__(self, source: Callable[[], list[Metric]]) -> None:
         self._source = source
-        self._interval = interval
         self._lock = threading.Lock()
-        self._at = 0.0
+        self._generation = 0
         self._families: list[Metric] = []
 
     def collect(self) -> Iterator[Metric]:
+        seen = self._generation
         with self._lock:
-            now = time.monotonic()
-            if not self._families or now - self._at >= self._interval:
+            if self._generation == seen:  # nobody collected while this scrape waited: collect
                 self._families = self._source()
-                self._at = time.monotonic()
+                self._generation += 1
             families = self._families
         yield from families
 
@@ -66,6 +63,8 @@ class _Handler(WSGIRequestHandler):
 
 class _Server(ThreadingMixIn, WSGIServer):
     daemon_threads = True
+    request_queue_size = 64
+    """The kernel's queue of connections not yet accepted (socketserver's default is 5)."""
     refused = 0
     """Connections closed at once because :data:`MAX_CONNECTIONS` were being served."""
 

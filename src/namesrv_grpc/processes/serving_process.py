@@ -113,7 +113,9 @@ class ServingProcess:
             limits=RemotingLimits(
                 frame_max_length=config.remoting_frame_max_length,
                 header_max_fields=config.remoting_header_max_fields,
+                header_max_length=config.remoting_header_max_length,
                 max_connections=config.max_connections,
+                max_connections_per_ip=share(config.remoting_max_connections_per_ip, params.workers),
                 max_frames_per_read=config.remoting_max_frames_per_read,
                 max_frames_per_turn=config.remoting_max_frames_per_turn,
                 accepts_per_turn=config.remoting_accepts_per_turn,

@@ -48,7 +48,7 @@ from namesrv_grpc.policy import default_worker_processes
 from namesrv_grpc.processes.channel import Channel
 from namesrv_grpc.processes.child import LEDGER_FILE, ProcessParams
 from namesrv_grpc.processes.ledger import Ledger
-from namesrv_grpc.processes.metrics_server import CachedCollector, MetricsServer
+from namesrv_grpc.processes.metrics_server import CoalescingCollector, MetricsServer
 from namesrv_grpc.security.setup import OPEN_WARNING
 
 log = logging.getLogger("namesrv")
@@ -147,7 +147,7 @@ class Supervisor:
         await asyncio.gather(*(self._start_serving(index) for index in range(1, self.workers + 1)))
         if config.metrics_port:
             registry = CollectorRegistry()
-            registry.register(CachedCollector(_ProcessesCollector(self).families))
+            registry.register(CoalescingCollector(_ProcessesCollector(self).families))
             try:
                 self._metrics_server = MetricsServer(config.bind_address, config.metrics_port, registry)
             except OSError as exc:

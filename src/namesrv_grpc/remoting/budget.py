@@ -30,7 +30,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Protocol
 
-from namesrv_grpc.remoting.codec import MAX_HEADER_FIELDS
+from namesrv_grpc.remoting.codec import MAX_HEADER_FIELDS, MAX_HEADER_LENGTH
 from namesrv_grpc.remoting.codes import DEFAULT_FRAME_MAX_LENGTH
 from namesrv_grpc.remoting.remoting_metrics import RemotingMetrics
 
@@ -69,8 +69,13 @@ class RemotingLimits:
     ``com.rocketmq.remoting.frameMaxLength``)."""
     header_max_fields: int = MAX_HEADER_FIELDS
     """``remotingHeaderMaxFields``: extFields in one header at most."""
+    header_max_length: int = MAX_HEADER_LENGTH
+    """``remotingHeaderMaxLength``: bytes of one header at most (refused when its length arrives)."""
     max_connections: int = 0
     """``maxConnections``: remoting connections open at once (0 = :func:`default_max_connections`)."""
+    max_connections_per_ip: int = 0
+    """``remotingMaxConnectionsPerIp``, this serving process's share: connections from one IP address
+    open at once (0 = no bound of its own)."""
     max_frames_per_read: int = 16
     """``remotingMaxFramesPerRead``: requests of one connection handled per turn of the event loop,
     before the other connections get theirs."""
@@ -103,8 +108,11 @@ class BudgetedConnection(Protocol):
     """What the budget needs of a connection."""
 
     peer: str
+    peer_ip: str
     active: bool
     """Whether it has sent a complete frame."""
+    registered: dict[str, int]
+    """Brokers registered over it (S15): such a connection is never evicted to make room."""
 
     def abort(self, reason: str) -> None: ...
 
@@ -120,7 +128,7 @@ class SharedUsage(Protocol):
 
     def publish(self, field: str, value: int) -> None:
         """This process now holds ``value`` of ``field`` (``remoting_connections``,
-        ``remoting_evictable``: connections that never sent a frame, ``partial_frame_bytes``)."""
+        ``remoting_evictable``: connections that may be closed to make room, ``partial_frame_bytes``)."""
         ...
 
     def others(self, field: str) -> int:
@@ -150,7 +158,13 @@ class RemotingBudget:
         self.max_connections = limits.resolved_max_connections()
         self.connections: set[BudgetedConnection] = set()
         self._never_active: dict[BudgetedConnection, None] = {}
-        """Connections without a complete frame yet, oldest first (insertion order)."""
+        """Connections that have not sent a request yet, oldest first: the first to make room."""
+        self._activity: dict[BudgetedConnection, None] = {}
+        """The others, least recently active first: each moved to the end when it sends requests
+        (:meth:`touched`; TCP keepalives are not requests)."""
+        self._by_ip: dict[str, dict[BudgetedConnection, None]] = {}
+        """Every connection per peer IP address (``remotingMaxConnectionsPerIp``), never-active ones
+        and then the least recently active first, likewise."""
         self._partial: dict[BudgetedConnection, int] = {}
         """connection -> bytes it holds in frames not yet decoded (only non-zero entries)."""
         self.partial_bytes = 0
@@ -207,64 +221,100 @@ class RemotingBudget:
     def admit(self, connection: BudgetedConnection) -> bool:
         """Count a new connection; False (and nothing counted) when it must be closed at once.
 
-        At ``maxConnections`` (all serving processes together) the oldest connection of this process
-        that never sent a frame makes room; when this process has none but another one has, the new
-        connection is admitted and that process makes room at its next :meth:`trim` (a tenth of a
-        second at most); only when no connection anywhere is idle that way is the new one refused."""
+        At ``maxConnections`` (all serving processes together) a connection of this process makes
+        room: the oldest that has not sent a request yet, else the least recently active (by its last
+        request; one over which a broker registered is never chosen: closing it would remove the
+        broker, S15). When this process has none to close but
+        another one has, the new connection is admitted and that process makes room at its next
+        :meth:`trim` (a tenth of a second at most). At ``remotingMaxConnectionsPerIp`` the least
+        recently active connection from the same address makes room. Only when no connection may be
+        closed is the new one refused: a new client always gets in while idle ones can make room."""
+        per_ip = self.limits.max_connections_per_ip
+        if per_ip:
+            same_ip = self._by_ip.get(connection.peer_ip, {})
+            if len(same_ip) >= per_ip:
+                victim = _least_active({c: None for c in same_ip if not c.active}) or _least_active(same_ip)
+                if victim is None:
+                    return self._refuse(connection, "max_connections_per_ip", "remotingMaxConnectionsPerIp")
+                self._evict(victim, "per_ip_evicted", "remotingMaxConnectionsPerIp")
         if len(self.connections) + self.shared.others("remoting_connections") >= self.max_connections:
-            oldest = next(iter(self._never_active), None)
-            if oldest is not None:
-                self._evict(oldest)
+            victim = self._victim()
+            if victim is not None:
+                self._evict(victim, "idle_evicted", "maxConnections")
             elif self.shared.others("remoting_evictable") <= 0:
-                self.metrics.connections_refused.labels("max_connections").inc()
-                log.warning(
-                    "remoting %s: refused, %d connections are open (maxConnections) and all have sent requests",
-                    connection.peer,
-                    len(self.connections) + self.shared.others("remoting_connections"),
-                )
-                return False
+                return self._refuse(connection, "max_connections", "maxConnections")
         self.connections.add(connection)
         self._never_active[connection] = None
+        self._by_ip.setdefault(connection.peer_ip, {})[connection] = None
         self.metrics.connection_opened()
         self._publish_connections()
         return True
 
+    def _refuse(self, connection: BudgetedConnection, reason: str, key: str) -> bool:
+        self.metrics.connections_refused.labels(reason).inc()
+        log.warning(
+            "remoting %s: refused, the connections open (%s) are all brokers' (closing one would remove its broker)",
+            connection.peer,
+            key,
+        )
+        return False
+
+    def touched(self, connection: BudgetedConnection) -> None:
+        """``connection`` sent requests now: it becomes the most recently active."""
+        activity = self._activity
+        if activity.pop(connection, 0) is None or self._never_active.pop(connection, 0) is None:
+            activity[connection] = None
+            same_ip = self._by_ip.get(connection.peer_ip)
+            if same_ip is not None and same_ip.pop(connection, 0) is None:
+                same_ip[connection] = None
+
     def trim(self) -> None:
         """Over ``maxConnections`` (another serving process admitted a connection for which this one
-        has room to make): close this process's share of the excess, oldest never-active first."""
+        has room to make): close this process's share of the excess, least recently active first."""
         excess = len(self.connections) + self.shared.others("remoting_connections") - self.max_connections
-        own = len(self._never_active)
+        own = len(self.connections)
         if excess <= 0 or not own:
             return
         evictable = own + self.shared.others("remoting_evictable")
         for _ in range(min(own, -(-excess * own // evictable))):
-            self._evict(next(iter(self._never_active)))
+            victim = self._victim()
+            if victim is None:
+                return
+            self._evict(victim, "idle_evicted", "maxConnections")
 
-    def _evict(self, oldest: BudgetedConnection) -> None:
-        self.metrics.connections_refused.labels("idle_evicted").inc()
+    def _victim(self) -> BudgetedConnection | None:
+        """The connection to close to make room: the oldest never-active one, else the least
+        recently active one without a registered broker; None when there is none."""
+        return _least_active(self._never_active) or _least_active(self._activity)
+
+    def _evict(self, victim: BudgetedConnection, reason: str, key: str) -> None:
+        self.metrics.connections_refused.labels(reason).inc()
         log.warning(
-            "remoting %s: closed to make room for a new connection (maxConnections %d reached; it has sent no request)",
-            oldest.peer,
-            self.max_connections,
+            "remoting %s: closed to make room for a new connection (%s reached; it was the least recently active, %s)",
+            victim.peer,
+            key,
+            "it has sent requests" if victim.active else "it has sent no request",
         )
-        self.forget(oldest)
-        oldest.abort("evicted")
+        self.forget(victim)
+        victim.abort("evicted")
 
     def _publish_connections(self) -> None:
         self.shared.publish("remoting_connections", len(self.connections))
-        self.shared.publish("remoting_evictable", len(self._never_active))
-
-    def became_active(self, connection: BudgetedConnection) -> None:
-        """The connection completed its first frame: it is no longer the first to go."""
-        if self._never_active.pop(connection, 0) is None:
-            self._publish_connections()
+        # Connections that may make room: all but brokers' (brokers are few; counted as evictable).
+        self.shared.publish("remoting_evictable", len(self.connections))
 
     def forget(self, connection: BudgetedConnection) -> None:
         """The connection is gone (or about to be): release what it held."""
         if connection in self.connections:
             self.connections.discard(connection)
             self.metrics.connection_closed()
+        self._activity.pop(connection, None)
         self._never_active.pop(connection, None)
+        same_ip = self._by_ip.get(connection.peer_ip)
+        if same_ip is not None:
+            same_ip.pop(connection, None)
+            if not same_ip:
+                del self._by_ip[connection.peer_ip]
         self._publish_connections()
         self.hold(connection, 0)
 
@@ -299,3 +349,11 @@ class RemotingBudget:
                 survived = False
         self.metrics.partial_frame_bytes.set(self.partial_bytes)
         return survived
+
+
+def _least_active(pool: dict[BudgetedConnection, None]) -> BudgetedConnection | None:
+    """The least recently active connection of ``pool`` over which no broker registered, or None."""
+    for connection in pool:
+        if not connection.registered:
+            return connection
+    return None

@@ -243,6 +243,13 @@ def _ext_value(key: str, value: Any) -> str | None:
     raise FrameError(f"JSON header extFields[{key!r:.60}] must be a string, got {type(value).__name__}")
 
 
+MAX_HEADER_LENGTH: Final = 1024 * 1024
+"""Longest header by default (``remotingHeaderMaxLength``, 1 MiB): a RocketMQ request header is a few
+hundred bytes (a REGISTER_BROKER's about 400); the longest a NameServer takes is PUT_KV_CONFIG's,
+whose value travels in the header (``kvConfigMaxValueSize``, 64 KiB, up to six bytes a character once
+JSON-escaped). Far below a frame's 16 MiB: a longer header is refused as soon as its length arrives,
+so a peer cannot make the server hold or parse megabytes of header."""
+
 MAX_HEADER_FIELDS: Final = 1024
 """Most extFields one header may carry (``remotingHeaderMaxFields``'s default). RocketMQ's largest
 request header class has about 30 fields; the bound keeps the work of decoding one header small
@@ -475,13 +482,21 @@ class FrameDecoder:
     unusable (the connection must close).
     """
 
-    __slots__ = ("_buffer", "_failed", "_start", "max_frame_length", "max_header_fields")
+    __slots__ = ("_buffer", "_failed", "_start", "max_frame_length", "max_header_fields", "max_header_length")
 
-    def __init__(self, max_frame_length: int = DEFAULT_FRAME_MAX_LENGTH, max_header_fields: int = MAX_HEADER_FIELDS):
+    def __init__(
+        self,
+        max_frame_length: int = DEFAULT_FRAME_MAX_LENGTH,
+        max_header_fields: int = MAX_HEADER_FIELDS,
+        max_header_length: int = MAX_HEADER_LENGTH,
+    ):
         if max_frame_length < 8:
             raise ValueError(f"max_frame_length must be at least 8 bytes, got {max_frame_length}")
         self.max_frame_length = max_frame_length
         self.max_header_fields = max_header_fields
+        self.max_header_length = max_header_length
+        """``remotingHeaderMaxLength``: a longer header is refused as soon as its length arrives,
+        before any of it is buffered (a NameServer request header is a few hundred bytes)."""
         self._buffer = bytearray()
         self._start = 0
         """Where the first frame not taken yet starts in ``_buffer`` (taken frames are dropped from
@@ -522,6 +537,16 @@ class FrameDecoder:
                 f"frame of {length + 4} bytes is over the {self.max_frame_length}-byte limit{hint}",
                 "remotingFrameMaxLength",
             )
+        if len(buffer) - start >= 8:
+            (marked,) = _INT32.unpack_from(buffer, start + 4)
+            header_length = marked & _MAX_HEADER_LENGTH
+            if header_length > self.max_header_length:
+                self._fail()
+                raise FrameError(
+                    f"header of {header_length} bytes is over the {self.max_header_length}-byte limit "
+                    "(remotingHeaderMaxLength)",
+                    "remotingHeaderMaxLength",
+                )
         return length + 4 if len(buffer) - start >= length + 4 else 0
 
     def _fail(self) -> None:

@@ -47,7 +47,11 @@ log = logging.getLogger(__name__)
 
 _connection_ids = itertools.count(1)
 
-_REFUSAL_REASONS = {"remotingFrameMaxLength": "frame_too_large", "remotingHeaderMaxFields": "header_too_large"}
+_REFUSAL_REASONS = {
+    "remotingFrameMaxLength": "frame_too_large",
+    "remotingHeaderMaxFields": "header_too_large",
+    "remotingHeaderMaxLength": "header_too_large",
+}
 """``frames_refused`` reason of a FrameError's limit."""
 
 
@@ -96,7 +100,9 @@ class RemotingConnection(asyncio.Protocol):
         """Whether a complete frame arrived (connections that never sent one go first at the cap)."""
         self.registered: dict[str, int] = {}
         """broker address -> session id bound by a registration over this connection (S15)."""
-        self._decoder = FrameDecoder(self.limits.frame_max_length, self.limits.header_max_fields)
+        self._decoder = FrameDecoder(
+            self.limits.frame_max_length, self.limits.header_max_fields, self.limits.header_max_length
+        )
         self._tasks: set[asyncio.Task[None]] = set()
         self._batch: list[bytes] | None = None
         """Answers collected while one turn's requests are handled (written together)."""
@@ -226,9 +232,9 @@ class RemotingConnection(asyncio.Protocol):
                 commands = self._decoder.take(1)
                 if not commands:
                     break
-                if not self.active:
+                if not handled:  # this connection is now the most recently active (maxConnections)
                     self.active = True
-                    self.budget.became_active(self)
+                    budget.touched(self)
                 self._frame_started = None
                 budget.frame_handled(self._loop)
                 self._handle(commands[0])

@@ -13,13 +13,16 @@ anything else is ``unknown``), response codes by name.
 - ``namesrv_remoting_connections_opened_total`` (counter): connections accepted
 - ``namesrv_remoting_frame_errors_total`` (counter): connections closed because a frame could not be parsed
 - ``namesrv_remoting_max_connections`` (gauge): the connection cap (``maxConnections``)
-- ``namesrv_remoting_connections_refused_total{reason}`` (counter): connections closed by the cap:
-  ``max_connections`` (a new one refused: every open one has sent requests) or ``idle_evicted`` (an
-  open one that never sent a request, closed to make room)
+- ``namesrv_remoting_connections_refused_total{reason}`` (counter): connections closed by a cap:
+  ``idle_evicted`` (``maxConnections``: an open one closed to make room, the oldest that never sent a
+  request or else the least recently active), ``per_ip_evicted`` (likewise for
+  ``remotingMaxConnectionsPerIp``), ``max_connections`` / ``max_connections_per_ip`` (a new one
+  refused: every open one carries a broker's registration)
 - ``namesrv_remoting_frames_refused_total{reason}`` (counter): connections closed over a frame bound:
   ``frame_timeout`` (``remotingFrameReadTimeoutMillis``), ``partial_frames_budget``
   (``remotingPartialFramesMaxBytes``), ``frame_too_large`` (``remotingFrameMaxLength``),
-  ``header_too_large`` (``remotingHeaderMaxFields``; these two also count in ``frame_errors``)
+  ``header_too_large`` (``remotingHeaderMaxLength``, ``remotingHeaderMaxFields``; these two also
+  count in ``frame_errors``)
 - ``namesrv_remoting_partial_frame_bytes`` (gauge): bytes held in frames not yet decoded
 - ``namesrv_remoting_reads_paused_total{reason}`` (counter): times a connection stopped being read:
   ``write_buffer`` (answers not read by the peer, ``writeBufferHighWaterMark``), ``in_flight``
@@ -152,7 +155,7 @@ class RemotingMetrics:
             ["reason"],
             registry=registry,
         )
-        for reason in ("max_connections", "idle_evicted"):
+        for reason in ("max_connections", "idle_evicted", "max_connections_per_ip", "per_ip_evicted"):
             self.connections_refused.labels(reason)
         for reason in ("frame_timeout", "partial_frames_budget", "frame_too_large", "header_too_large"):
             self.frames_refused.labels(reason)
