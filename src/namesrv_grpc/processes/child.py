@@ -114,6 +114,20 @@ class ControlLink:
             self.channel.send(message)
 
 
+def fix_malloc_mmap_threshold(threshold: int = 1024 * 1024) -> bool:
+    """glibc only: allocations of ``threshold`` bytes or more always get their own mapping, returned
+    to the system when freed. glibc's default raises the threshold (up to 32 MiB) each time such a
+    block is freed, after which large buffers (a 16 MiB frame, an inflated registration body) come
+    from per-thread heaps and stay resident for good (issue 20: pipelined deflate bombs left
+    +750 MB). Every child of ``namesrv`` sets it at start. Returns whether it was set."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:
+        return False
+    m_mmap_threshold = -3
+    return bool(libc.mallopt(m_mmap_threshold, threshold))
+
+
 def run_child(argv: Sequence[str] | None, main: Callable[[ProcessParams, ControlLink], Awaitable[int]]) -> int:
     """Start a child: parse ``--control-fd``, receive the params, set up logging, run ``main``.
     Returns its exit code."""
@@ -121,6 +135,7 @@ def run_child(argv: Sequence[str] | None, main: Callable[[ProcessParams, Control
     parser.add_argument("--control-fd", type=int, required=True)
     args = parser.parse_args(argv)
     die_with_parent()
+    fix_malloc_mmap_threshold()
 
     async def start() -> int:
         sock = socket.socket(fileno=args.control_fd)

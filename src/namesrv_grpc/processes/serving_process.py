@@ -157,7 +157,6 @@ class ServingProcess:
         cannot be bound."""
         config = self.config
         params = self.params
-        fix_malloc_mmap_threshold()
         self._remove_log_filter = install_log_filter(self.log_filter)
         await self.remoting.start(config.bind_address, params.remoting_port, reuse_port=True)
         server = grpc.aio.server(
@@ -289,21 +288,6 @@ def max_calls(config: NamesrvConfig) -> int:
     return config.grpc_max_concurrent_calls or (
         config.route_watch_max_watchers + config.max_broker_sessions + DEFAULT_GRPC_SHORT_CALLS
     )
-
-
-def fix_malloc_mmap_threshold(threshold: int = 1024 * 1024) -> bool:
-    """glibc only: allocations of ``threshold`` bytes or more always get their own mapping, returned
-    to the system when freed. glibc's default raises the threshold (up to 32 MiB) each time such a
-    block is freed, after which large buffers (a 16 MiB frame) come from per-thread heaps and stay
-    resident for good (issue 20: pipelined deflate bombs left +750 MB). Returns whether it was set."""
-    import ctypes
-
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-    except OSError:
-        return False
-    m_mmap_threshold = -3
-    return bool(libc.mallopt(m_mmap_threshold, threshold))
 
 
 def host_for_bind(host: str) -> str:
