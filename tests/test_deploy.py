@@ -21,7 +21,9 @@ import grpc
 import kubernetes_validate.utils as kv  # type: ignore[import-untyped]
 import pytest
 import yaml
-from prometheus_client import generate_latest, start_http_server
+from prometheus_client import CollectorRegistry, generate_latest, start_http_server
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
 
 from broker_agent.config import load_broker_config
 from broker_agent.metrics import AgentMetrics
@@ -30,6 +32,7 @@ from namesrv_grpc.grpc_api.grpc_metrics import GrpcServerMetrics
 from namesrv_grpc.log_limits import suppressed_lines_counter
 from namesrv_grpc.metrics import NamesrvMetrics
 from namesrv_grpc.processes.serving_process import SERVICE_DESCRIPTORS
+from namesrv_grpc.processes.supervisor import process_families
 from namesrv_grpc.properties import read_properties
 from namesrv_grpc.remoting.remoting_metrics import RemotingMetrics
 from tests.metrics_support import free_port, parse, require_binary
@@ -59,6 +62,7 @@ ALERTS = {
     "NamesrvSnapshotExportFailed",
     "NamesrvRemotingConnectionsNearLimit",
     "NamesrvClientsCutOff",
+    "NamesrvServingProcessRestarted",
     "BrokerAgentDown",
     "BrokerAgentCannotRegister",
 }
@@ -159,10 +163,21 @@ def exported_names() -> set[str]:
     suppressed_lines_counter(namesrv.registry)
     agent = AgentMetrics()
     agent.observe_registration("10.0.0.1:9876", None, 0.01)
+    supervisor = CollectorRegistry()  # namesrv's own series (processes/supervisor.py)
+    for family in process_families({"supervisor": 1, "route_table": 1, "serving": 2}, restarts=0):
+        supervisor.register(_Fixed(family))
     names = {"up"}
-    for registry in (namesrv.registry, agent.registry):
+    for registry in (namesrv.registry, agent.registry, supervisor):
         names |= parse(generate_latest(registry).decode()).names()
     return names
+
+
+class _Fixed(Collector):
+    def __init__(self, family: Metric) -> None:
+        self._family = family
+
+    def collect(self) -> Iterator[Metric]:
+        yield self._family
 
 
 def dashboard_exprs() -> dict[str, str]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pickle
 from pathlib import Path
 from types import MappingProxyType
+from typing import Any
 
 from namesrv_grpc.config import NamesrvConfig
 from namesrv_grpc.core.kvconfig import KVConfigManager
@@ -17,7 +18,7 @@ from namesrv_grpc.core.route_table import RouteInfoManager
 from tests.support import FakeClock
 
 
-def nameservers(tmp_path: Path, **config: object) -> tuple[NameServer, NameServer]:
+def nameservers(tmp_path: Path, **config: Any) -> tuple[NameServer, NameServer]:
     """The route-table process's NameServer (tracking changes) and an empty replica."""
     settings = NamesrvConfig(
         kv_config_path=str(tmp_path / "kv.json"), config_store_path=str(tmp_path / "ns.properties"), **config

@@ -373,21 +373,24 @@ class _ProcessesCollector(Collector):
         """Every family, collected now (every process asked)."""
         supervisor = self._supervisor
         per_process = [list(self._own.collect()), *supervisor.collect_children()]
-        families = merge_families(per_process)
-        processes = Metric("namesrv_processes", "Processes of this NameServer by role.", "gauge")
         alive = supervisor.children()
-        processes.add_sample("namesrv_processes", {"role": "supervisor"}, 1)
-        processes.add_sample(
-            "namesrv_processes", {"role": "route_table"}, sum(1 for c in alive if c.role == "route_table")
-        )
-        processes.add_sample("namesrv_processes", {"role": "serving"}, sum(1 for c in alive if c.role == "serving"))
-        families.append(processes)
-        restarts = Metric(
-            "namesrv_serving_process_restarts", "Serving processes started again after they exited.", "counter"
-        )
-        restarts.add_sample("namesrv_serving_process_restarts_total", {}, supervisor.restarts)
-        families.append(restarts)
-        return families
+        roles = {"supervisor": 1}
+        for role in ("route_table", "serving"):
+            roles[role] = sum(1 for child in alive if child.role == role)
+        return merge_families(per_process) + process_families(roles, supervisor.restarts)
+
+
+def process_families(roles: dict[str, int], restarts: int) -> list[Metric]:
+    """``namesrv_processes{role}`` (processes alive by role) and
+    ``namesrv_serving_process_restarts_total``."""
+    processes = Metric("namesrv_processes", "Processes of this NameServer by role.", "gauge")
+    for role, count in roles.items():
+        processes.add_sample("namesrv_processes", {"role": role}, count)
+    restarted = Metric(
+        "namesrv_serving_process_restarts", "Serving processes started again after they exited.", "counter"
+    )
+    restarted.add_sample("namesrv_serving_process_restarts_total", {}, restarts)
+    return [processes, restarted]
 
 
 async def serve(config: NamesrvConfig, log_level: str, origin: list[tuple[int, str]], boot_line: Any) -> int:
