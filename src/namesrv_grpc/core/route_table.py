@@ -1461,16 +1461,17 @@ class RouteInfoManager:
                     self.topic_queue_mapping_info_table.pop(topic, None)
                 else:
                     self.topic_queue_mapping_info_table[topic] = mappings
-            changed = set(change.records)
-            changed.update(change.removed_topics, change.mappings, change.invalidated)
+            changed = change.records.keys() | change.removed_topics
+            if change.mappings or change.invalidated:
+                changed.update(change.mappings, change.invalidated)
             for broker_name in change.broker_datas:
                 changed.update(index.get(broker_name, ()))
-            if change.all_routes:
-                for cache in self._route_caches:
+            for cache in self._route_caches:
+                if change.all_routes:
                     cache.clear()
-            else:
-                self._routes_changed(list(changed))
-            self._changed_topics = set()
+                elif cache:
+                    for topic in cache.keys() & changed if len(cache) > len(changed) else changed & cache.keys():
+                        del cache[topic]
             self._digest.value = change.digest
             self.version += 1
             revision_moved = change.route_revision != self.route_revision
