@@ -15,6 +15,7 @@ cannot break.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import re
@@ -29,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+import psutil
 
 from namesrv.v1 import admin_service_pb2 as admin_pb2
 from namesrv.v1 import admin_service_pb2_grpc as admin_grpc
@@ -301,18 +303,23 @@ ATTACKS: dict[str, Attack] = {
 
 
 def peak_rss_bytes(pid: int) -> int:
-    """``VmHWM`` (peak resident set size) of a process, in bytes."""
-    status = Path(f"/proc/{pid}/status").read_text()
-    match = re.search(r"VmHWM:\s+(\d+) kB", status)
-    assert match is not None
-    return int(match.group(1)) * 1024
+    """``VmHWM`` (peak resident set size) of a process and every process under it, summed, in bytes."""
+    return _status_sum(pid, "VmHWM")
 
 
 def rss_bytes(pid: int) -> int:
-    status = Path(f"/proc/{pid}/status").read_text()
-    match = re.search(r"VmRSS:\s+(\d+) kB", status)
-    assert match is not None
-    return int(match.group(1)) * 1024
+    """``VmRSS`` of a process and every process under it, summed, in bytes."""
+    return _status_sum(pid, "VmRSS")
+
+
+def _status_sum(pid: int, field: str) -> int:
+    total = 0
+    for one in _tree_pids(pid):
+        with contextlib.suppress(OSError):
+            match = re.search(rf"{field}:\s+(\d+) kB", Path(f"/proc/{one}/status").read_text())
+            if match is not None:
+                total += int(match.group(1)) * 1024
+    return total
 
 
 @dataclass
@@ -525,3 +532,11 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+def _tree_pids(pid: int) -> list[int]:
+    """``pid`` and every live process under it (``namesrv``'s route-table and serving processes)."""
+    try:
+        return [pid, *(child.pid for child in psutil.Process(pid).children(recursive=True))]
+    except psutil.NoSuchProcess:
+        return [pid]
