@@ -462,6 +462,8 @@ def test_compose_services_healthchecks_and_dependencies() -> None:
         assert command["--remoting-port"] == ["9876"]
         assert services[name]["healthcheck"]["test"][1:] == ["grpc-health-check", "127.0.0.1:8081"]
         assert "build" in services[name]
+        # the image's variants: NAMESRV_EXTRAS=snapshots builds the one with pyarrow
+        assert services[name]["build"]["args"] == {"EXTRAS": "${NAMESRV_EXTRAS:-}"}
         published = {port.rsplit(":", 1)[1] for port in services[name]["ports"]}
         assert published == {"9876", "8081", "9877"}
     # one agent per example broker, with files that exist and a configuration the agent accepts
@@ -549,6 +551,24 @@ def test_dockerfile_slim_non_root_healthcheck_both_programs() -> None:
     ignore = (DEPLOY / "Dockerfile.dockerignore").read_text(encoding="utf-8").split()
     for needed in ("!pyproject.toml", "!README.md", "!src/", "!deploy/docker/", "!build/wheelhouse/"):
         assert needed in ignore
+
+
+def test_dockerfile_leaves_pyarrow_to_the_snapshots_extra() -> None:
+    """EXTRAS (default empty) picks the optional dependencies: both install stages pass it to pip as
+    the project's extras, and the build checks that the default image has no pyarrow and the
+    snapshots one can write snapshots. make image builds both (scripts/build-image.sh)."""
+    instructions = dockerfile_instructions()
+    args = dict(rest.split("=", 1) for keyword, rest in instructions if keyword == "ARG" and "=" in rest)
+    assert args["EXTRAS"] == ""
+    run = [rest for keyword, rest in instructions if keyword == "RUN"]
+    assert any('pip install "/src${EXTRAS:+[$EXTRAS]}"' in r for r in run)  # install-index
+    assert any('"$wheel${EXTRAS:+[$EXTRAS]}"' in r for r in run)  # install-wheelhouse
+    (check,) = [r for r in run if "pip uninstall" in r]
+    assert "! /opt/namesrv-grpc/bin/python -c 'import pyarrow'" in check
+    assert "/opt/namesrv-grpc/bin/python -c 'import namesrv_grpc.snapshot'" in check
+    script = (ROOT / "scripts" / "build-image.sh").read_text(encoding="utf-8")
+    assert "VARIANTS=${VARIANTS:-default snapshots}" in script
+    assert "snapshots) tag=$IMAGE-snapshots extras=snapshots ;;" in script
 
 
 def test_image_scripts_parse_and_find_the_apt_mirror(tmp_path: Path) -> None:
