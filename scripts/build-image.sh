@@ -1,28 +1,33 @@
 #!/usr/bin/env bash
-# Builds the container image namesrv-grpc:dev with podman, without any image registry or package
-# index inside the build (`make image` runs it; scripts/install-podman.sh first):
+# Builds the container images namesrv-grpc:dev and namesrv-grpc:dev-snapshots (the same plus pyarrow,
+# the snapshots extra) with podman, without any image registry or package index inside the build
+# (`make image` runs it; scripts/install-podman.sh first):
 #
 #   1. base image localhost/debian:bookworm: `debootstrap --variant=minbase bookworm` from the
 #      Debian mirror apt already uses here (read from /etc/apt/sources.list{,.d}; DEBIAN_MIRROR
 #      overrides it), trimmed like Debian's slim images, `podman import`ed. The root file system is
 #      kept as build/base/debian-bookworm.tar and imported again from there when podman lost it.
 #   2. wheelhouse build/wheelhouse: project/ the project's wheel (from this tree, rebuilt every
-#      time), deps/ wheels of its runtime dependencies (no dev or analytics extras) for the image's
-#      Python, Debian bookworm's CPython 3.11 with glibc 2.36, this machine's architecture.
-#      Downloaded again only when pyproject.toml changes.
+#      time), deps/ wheels of its runtime dependencies (no extras), extras/ the wheels the
+#      snapshots extra adds (pyarrow), for the image's Python, Debian bookworm's CPython 3.11 with
+#      glibc 2.36, this machine's architecture. Downloaded again only when pyproject.toml changes.
 #   3. podman build -f deploy/Dockerfile --build-arg BASE_IMAGE=localhost/debian:bookworm
-#      --build-arg PACKAGES=wheelhouse: Debian's python3 (apt inside the build), the wheels.
+#      --build-arg PACKAGES=wheelhouse: Debian's python3 (apt inside the build), the wheels; once
+#      as $IMAGE (EXTRAS empty: no pyarrow) and once as $IMAGE-snapshots (EXTRAS=snapshots). The
+#      second shares every layer up to the extra's with the first. Each image's size is printed.
 #
 #   bash scripts/build-image.sh [PYTHON]     (PYTHON runs pip outside the image; default python3)
 #   bash scripts/build-image.sh --apt-mirror SUITE   (prints the mirror step 1 would use, or nothing)
 #
-# Environment: IMAGE (default namesrv-grpc:dev), CONTAINERS_CONF (default build/containers.conf),
-# DEBIAN_MIRROR, DEBIAN_SECURITY_MIRROR, APT_ETC (default /etc/apt: where apt's sources are).
+# Environment: IMAGE (default namesrv-grpc:dev), VARIANTS (default "default snapshots": which of the
+# two images to build), CONTAINERS_CONF (default build/containers.conf), DEBIAN_MIRROR,
+# DEBIAN_SECURITY_MIRROR, APT_ETC (default /etc/apt: where apt's sources are).
 # Needs root for debootstrap (rootful podman, as here).
 set -euo pipefail
 
 APT_ETC=${APT_ETC:-/etc/apt}
 IMAGE=${IMAGE:-namesrv-grpc:dev}
+VARIANTS=${VARIANTS:-default snapshots}
 BASE=localhost/debian:bookworm
 BUILD=build
 BASE_TAR=$BUILD/base/debian-bookworm.tar
@@ -134,26 +139,50 @@ rm -rf "$WHEELHOUSE/project"
 SOURCE_DATE_EPOCH=315532800 "$PYTHON" -m pip wheel --quiet --no-deps --no-build-isolation \
     --wheel-dir "$WHEELHOUSE/project" .
 
-if [ "$(cat "$WHEELHOUSE/deps/.key" 2>/dev/null)" = "$KEY" ]; then
-    step "dependency wheels present ($(find "$WHEELHOUSE/deps" -name '*.whl' | wc -l) in $WHEELHOUSE/deps)"
-else
-    step "pip download: runtime dependencies for CPython $IMAGE_PYTHON_VERSION, manylinux_2_$IMAGE_GLIBC_MINOR $ARCH"
-    rm -rf "$WHEELHOUSE/deps"
-    mkdir -p "$WHEELHOUSE/deps.tmp"
+# pip download REQUIREMENT DIR: the wheels of REQUIREMENT and its dependencies for the image's Python.
+download() {
     "$PYTHON" -m pip download --quiet --disable-pip-version-check --only-binary=:all: \
         --implementation cp --python-version "$IMAGE_PYTHON_VERSION" --abi "cp${IMAGE_PYTHON_VERSION/./}" \
-        --abi abi3 --abi none "${PLATFORMS[@]}" --dest "$WHEELHOUSE/deps.tmp" "$WHEELHOUSE"/project/*.whl
+        --abi abi3 --abi none "${PLATFORMS[@]}" --dest "$2" "$1"
+}
+PROJECT_WHEEL=$(echo "$WHEELHOUSE"/project/*.whl)
+if [ "$(cat "$WHEELHOUSE/deps/.key" 2>/dev/null)" = "$KEY" ] && [ "$(cat "$WHEELHOUSE/extras/.key" 2>/dev/null)" = "$KEY" ]; then
+    step "dependency wheels present ($(find "$WHEELHOUSE/deps" -name '*.whl' | wc -l) in $WHEELHOUSE/deps," \
+        "$(find "$WHEELHOUSE/extras" -name '*.whl' | wc -l) in $WHEELHOUSE/extras)"
+else
+    step "pip download: runtime dependencies for CPython $IMAGE_PYTHON_VERSION, manylinux_2_$IMAGE_GLIBC_MINOR $ARCH"
+    rm -rf "$WHEELHOUSE/deps" "$WHEELHOUSE/extras" "$WHEELHOUSE/deps.tmp" "$WHEELHOUSE/extras.tmp"
+    mkdir -p "$WHEELHOUSE/deps.tmp" "$WHEELHOUSE/extras.tmp"
+    download "$PROJECT_WHEEL" "$WHEELHOUSE/deps.tmp"
     rm -f "$WHEELHOUSE"/deps.tmp/namesrv_grpc-*.whl
+    # The snapshots extra: what `project[snapshots]` needs beyond deps/.
+    download "$PROJECT_WHEEL[snapshots]" "$WHEELHOUSE/extras.tmp"
+    rm -f "$WHEELHOUSE"/extras.tmp/namesrv_grpc-*.whl
+    for wheel in "$WHEELHOUSE"/extras.tmp/*.whl; do
+        if [ -e "$WHEELHOUSE/deps.tmp/$(basename "$wheel")" ]; then
+            rm -f "$wheel"
+        fi
+    done
     echo "$KEY" >"$WHEELHOUSE/deps.tmp/.key"
+    echo "$KEY" >"$WHEELHOUSE/extras.tmp/.key"
     mv "$WHEELHOUSE/deps.tmp" "$WHEELHOUSE/deps"
-    step "$(find "$WHEELHOUSE/deps" -name '*.whl' | wc -l) dependency wheels, $(du -sh "$WHEELHOUSE/deps" | cut -f1)"
+    mv "$WHEELHOUSE/extras.tmp" "$WHEELHOUSE/extras"
+    step "$(find "$WHEELHOUSE/deps" -name '*.whl' | wc -l) dependency wheels, $(du -sh "$WHEELHOUSE/deps" | cut -f1);" \
+        "snapshots extra: $(cd "$WHEELHOUSE/extras" && ls -- *.whl | tr '\n' ' ')$(du -sh "$WHEELHOUSE/extras" | cut -f1)"
 fi
 
-# --- 3. the image -----------------------------------------------------------------------------------
-step "podman build -f deploy/Dockerfile -t $IMAGE (BASE_IMAGE=$BASE, PACKAGES=wheelhouse)"
-"${PODMAN[@]}" build --layers --format docker \
-    --file deploy/Dockerfile --ignorefile deploy/Dockerfile.dockerignore \
-    --build-arg "BASE_IMAGE=$BASE" --build-arg PACKAGES=wheelhouse \
-    --tag "$IMAGE" .
-SIZE=$("${PODMAN[@]}" image inspect --format '{{.Size}}' "$IMAGE")
-step "built $IMAGE: $((SIZE / 1000000)) MB"
+# --- 3. the images ----------------------------------------------------------------------------------
+for variant in $VARIANTS; do
+    case "$variant" in
+        default) tag=$IMAGE extras= ;;
+        snapshots) tag=$IMAGE-snapshots extras=snapshots ;;
+        *) echo "build-image: VARIANTS: unknown variant $variant (default, snapshots)" >&2; exit 2 ;;
+    esac
+    step "podman build -f deploy/Dockerfile -t $tag (BASE_IMAGE=$BASE, PACKAGES=wheelhouse, EXTRAS=$extras)"
+    "${PODMAN[@]}" build --layers --format docker \
+        --file deploy/Dockerfile --ignorefile deploy/Dockerfile.dockerignore \
+        --build-arg "BASE_IMAGE=$BASE" --build-arg PACKAGES=wheelhouse --build-arg "EXTRAS=$extras" \
+        --tag "$tag" .
+    SIZE=$("${PODMAN[@]}" image inspect --format '{{.Size}}' "$tag")
+    step "built $tag: $((SIZE / 1000000)) MB"
+done

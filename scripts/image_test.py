@@ -13,6 +13,11 @@ The image, steps printed with the seconds since the start:
 5. stop the agent container (SIGTERM): it exits 0 and the route is gone (it unregistered);
 6. stop the NameServer container (SIGTERM): it exits 0 within the grace period.
 
+The snapshots extra (pyarrow): the image, which has no pyarrow, answers ``ExportRouteSnapshot`` with
+``INTERNAL`` / ``SNAPSHOT_WRITE_FAILED`` (metadata ``extra=snapshots``, the message naming the extra)
+and serves as usual; the ``-snapshots`` variant (``--snapshots-image``) writes the snapshot into
+its volume. Both images' sizes are printed.
+
 deploy/docker-compose.yml, with podman-compose (the NameServers and broker agents; Prometheus
 and Grafana need registry images this test does not pull): ``up`` with the image under test and
 the NameServers' gRPC ports published on free loopback ports (an override file), the health
@@ -52,8 +57,12 @@ from typing import Any, TypeVar
 
 import grpc
 import yaml
+from google.rpc import error_details_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_status import rpc_status
 
+from namesrv.v1 import admin_service_pb2 as admin_pb2
+from namesrv.v1 import admin_service_pb2_grpc as admin_grpc
 from namesrv.v1 import kv_config_service_pb2 as kv_pb2
 from namesrv.v1 import kv_config_service_pb2_grpc as kv_grpc
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
@@ -578,6 +587,99 @@ class KubeScenario(Scenario):
         )
 
 
+def export_snapshot(grpc_port: int) -> admin_pb2.ExportRouteSnapshotResponse | grpc.RpcError:
+    """``AdminService.ExportRouteSnapshot`` at 127.0.0.1:grpc_port: the response, or the error."""
+    with grpc.insecure_channel(f"127.0.0.1:{grpc_port}") as channel:
+        try:
+            response: admin_pb2.ExportRouteSnapshotResponse = admin_grpc.AdminServiceStub(channel).ExportRouteSnapshot(
+                admin_pb2.ExportRouteSnapshotRequest(), timeout=60
+            )
+        except grpc.RpcError as error:
+            return error
+    return response
+
+
+def error_info(error: grpc.RpcError) -> error_details_pb2.ErrorInfo:
+    """The ``google.rpc.ErrorInfo`` of a failed call (an empty one when it has none)."""
+    status = rpc_status.from_call(error)
+    for detail in status.details if status is not None else []:
+        info = error_details_pb2.ErrorInfo()
+        if detail.Unpack(info):
+            return info
+    return error_details_pb2.ErrorInfo()
+
+
+class SnapshotsScenario(Scenario):
+    """The snapshots extra: a NameServer container of each image, asked for a route snapshot. The
+    image (no pyarrow) answers SNAPSHOT_WRITE_FAILED naming the extra; the -snapshots variant
+    writes the snapshot into its volume."""
+
+    def __init__(
+        self, podman: Sequence[str], image: str, snapshots_image: str, start_timeout: float, grace: float
+    ) -> None:
+        super().__init__(podman, image, start_timeout, grace)
+        self.snapshots_image = snapshots_image
+        self.names = {
+            image: f"namesrv-slim-test-{self.suffix}",
+            snapshots_image: f"namesrv-snapshots-test-{self.suffix}",
+        }
+
+    def containers(self) -> list[str]:
+        return list(self.names.values())
+
+    def cleanup(self) -> None:
+        for container in self.containers():
+            self.call_status([*self.podman, "rm", "--force", "--volumes", "--time", "0", container], COMMAND_TIMEOUT_S)
+
+    def start(self, image: str) -> int:
+        """A NameServer container of ``image``, healthy; its gRPC port on the host."""
+        size = int(self.podman_run("image", "inspect", "--format", "{{.Size}}", image))
+        (port,) = free_ports(1)
+        self.step(f"{image} ({size / 1e6:.0f} MB): start {self.names[image]}, gRPC 127.0.0.1:{port}")
+        self.podman_run(
+            "run", "--detach", "--name", self.names[image], "--health-interval", "disable",
+            "--publish", f"127.0.0.1:{port}:{GRPC_PORT}", image,
+        )  # fmt: skip
+        self.wait_healthy([self.names[image]], self.start_timeout)
+        return port
+
+    def run(self) -> None:
+        port = self.start(self.image)
+        answer = export_snapshot(port)
+        if not isinstance(answer, grpc.RpcError):
+            raise StepFailed(f"{self.image} has no pyarrow but exported a snapshot: {answer}")
+        info = error_info(answer)
+        message = answer.details() or ""
+        if (
+            answer.code() != grpc.StatusCode.INTERNAL
+            or info.reason != "SNAPSHOT_WRITE_FAILED"
+            or dict(info.metadata) != {"extra": "snapshots"}
+            or "namesrv-grpc[snapshots]" not in message
+        ):
+            raise StepFailed(
+                f"ExportRouteSnapshot in {self.image}: {answer.code()} {info.reason} {dict(info.metadata)} {message!r}"
+            )
+        if route(port) is not None:
+            raise StepFailed(f"{self.image}: a route of {TOPIC} in an empty NameServer")
+        self.step(f"ExportRouteSnapshot without pyarrow: INTERNAL SNAPSHOT_WRITE_FAILED extra=snapshots: {message}")
+        self.step("... and the NameServer serves on (PickupTopicRoute answers NOT_FOUND)")
+
+        port = self.start(self.snapshots_image)
+        answer = export_snapshot(port)
+        if isinstance(answer, grpc.RpcError):
+            raise StepFailed(f"ExportRouteSnapshot in {self.snapshots_image}: {answer.code()} {answer.details()}")
+        written = (
+            f"{answer.snapshot_dir}/snapshots/snapshot_date="
+            f"{time.strftime('%Y-%m-%d', time.gmtime(answer.snapshot_time_millis / 1000))}/{answer.file_name}"
+        )
+        listed = self.call_status(
+            [*self.podman, "exec", self.names[self.snapshots_image], "test", "-s", written], COMMAND_TIMEOUT_S
+        )
+        if listed.returncode != 0:
+            raise StepFailed(f"{self.snapshots_image}: no snapshot manifest {written} in the container")
+        self.step(f"ExportRouteSnapshot with the snapshots extra: {written} written (schema {answer.schema_version})")
+
+
 def free_ports(count: int) -> list[int]:
     """``count`` distinct free TCP ports on 127.0.0.1 (bound together, then released)."""
     sockets = [socket.socket() for _ in range(count)]
@@ -613,6 +715,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--grace", type=float, default=30.0, help="stop grace period, seconds (default 30)")
     parser.add_argument("--no-compose", action="store_true", help="skip deploy/docker-compose.yml")
     parser.add_argument("--no-kube", action="store_true", help="skip deploy/kubernetes/namesrv.yaml")
+    parser.add_argument(
+        "--snapshots-image", help="the image's snapshots variant (default: IMAGE-snapshots, as `make image` tags it)"
+    )
+    parser.add_argument("--no-snapshots", action="store_true", help="skip the snapshots extra (both images)")
     args = parser.parse_args(argv)
     default_conf = ROOT / "build" / "containers.conf"
     if "CONTAINERS_CONF" not in os.environ and default_conf.is_file():
@@ -622,6 +728,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     podman = args.podman.split()
     image = args.image if "/" in args.image else f"localhost/{args.image}"
     ok = run_scenario(ImageScenario(podman, image, args.start_timeout, args.grace))
+    if ok and not args.no_snapshots:
+        snapshots_image = args.snapshots_image or f"{args.image}-snapshots"
+        snapshots_image = snapshots_image if "/" in snapshots_image else f"localhost/{snapshots_image}"
+        ok = run_scenario(SnapshotsScenario(podman, image, snapshots_image, args.start_timeout, args.grace))
     if ok and not args.no_compose:
         ok = run_scenario(ComposeScenario(podman, image, args.start_timeout, args.grace))
     if ok and not args.no_kube:

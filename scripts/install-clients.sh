@@ -5,22 +5,33 @@
 # 1. the code generators at pinned versions, local only, in build/clients/bin: protoc-gen-go and
 #    protoc-gen-go-grpc (go install), protoc and protoc-gen-grpc-java (Maven Central artifacts, the
 #    versions of examples/clients/java/pom.xml), protoc-gen-es (examples/clients/ts/package-lock.json);
-# 2. `buf generate` with buf.gen.yaml (every run: a changed contract reaches every example);
+# 2. `buf generate` with buf.gen.yaml, from scratch;
 # 3. go build, mvn package, tsc.
 #
-# Idempotent; the caches are the usual shared ones (Go module and build cache, ~/.m2, ~/.npm), so a
-# second run downloads nothing. Needs go, java + mvn, node + npm (the machine's toolchains).
+# Each step runs only when its inputs or its outputs changed since it last succeeded: a stamp per
+# step in build/clients/stamps holds the key it ran with (the pinned versions, the SHA-256 of its
+# input files, the toolchain's version) and the SHA-256 of the outputs it left (so outputs that are
+# missing, or were rebuilt by hand or by an older version of this script, are made again). A second run with
+# nothing changed runs no step, prints "up to date, skipped" for each and touches no file; a changed
+# .proto file regenerates the code of all three, and a changed Go, Java or TypeScript source rebuilds
+# that program alone. The caches are the usual shared ones (Go module and build cache, ~/.m2,
+# ~/.npm), so a run downloads only what a pin that changed needs. Needs go, java + mvn, node + npm
+# (the machine's toolchains).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 OUT="$ROOT/build/clients"
 BIN="$OUT/bin"
+STAMPS="$OUT/stamps"
 BUF="npx --yes @bufbuild/buf@1.75.0"
 PROTOC_GEN_GO=v1.36.12
 PROTOC_GEN_GO_GRPC=v1.6.1
 JAVA_DIR="$ROOT/examples/clients/java"
 TS_DIR="$ROOT/examples/clients/ts"
 GO_DIR="$ROOT/examples/clients/go"
-mkdir -p "$BIN"
+mkdir -p "$BIN" "$STAMPS"
+# Stamps of earlier versions of this script (they shared one name prefix, so one step's cleanup
+# removed another's stamps).
+rm -f "$BIN"/.protoc-* "$OUT"/.generated-*
 
 for tool in go java mvn node npm; do
     if ! command -v "$tool" >/dev/null 2>&1; then
@@ -29,15 +40,51 @@ for tool in go java mvn node npm; do
     fi
 done
 
-step() { printf 'install-clients: %s (%s)\n' "$1" "$(date -u +%T)"; }
+STARTED=$SECONDS
+RAN=0
+step() { printf 'install-clients: %s (%s)\n' "$1" "$(date -u +%T)"; RAN=$((RAN + 1)); }
 
-# 1. Generators. A stamp per pinned version: a changed pin installs again.
-if [ ! -f "$BIN/.protoc-gen-go-$PROTOC_GEN_GO" ] || [ ! -f "$BIN/.protoc-gen-go-grpc-$PROTOC_GEN_GO_GRPC" ]; then
+# files_hash PATH...: SHA-256 over the names and contents of the files under PATHs (relative to the
+# current directory), in a fixed order; a touched but unchanged file keeps the hash.
+files_hash() {
+    find "$@" -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum | cut -c1-64
+}
+
+# stamp KEY OUTPUT...: what a step's stamp holds: KEY, then the hash of its OUTPUTs (files or
+# directories; "missing" when one is).
+stamp() {
+    local key="$1"
+    shift
+    printf '%s\n' "$key"
+    for output in "$@"; do
+        [ -e "$output" ] || { echo missing; return 0; }
+    done
+    files_hash "$@"
+}
+
+# up_to_date NAME KEY OUTPUT...: true (and says so) when step NAME last succeeded with KEY and left
+# its OUTPUTs as they are now.
+up_to_date() {
+    local name="$1"
+    shift
+    [ -f "$STAMPS/$name" ] && [ "$(cat "$STAMPS/$name")" = "$(stamp "$@")" ] || return 1
+    printf 'install-clients: %s: up to date, skipped\n' "$name"
+}
+
+# ran NAME KEY OUTPUT...: step NAME succeeded with KEY, leaving OUTPUTs.
+ran() {
+    local name="$1"
+    shift
+    stamp "$@" >"$STAMPS/$name"
+}
+
+# 1. Generators: a changed pin installs again.
+KEY="protoc-gen-go@$PROTOC_GEN_GO protoc-gen-go-grpc@$PROTOC_GEN_GO_GRPC"
+if ! up_to_date go-generators "$KEY" "$BIN/protoc-gen-go" "$BIN/protoc-gen-go-grpc"; then
     step "go install protoc-gen-go@$PROTOC_GEN_GO protoc-gen-go-grpc@$PROTOC_GEN_GO_GRPC"
     GOBIN="$BIN" go install "google.golang.org/protobuf/cmd/protoc-gen-go@$PROTOC_GEN_GO"
     GOBIN="$BIN" go install "google.golang.org/grpc/cmd/protoc-gen-go-grpc@$PROTOC_GEN_GO_GRPC"
-    rm -f "$BIN"/.protoc-gen-go-*
-    touch "$BIN/.protoc-gen-go-$PROTOC_GEN_GO" "$BIN/.protoc-gen-go-grpc-$PROTOC_GEN_GO_GRPC"
+    ran go-generators "$KEY" "$BIN/protoc-gen-go" "$BIN/protoc-gen-go-grpc"
 fi
 
 pom_property() { sed -n "s:.*<$1>\(.*\)</$1>.*:\1:p" "$JAVA_DIR/pom.xml" | head -n 1; }
@@ -49,43 +96,64 @@ case "$(uname -m)" in
     *) echo "install-clients: no protoc on Maven Central for $(uname -m)" >&2; exit 1 ;;
 esac
 maven_exe() { # GROUP:ARTIFACT:VERSION NAME: copy an executable artifact from Maven Central to $BIN/NAME
-    local stamp="$BIN/.$2-$(echo "$1" | tr ':' '_')"
-    [ -f "$stamp" ] && [ -x "$BIN/$2" ] && return 0
+    up_to_date "$2" "$1:exe:$CLASSIFIER" "$BIN/$2" && return 0
     step "maven $1:exe:$CLASSIFIER"
     local tmp
     tmp="$(mktemp -d)"
     mvn -B -q dependency:copy -Dartifact="$1:exe:$CLASSIFIER" -DoutputDirectory="$tmp" -Dmdep.stripVersion=true
     install -m 0755 "$tmp"/*.exe "$BIN/$2"
     rm -rf "$tmp"
-    rm -f "$BIN/.$2-"*
-    touch "$stamp"
+    ran "$2" "$1:exe:$CLASSIFIER" "$BIN/$2"
 }
 maven_exe "com.google.protobuf:protoc:$PROTOBUF_VERSION" protoc
 maven_exe "io.grpc:protoc-gen-grpc-java:$GRPC_VERSION" protoc-gen-grpc-java
 
-if [ ! -f "$TS_DIR/node_modules/.package-lock.json" ] || [ "$TS_DIR/package-lock.json" -nt "$TS_DIR/node_modules/.package-lock.json" ]; then
+KEY="$(cd "$TS_DIR" && files_hash package.json package-lock.json)"
+if ! up_to_date npm-ci "$KEY" "$TS_DIR/node_modules/.package-lock.json"; then
     step "npm ci (examples/clients/ts)"
     (cd "$TS_DIR" && npm ci --no-audit --no-fund --loglevel=error)
+    ran npm-ci "$KEY" "$TS_DIR/node_modules/.package-lock.json"
 fi
 
-# 2. Generated code, from scratch (a removed .proto file leaves nothing behind), whenever the
-#    contract, buf.gen.yaml or a generator changed since the last run (else the builds below have
-#    nothing to recompile).
-INPUTS="$( (cd "$ROOT" && find protos -name '*.proto' -print0 | sort -z | xargs -0 sha256sum; sha256sum buf.gen.yaml; \
-    ls "$BIN"/.protoc-gen-* "$BIN"/.protoc-* "$TS_DIR/package-lock.json") | sha256sum | cut -d' ' -f1)"
-GEN_STAMP="$OUT/.generated-$INPUTS"
-if [ ! -f "$GEN_STAMP" ] || [ ! -d "$GO_DIR/gen" ] || [ ! -d "$JAVA_DIR/gen" ] || [ ! -d "$TS_DIR/src/gen" ]; then
+# 2. Generated code, from scratch (a removed .proto file leaves nothing behind), when the contract,
+#    buf.gen.yaml, buf or a generator changed.
+KEY="$(cd "$ROOT" && files_hash protos buf.gen.yaml) $BUF $(cat "$STAMPS/go-generators" "$STAMPS/protoc" \
+    "$STAMPS/protoc-gen-grpc-java" "$STAMPS/npm-ci" | tr '\n' ' ')"
+GEN=("$GO_DIR/gen" "$JAVA_DIR/gen" "$TS_DIR/src/gen")
+if ! up_to_date buf-generate "$KEY" "${GEN[@]}"; then
     step "buf generate"
-    rm -rf "$GO_DIR/gen" "$JAVA_DIR/gen" "$TS_DIR/src/gen" "$OUT"/.generated-*
+    rm -rf "${GEN[@]}"
     (cd "$ROOT" && $BUF generate)
-    touch "$GEN_STAMP"
+    ran buf-generate "$KEY" "${GEN[@]}"
 fi
 
-# 3. The programs.
-step "go build (examples/clients/go)"
-(cd "$GO_DIR" && go build -o "$OUT/namesrv-client-go" .)
-step "mvn package (examples/clients/java)"
-(cd "$JAVA_DIR" && mvn -B -q package)
-step "tsc (examples/clients/ts)"
-(cd "$TS_DIR" && npm run --silent build)
-step "done: $OUT/namesrv-client-go, $JAVA_DIR/target/namesrv-client.jar, $TS_DIR/dist/main.js"
+# 3. The programs, each when its sources (its generated code included) or its toolchain changed.
+KEY="$(cd "$GO_DIR" && files_hash ./*.go go.mod go.sum gen) $(go env GOVERSION)"
+if ! up_to_date go-build "$KEY" "$OUT/namesrv-client-go"; then
+    step "go build (examples/clients/go)"
+    # Removed first: go build does not rewrite a program whose build id matches, even a changed one.
+    rm -f "$OUT/namesrv-client-go"
+    (cd "$GO_DIR" && go build -o "$OUT/namesrv-client-go" .)
+    ran go-build "$KEY" "$OUT/namesrv-client-go"
+fi
+KEY="$(cd "$JAVA_DIR" && files_hash pom.xml src gen) $(java -version 2>&1 | head -n 1)"
+if ! up_to_date mvn-package "$KEY" "$JAVA_DIR/target/namesrv-client.jar"; then
+    step "mvn package (examples/clients/java)"
+    rm -f "$JAVA_DIR/target/namesrv-client.jar" # as the Go program: the jar plugin may keep a newer jar
+    (cd "$JAVA_DIR" && mvn -B -q package)
+    ran mvn-package "$KEY" "$JAVA_DIR/target/namesrv-client.jar"
+fi
+KEY="$(cd "$TS_DIR" && files_hash src package.json package-lock.json tsconfig.json) $(node --version)"
+if ! up_to_date tsc "$KEY" "$TS_DIR/dist"; then
+    step "tsc (examples/clients/ts)"
+    rm -rf "$TS_DIR/dist" # from scratch, as the generated code: a removed source leaves nothing behind
+    (cd "$TS_DIR" && npm run --silent build)
+    ran tsc "$KEY" "$TS_DIR/dist"
+fi
+if [ "$RAN" -eq 0 ]; then
+    printf 'install-clients: nothing changed, nothing rebuilt (%d s)\n' "$((SECONDS - STARTED))"
+else
+    printf 'install-clients: steps run: %d (%d s)\n' "$RAN" "$((SECONDS - STARTED))"
+fi
+printf 'install-clients: the programs: %s, %s, %s\n' "$OUT/namesrv-client-go" "$JAVA_DIR/target/namesrv-client.jar" \
+    "$TS_DIR/dist/main.js"

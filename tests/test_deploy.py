@@ -393,6 +393,68 @@ def test_broker_pod_runs_the_agent_as_a_native_sidecar(tmp_path: Path) -> None:
     assert srv["namesrv"] == f"_metrics._tcp.{namesrv['spec']['serviceName']}.{namespace}.svc.cluster.local"
 
 
+def broker_a_conf(tmp_path: Path) -> dict[str, str]:
+    """The broker.conf of broker-a.yaml's ConfigMap, read as a properties file."""
+    statefulset = find("StatefulSet", "broker-a")
+    config_map = find("ConfigMap", statefulset["spec"]["template"]["spec"]["volumes"][0]["configMap"]["name"])
+    conf = tmp_path / "broker.conf"
+    conf.write_text(config_map["data"]["broker.conf"], encoding="utf-8")
+    return dict(read_properties(conf))
+
+
+def test_broker_registers_itself_on_the_tested_rocketmq_version(tmp_path: Path) -> None:
+    """broker-a.yaml runs the RocketMQ version the tests run (tests/rocketmq/), and the broker
+    registers itself: namesrvAddr names the NameServers' headless Service on the remoting port,
+    resolved to every NameServer pod (fetchNameSrvAddrByDnsLookup). The agent beside it names the
+    same Service on the gRPC port; neither sets brokerIP1, so both register the same address."""
+    from tests.rocketmq_support import ROCKETMQ_5
+
+    pod = find("StatefulSet", "broker-a")["spec"]["template"]["spec"]
+    broker = next(c for c in pod["containers"] if c["name"] == "broker")
+    assert broker["image"] == f"apache/rocketmq:{ROCKETMQ_5}"
+    pom = (ROOT / "tests" / "rocketmq" / ROCKETMQ_5 / "pom.xml").read_text(encoding="utf-8")
+    assert f"<artifactId>rocketmq-broker</artifactId><version>{ROCKETMQ_5}</version>" in pom
+    conf = broker_a_conf(tmp_path)
+    conf_path = broker["command"][broker["command"].index("-c") + 1]
+    assert Path(conf_path).name == "broker.conf"
+    namesrv = find("StatefulSet", "namesrv")
+    service = find("Service", namesrv["spec"]["serviceName"])
+    assert service["spec"]["clusterIP"] == "None"  # the name resolves to every NameServer pod
+    host = f"{service['metadata']['name']}.{service['metadata']['namespace']}.svc.cluster.local"
+    ports = {p["name"]: p for p in service["spec"]["ports"]}
+    container_ports = {
+        p["name"]: p["containerPort"] for p in namesrv["spec"]["template"]["spec"]["containers"][0]["ports"]
+    }
+    assert ports["remoting"]["port"] == container_ports[ports["remoting"]["targetPort"]] == 9876
+    assert conf["namesrvAddr"] == f"{host}:{ports['remoting']['port']}"
+    assert conf["fetchNameSrvAddrByDnsLookup"] == "true"
+    assert int(conf["updateNameServerAddrPeriod"]) <= 60_000
+    (agent,) = pod["initContainers"]
+    assert f"--namesrv-addr={host}:{ports['grpc']['port']}" in agent["args"]
+    assert "brokerIP1" not in conf
+    assert not [arg for arg in agent["args"] if "brokerIP1" in arg]
+
+
+@pytest.mark.slow
+def test_broker_a_conf_registers_a_real_broker_through_the_dns_name(tmp_path: Path) -> None:
+    """The ConfigMap's broker.conf, with the cluster's DNS name replaced by localhost and the ports
+    and store by the test's own, started as a real RocketMQ broker of the tested version: it looks
+    the name up (fetchNameSrvAddrByDnsLookup) and registers itself with the NameServer behind it."""
+    from tests.rocketmq_support import ROCKETMQ_5, java_processes, require_rocketmq, start_java_broker, wait_registered
+    from tests.support import running_namesrv
+
+    require_rocketmq(ROCKETMQ_5)
+    conf = broker_a_conf(tmp_path)
+    for key in ("listenPort", "storePathRootDir", "storePathCommitLog"):  # the test's own (rocketmq_support)
+        del conf[key]
+    with running_namesrv(tmp_path / "ns") as server, java_processes() as processes:
+        conf["namesrvAddr"] = f"localhost:{server.remoting_port}"
+        broker = start_java_broker(ROCKETMQ_5, tmp_path / "broker", conf["namesrvAddr"], conf)
+        processes.append(broker)
+        assert wait_registered(server.remoting_address, conf["brokerName"]) == broker.addr
+        assert "dns lookup address by domain success, domain=localhost" in broker.logs(tail=10_000)
+
+
 # --- docker-compose.yml and Dockerfile ----------------------------------------------------------
 
 
@@ -427,6 +489,8 @@ def test_compose_services_healthchecks_and_dependencies() -> None:
         assert command["--remoting-port"] == ["9876"]
         assert services[name]["healthcheck"]["test"][1:] == ["grpc-health-check", "127.0.0.1:8081"]
         assert "build" in services[name]
+        # the image's variants: NAMESRV_EXTRAS=snapshots builds the one with pyarrow
+        assert services[name]["build"]["args"] == {"EXTRAS": "${NAMESRV_EXTRAS:-}"}
         published = {port.rsplit(":", 1)[1] for port in services[name]["ports"]}
         assert published == {"9876", "8081", "9877"}
     # one agent per example broker, with files that exist and a configuration the agent accepts
@@ -514,6 +578,24 @@ def test_dockerfile_slim_non_root_healthcheck_both_programs() -> None:
     ignore = (DEPLOY / "Dockerfile.dockerignore").read_text(encoding="utf-8").split()
     for needed in ("!pyproject.toml", "!README.md", "!src/", "!deploy/docker/", "!build/wheelhouse/"):
         assert needed in ignore
+
+
+def test_dockerfile_leaves_pyarrow_to_the_snapshots_extra() -> None:
+    """EXTRAS (default empty) picks the optional dependencies: both install stages pass it to pip as
+    the project's extras, and the build checks that the default image has no pyarrow and the
+    snapshots one can write snapshots. make image builds both (scripts/build-image.sh)."""
+    instructions = dockerfile_instructions()
+    args = dict(rest.split("=", 1) for keyword, rest in instructions if keyword == "ARG" and "=" in rest)
+    assert args["EXTRAS"] == ""
+    run = [rest for keyword, rest in instructions if keyword == "RUN"]
+    assert any('pip install "/src${EXTRAS:+[$EXTRAS]}"' in r for r in run)  # install-index
+    assert any('"$wheel${EXTRAS:+[$EXTRAS]}"' in r for r in run)  # install-wheelhouse
+    (check,) = [r for r in run if "pip uninstall" in r]
+    assert "! /opt/namesrv-grpc/bin/python -c 'import pyarrow'" in check
+    assert "/opt/namesrv-grpc/bin/python -c 'import namesrv_grpc.snapshot'" in check
+    script = (ROOT / "scripts" / "build-image.sh").read_text(encoding="utf-8")
+    assert "VARIANTS=${VARIANTS:-default snapshots}" in script
+    assert "snapshots) tag=$IMAGE-snapshots extras=snapshots ;;" in script
 
 
 def test_image_scripts_parse_and_find_the_apt_mirror(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ sets it): then they fail.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -141,15 +142,53 @@ def test_route_and_picked_queue_match_the_python_client(
     assert zoned_run.stdout.splitlines()[1].endswith(f" writable={len(writable_queues(zone_route))}")
 
 
-def test_errors_are_read_by_reason(program: list[str], namesrv: NamesrvProcess) -> None:
+def server_message(stubs: Stubs, name: str) -> str:
+    """The gRPC status message of the NameServer's answer to PickupTopicRoute(``name``), as Python sees it."""
+    with pytest.raises(grpc.RpcError) as caught:
+        stubs.ns.PickupTopicRoute(ns_pb2.PickupTopicRouteRequest(topic=name), timeout=10)
+    assert error_info(caught.value).reason == "INVALID_FIELD"
+    return str(caught.value.details())
+
+
+def test_errors_are_read_by_reason_and_print_the_servers_message(
+    program: list[str], namesrv: NamesrvProcess, stubs: Stubs
+) -> None:
     missing = run(program, "route", "--addr", namesrv.address, "--topic", "NoSuchTopic")
     assert missing.returncode == 3, missing.stderr
     assert missing.stdout == "not_found topic=NoSuchTopic reason=TOPIC_ROUTE_NOT_FOUND\n"
-    invalid = run(program, "route", "--addr", namesrv.address, "--topic", "T" * 300)  # longer than 127
-    assert invalid.returncode == 1
+    # The code, reason and metadata decide; the server's message, which says what is wrong, is
+    # printed after them as a JSON string (the same in Go, Java and TypeScript).
+    bad = "T" * 300
+    message = server_message(stubs, bad)
+    assert "is longer than" in message  # says what is wrong
+    invalid = run(program, "route", "--addr", namesrv.address, "--topic", bad)
+    assert invalid.returncode == 1, invalid.stderr
+    assert invalid.stdout == ""
     assert invalid.stderr.splitlines()[-1] == (
-        "error code=INVALID_ARGUMENT reason=INVALID_FIELD domain=namesrv.rocketmq field=topic"
+        "error code=INVALID_ARGUMENT reason=INVALID_FIELD domain=namesrv.rocketmq field=topic "
+        f"message={json.dumps(message, ensure_ascii=False)}"
     )
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        pytest.param(["route"], id="route-missing"),
+        pytest.param(["route", "--topic", ""], id="route-empty"),
+        pytest.param(["watch"], id="watch-missing"),
+        pytest.param(["watch", "--topic", "A", "--topic", ""], id="watch-empty"),
+    ],
+)
+def test_an_empty_topic_is_refused_before_anything_is_sent(program: list[str], args: list[str]) -> None:
+    """The same in all three languages (examples/clients/README.md): a missing or empty --topic is bad
+    usage, exit status 2, named as the README spells the flag; nothing reaches a server (nothing
+    listens at --addr: a call would end in UNAVAILABLE, a watch would retry for ever)."""
+    command = args[0]
+    refused = run(program, *args, "--addr", f"127.0.0.1:{free_port()}", timeout=30)
+    assert refused.returncode == 2, refused.stderr
+    assert refused.stdout == ""
+    assert refused.stderr.splitlines()[-1] == f"{command}: --topic is required"
+    assert "error code=" not in refused.stderr
 
 
 def remoting_register(client: RemotingTestClient, topic_name: str, broker_addr: str, queues: int) -> None:
@@ -374,3 +413,97 @@ def test_go_example_is_gofmt_clean() -> None:
     listed = subprocess.run([gofmt, "-l", *sources], capture_output=True, text=True, timeout=60)
     assert listed.returncode == 0, listed.stderr
     assert listed.stdout == "", f"not gofmt-formatted: {listed.stdout}"
+
+
+INSTALL_CLIENTS = ROOT / "scripts" / "install-clients.sh"
+BUILT = [
+    ROOT / "build" / "clients",
+    ROOT / "examples" / "clients" / "go" / "gen",
+    ROOT / "examples" / "clients" / "java" / "gen",
+    ROOT / "examples" / "clients" / "java" / "target",
+    ROOT / "examples" / "clients" / "ts" / "src" / "gen",
+    ROOT / "examples" / "clients" / "ts" / "dist",
+    ROOT / "examples" / "clients" / "ts" / "node_modules",
+]
+"""Everything `make clients` writes."""
+
+
+def install_clients() -> str:
+    """Run scripts/install-clients.sh (as `make clients` does); its output."""
+    ran = subprocess.run(["bash", str(INSTALL_CLIENTS)], capture_output=True, text=True, timeout=1200)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    return ran.stdout
+
+
+def mtimes() -> dict[Path, int]:
+    """Modification time (ns) of every file and directory under BUILT."""
+    return {path: path.lstat().st_mtime_ns for top in BUILT for path in [top, *top.rglob("*")]}
+
+
+@pytest.fixture
+def built_clients() -> None:
+    """The three programs exist (`make clients` ran); else skip, or fail under NAMESRV_REQUIRE_CLIENTS=1."""
+    missing = [command[-1] for command in PROGRAMS.values() if not Path(command[-1]).exists()]
+    if missing:
+        message = f"{missing} not built: run `make clients`"
+        if os.environ.get("NAMESRV_REQUIRE_CLIENTS") == "1":
+            pytest.fail(message)
+        pytest.skip(message)
+
+
+STEPS = ["go-generators", "protoc", "protoc-gen-grpc-java", "npm-ci", "buf-generate", "go-build", "mvn-package", "tsc"]
+
+
+@pytest.mark.usefixtures("built_clients")
+def test_a_second_make_clients_rebuilds_nothing() -> None:
+    """Each step of scripts/install-clients.sh runs only when its inputs changed: run again with
+    nothing changed (after a run that brings everything up to date), it says each step is up to date
+    and writes no file; a touched but unchanged .proto file or source changes nothing either (the
+    inputs are compared by content)."""
+    install_clients()  # up to date from here on, whatever changed before the test
+    before = mtimes()
+    out = install_clients()
+    assert [f"install-clients: {name}: up to date, skipped" for name in STEPS] == [
+        line for line in out.splitlines() if line.endswith("up to date, skipped")
+    ], out
+    assert re.search(r"^install-clients: nothing changed, nothing rebuilt \(\d+ s\)$", out, re.MULTILINE), out
+    assert mtimes() == before
+    touched = [ROOT / "protos" / "namesrv" / "v1" / "types.proto", ROOT / "examples" / "clients" / "go" / "main.go"]
+    saved = [path.stat() for path in touched]
+    try:
+        for path in touched:
+            os.utime(path)
+        assert "nothing changed, nothing rebuilt" in install_clients()
+    finally:
+        for path, stat in zip(touched, saved, strict=True):
+            os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert mtimes() == before
+
+
+@pytest.mark.usefixtures("built_clients")
+def test_make_clients_rebuilds_what_a_change_reaches() -> None:
+    """A changed input runs the steps that read it and no other: a changed Go source rebuilds the Go
+    program only (restored afterwards). A changed output is made again: the Go program rebuilt by
+    hand from other sources is rebuilt by the next run."""
+    source = ROOT / "examples" / "clients" / "go" / "main.go"
+    program = ROOT / "build" / "clients" / "namesrv-client-go"
+    install_clients()
+    text = source.read_text(encoding="utf-8")
+    try:
+        source.write_text(text + "\n// changed by tests/test_example_clients.py\n", encoding="utf-8")
+        assert_only_go_build_ran(install_clients())
+    finally:
+        source.write_text(text, encoding="utf-8")
+    assert_only_go_build_ran(install_clients())  # the source as it was: built again
+    # A program made by something else (an older version of the script, a build by hand): made again.
+    tampered = program.read_bytes() + b"\0"
+    program.write_bytes(tampered)
+    assert_only_go_build_ran(install_clients())
+    assert program.read_bytes() != tampered
+
+
+def assert_only_go_build_ran(out: str) -> None:
+    ran = [line for line in out.splitlines() if re.fullmatch(r"install-clients: .* \(\d\d:\d\d:\d\d\)", line)]
+    assert [line.rsplit(" (", 1)[0] for line in ran] == ["install-clients: go build (examples/clients/go)"], out
+    for name in set(STEPS) - {"go-build"}:
+        assert f"install-clients: {name}: up to date, skipped" in out, out

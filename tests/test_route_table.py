@@ -1090,3 +1090,24 @@ def test_registration_result_says_whether_anything_beyond_liveness_changed(
     assert register(rt, **{**base, "name": "broker-b"}).changed
     assert rt.unregister_broker(cluster_name="c1", broker_name="broker-b", broker_id=0, broker_addr=A) is not None
     assert register(rt, **base).changed, "registered again after it left"
+
+
+def test_a_broker_registering_itself_and_its_agent_are_not_runs_fighting() -> None:
+    """The Kubernetes example runs a Java broker (registering itself over remoting, one instance id
+    per connection) and broker-agent beside it (over gRPC, its own instance id): one broker, not two
+    runs taking the registration from each other (no conflict, however often they alternate). Two
+    agents (the same door) still are."""
+    rt = RouteInfoManager(FakeClock())
+
+    def register(instance_id: str, protocol: str) -> str:
+        result = rt.register_broker(
+            cluster_name="c1", broker_name="broker-a", broker_id=0, broker_addr="10.0.0.1:10911",
+            instance_id=instance_id, protocol=protocol,
+        )  # fmt: skip
+        return result.conflicting_instance_id
+
+    for _ in range(3):
+        assert register("remoting-connection-7-1", "remoting") == ""
+        assert register("agent-run-1", "grpc") == ""
+    assert register("agent-run-2", "grpc") == ""  # a second agent takes it over: not yet a fight
+    assert register("agent-run-1", "grpc") == "agent-run-2"  # the first one takes it back: a fight

@@ -13,6 +13,9 @@ The tables and the directory layout are in :mod:`namesrv_grpc.snapshot_schema`. 
 - and exports a live NameServer's table (:class:`SnapshotExporter`; the server runs it in a thread).
 
 One writer per (directory, NameServer identity) at a time; several identities may share a directory.
+Needs pyarrow, which only the ``snapshots`` extra installs: without it, importing this module raises
+:class:`~namesrv_grpc.core.errors.SnapshotsNotInstalledError` (the server imports it when a snapshot
+is first asked for, so a NameServer without pyarrow runs and answers that RPC with the error).
 """
 
 from __future__ import annotations
@@ -31,10 +34,13 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.parquet as pq
+from namesrv_grpc.core.errors import SnapshotsNotInstalledError, SnapshotWriteError
 
-from namesrv_grpc.core.errors import SnapshotWriteError
+try:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+except ImportError as error:  # `pip install namesrv-grpc` without the snapshots extra
+    raise SnapshotsNotInstalledError() from error
 from namesrv_grpc.core.route_table import Clock, RouteInfoManager, RouteTableCopy, wall_clock_millis
 from namesrv_grpc.snapshot_schema import (
     BROKER_DATA,

@@ -11,7 +11,8 @@ show half-changed. Several ``--namesrv`` are snapshotted at once, each with its 
 address, or ``--namesrv-id`` for a single one).
 
 Exit codes: 0 every snapshot written; 1 a NameServer failed (unreachable, warming up, ...) or a
-snapshot could not be written (one stderr line each; the others are still written); 2 bad arguments.
+snapshot could not be written (one stderr line each; the others are still written), or pyarrow is
+not installed (the ``snapshots`` extra: one stderr line saying so, nothing is asked); 2 bad arguments.
 """
 
 from __future__ import annotations
@@ -21,11 +22,13 @@ import asyncio
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import grpc
 
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv.v1 import name_server_service_pb2_grpc as ns_grpc
+from namesrv_grpc.core.errors import SnapshotsNotInstalledError
 from namesrv_grpc.core.model import BrokerData, QueueData, TopicQueueMappingInfo
 from namesrv_grpc.core.route_table import RouteTableCopy, wall_clock_millis
 from namesrv_grpc.grpc_api.convert import queue_data_from_proto
@@ -34,7 +37,9 @@ from namesrv_grpc.pipes import quiet_broken_pipe
 from namesrv_grpc.properties import ConfigError
 from namesrv_grpc.security import client as security
 from namesrv_grpc.security.client import ClientSecurity
-from namesrv_grpc.snapshot import SnapshotInfo, commit_snapshot, recover, tables_from_copy
+
+if TYPE_CHECKING:  # namesrv_grpc.snapshot needs pyarrow (the snapshots extra): imported when used
+    from namesrv_grpc.snapshot import SnapshotInfo
 
 MAX_MESSAGE_BYTES = 256 * 1024 * 1024
 
@@ -105,7 +110,10 @@ async def snapshot_namesrv(
     client_security: ClientSecurity | None = None,
 ) -> SnapshotInfo:
     """Collect the route table of ``address`` and commit it as one snapshot in ``out`` (its identity:
-    ``namesrv_id``, default the address). Raises grpc.aio.AioRpcError, OSError."""
+    ``namesrv_id``, default the address). Raises grpc.aio.AioRpcError, OSError,
+    SnapshotsNotInstalledError (no pyarrow)."""
+    from namesrv_grpc.snapshot import commit_snapshot, recover, tables_from_copy
+
     identity = namesrv_id or address
     started = wall_clock_millis()
     copy = await collect_route_table(address, concurrency=concurrency, timeout=timeout, client_security=client_security)
@@ -141,6 +149,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 async def _run(args: argparse.Namespace, addresses: list[str], client_security: ClientSecurity) -> int:
+    from namesrv_grpc.snapshot import SnapshotInfo
+
     results = await asyncio.gather(
         *(
             snapshot_namesrv(
@@ -190,6 +200,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"namesrv-snapshot: {exc}", file=sys.stderr)
         return 2
+    try:
+        import namesrv_grpc.snapshot  # noqa: F401  (pyarrow, before any NameServer is asked)
+    except SnapshotsNotInstalledError as exc:
+        print(f"namesrv-snapshot: {exc}", file=sys.stderr)
+        return 1
     return asyncio.run(_run(args, addresses, client_security))
 
 

@@ -1,17 +1,20 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/sha1"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -45,10 +48,10 @@ func (c *connFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&c.tls, "tls", false, "use TLS, trusting the system's CA certificates")
 	fs.StringVar(&c.tlsCAFile, "tls-ca-file", "", "CA certificates (PEM) to trust the server by; TLS on")
 	fs.StringVar(&c.tlsCertFile, "tls-cert-file", "", "client certificate (PEM) for mutual TLS")
-	fs.StringVar(&c.tlsKeyFile, "tls-key-file", "", "private key (PEM) of -tls-cert-file")
+	fs.StringVar(&c.tlsKeyFile, "tls-key-file", "", "private key (PEM) of --tls-cert-file")
 	fs.StringVar(&c.tlsServerName, "tls-server-name", "", "name expected in the server's certificate")
 	fs.StringVar(&c.accessKey, "access-key", os.Getenv("NAMESRV_ACCESS_KEY"), "sign calls with this access key (env NAMESRV_ACCESS_KEY)")
-	fs.StringVar(&c.secretKey, "secret-key", os.Getenv("NAMESRV_SECRET_KEY"), "secret key of -access-key (env NAMESRV_SECRET_KEY)")
+	fs.StringVar(&c.secretKey, "secret-key", os.Getenv("NAMESRV_SECRET_KEY"), "secret key of --access-key (env NAMESRV_SECRET_KEY)")
 }
 
 // timeout is the deadline of one unary call.
@@ -58,10 +61,10 @@ func (c *connFlags) timeout() time.Duration { return time.Duration(c.timeoutMs) 
 // reconnect backoff is capped at 5 s so a restarted NameServer is found again quickly.
 func (c *connFlags) dial() (*grpc.ClientConn, error) {
 	if (c.tlsCertFile == "") != (c.tlsKeyFile == "") {
-		return nil, errors.New("-tls-cert-file and -tls-key-file: give both or neither")
+		return nil, errors.New("--tls-cert-file and --tls-key-file: give both or neither")
 	}
 	if (c.accessKey == "") != (c.secretKey == "") {
-		return nil, errors.New("-access-key and -secret-key: give both or neither")
+		return nil, errors.New("--access-key and --secret-key: give both or neither")
 	}
 	opts := []grpc.DialOption{
 		grpc.WithConnectParams(grpc.ConnectParams{
@@ -74,18 +77,18 @@ func (c *connFlags) dial() (*grpc.ClientConn, error) {
 		if c.tlsCAFile != "" {
 			pem, err := os.ReadFile(c.tlsCAFile)
 			if err != nil {
-				return nil, fmt.Errorf("-tls-ca-file: %w", err)
+				return nil, fmt.Errorf("--tls-ca-file: %w", err)
 			}
 			pool := x509.NewCertPool()
 			if !pool.AppendCertsFromPEM(pem) {
-				return nil, fmt.Errorf("-tls-ca-file %s: no PEM certificate in it", c.tlsCAFile)
+				return nil, fmt.Errorf("--tls-ca-file %s: no PEM certificate in it", c.tlsCAFile)
 			}
 			config.RootCAs = pool
 		}
 		if c.tlsCertFile != "" {
 			pair, err := tls.LoadX509KeyPair(c.tlsCertFile, c.tlsKeyFile)
 			if err != nil {
-				return nil, fmt.Errorf("-tls-cert-file/-tls-key-file: %w", err)
+				return nil, fmt.Errorf("--tls-cert-file/--tls-key-file: %w", err)
 			}
 			config.Certificates = []tls.Certificate{pair}
 		}
@@ -95,7 +98,7 @@ func (c *connFlags) dial() (*grpc.ClientConn, error) {
 	}
 	if c.accessKey != "" {
 		if strings.ContainsAny(c.accessKey, " \t,/") {
-			return nil, errors.New("-access-key: must not contain white space, commas or slashes")
+			return nil, errors.New("--access-key: must not contain white space, commas or slashes")
 		}
 		opts = append(opts, grpc.WithPerRPCCredentials(signer{c.accessKey, c.secretKey}))
 	}
@@ -134,12 +137,14 @@ func errorReason(err error) (*status.Status, *errdetails.ErrorInfo) {
 	return st, nil
 }
 
-// describeError is one line naming the status code, the reason and its metadata (sorted), never
-// parsing the message text.
+// describeError is one line naming the status code, the reason and its metadata (sorted), then the
+// server's message (what is wrong, for a person) as a JSON string: error code=INVALID_ARGUMENT
+// reason=INVALID_FIELD domain=namesrv.rocketmq field=topic message="topic: ... is longer than 127
+// characters". Programs decide by code and reason; the message is printed, never parsed.
 func describeError(err error) string {
 	st, info := errorReason(err)
 	if info == nil {
-		return fmt.Sprintf("error code=%s reason= message=%q", codeName(st.Code()), st.Message())
+		return fmt.Sprintf("error code=%s reason= message=%s", codeName(st.Code()), quoteMessage(st.Message()))
 	}
 	keys := make([]string, 0, len(info.GetMetadata()))
 	for key := range info.GetMetadata() {
@@ -150,7 +155,20 @@ func describeError(err error) string {
 	for _, key := range keys {
 		fmt.Fprintf(&meta, " %s=%s", key, info.GetMetadata()[key])
 	}
-	return fmt.Sprintf("error code=%s reason=%s domain=%s%s", codeName(st.Code()), info.GetReason(), info.GetDomain(), meta.String())
+	return fmt.Sprintf("error code=%s reason=%s domain=%s%s message=%s", codeName(st.Code()), info.GetReason(),
+		info.GetDomain(), meta.String(), quoteMessage(st.Message()))
+}
+
+// quoteMessage is text as a JSON string (as JavaScript's JSON.stringify writes it, without
+// escaping <, > and &), so the Go, Java and TypeScript examples print a message alike and on one line.
+func quoteMessage(text string) string {
+	var out bytes.Buffer
+	encoder := json.NewEncoder(&out)
+	encoder.SetEscapeHTML(false)
+	if err := encoder.Encode(text); err != nil {
+		return strconv.Quote(text)
+	}
+	return strings.TrimSuffix(out.String(), "\n")
 }
 
 // codeName is a status code's canonical name (NOT_FOUND, as in google.rpc.Code), from grpc-go's

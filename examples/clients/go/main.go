@@ -1,14 +1,17 @@
 // Command namesrv-client is a Go client of the namesrv-grpc NameServer (gRPC, package namesrv.v1):
 //
-//	namesrv-client route    -addr HOST:PORT -topic T             look up a route, pick a writable queue
-//	namesrv-client watch    -addr HOST:PORT -topic T [-topic U]  print every route change, across restarts
-//	namesrv-client register -addr HOST:PORT -broker-addr H:P -topic T[:read[:write[:perm]]] [-compress]
-//	                                                             register a broker and keep its session
+//	namesrv-client route    --addr HOST:PORT --topic T              look up a route, pick a writable queue
+//	namesrv-client watch    --addr HOST:PORT --topic T [--topic U]  print every route change, across restarts
+//	namesrv-client register --addr HOST:PORT --broker-addr H:P --topic T[:read[:write[:perm]]] [--compress]
+//	                                                                register a broker and keep its session
 //
-// Every command takes -tls, -tls-ca-file, -tls-cert-file, -tls-key-file, -tls-server-name,
-// -access-key and -secret-key (see the README's "Security" section). Output is one line per event,
-// key=value pairs, so scripts (and the repository's tests) can read it. Exit status: 0 done, 1 error,
-// 2 bad usage, 3 the topic has no route (NOT_FOUND / TOPIC_ROUTE_NOT_FOUND).
+// Every command takes --tls, --tls-ca-file, --tls-cert-file, --tls-key-file, --tls-server-name,
+// --access-key and --secret-key (see the README's "Security" section); Go's flag package takes them
+// with one dash or two, and messages name them with two, as the README does. Output is one line per
+// event, key=value pairs, so scripts (and the repository's tests) can read it. Exit status: 0 done,
+// 1 error (printed by describeError), 2 bad usage (an empty --topic of route or watch counts as a
+// missing one: "route: --topic is required"), 3 the topic has no route (NOT_FOUND /
+// TOPIC_ROUTE_NOT_FOUND).
 package main
 
 import (
@@ -23,7 +26,7 @@ commands:
   watch     watch topics' routes (WatchTopicRoutes), reconnecting after a NameServer restart
   register  register a broker (RegisterBroker) and keep its session (OpenBrokerSession)
 
-"namesrv-client COMMAND -h" lists a command's flags.
+"namesrv-client COMMAND --help" lists a command's flags.
 `
 
 func main() {

@@ -55,15 +55,15 @@ func runRegister(args []string) int {
 		return 2
 	}
 	if b.addr == "" {
-		fmt.Fprintln(os.Stderr, "register: -broker-addr is required")
+		fmt.Fprintln(os.Stderr, "register: --broker-addr is required")
 		return 2
 	}
 	if *id < 0 || *id > 1<<31-1 {
-		fmt.Fprintln(os.Stderr, "register: -broker-id must be 0..2147483647")
+		fmt.Fprintln(os.Stderr, "register: --broker-id must be 0..2147483647")
 		return 2
 	}
 	if *intervalMs <= 0 || *timeoutMs < 0 {
-		fmt.Fprintln(os.Stderr, "register: -heartbeat-interval-ms must be > 0 and -heartbeat-timeout-ms >= 0")
+		fmt.Fprintln(os.Stderr, "register: --heartbeat-interval-ms must be > 0 and --heartbeat-timeout-ms >= 0")
 		return 2
 	}
 	b.id = int32(*id)
@@ -72,7 +72,7 @@ func runRegister(args []string) int {
 	for _, spec := range topics {
 		config, err := parseTopic(spec)
 		if err != nil {
-			fmt.Fprintln(os.Stderr, "register: -topic:", err)
+			fmt.Fprintln(os.Stderr, "register: --topic", err)
 			return 2
 		}
 		b.topics[config.GetTopicName()] = config

@@ -30,8 +30,8 @@ func runRoute(args []string) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if *topic == "" {
-		fmt.Fprintln(os.Stderr, "route: -topic is required")
+	if *topic == "" { // missing or empty: refused here, as in the Java and TypeScript examples
+		fmt.Fprintln(os.Stderr, "route: --topic is required")
 		return 2
 	}
 	cc, err := conn.dial()

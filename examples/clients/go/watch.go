@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 	"time"
 
@@ -20,14 +21,14 @@ func runWatch(args []string) int {
 	var conn connFlags
 	conn.register(fs)
 	var topics stringList
-	fs.Var(&topics, "topic", "topic to watch (repeat for more; at least one)")
+	fs.Var(&topics, "topic", "topic to watch (repeat for more; at least one, none empty)")
 	zone := fs.String("zone", "", "zone mode: only the brokers of this zone (and those without a master)")
 	maxBackoffMs := fs.Int64("max-backoff-ms", 5000, "longest wait between reconnect attempts, milliseconds")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if len(topics) == 0 {
-		fmt.Fprintln(os.Stderr, "watch: give at least one -topic")
+	if len(topics) == 0 || slices.Contains(topics, "") { // as route: an empty --topic is a missing one
+		fmt.Fprintln(os.Stderr, "watch: --topic is required")
 		return 2
 	}
 	cc, err := conn.dial()

@@ -24,6 +24,7 @@
     ├── TooManyRouteWatchersError   TOO_MANY_ROUTE_WATCHERS       RESOURCE_EXHAUSTED
     ├── PersistError                KV_CONFIG_PERSIST_FAILED      INTERNAL
     └── SnapshotWriteError          SNAPSHOT_WRITE_FAILED         INTERNAL
+        └── SnapshotsNotInstalledError  (pyarrow missing)         INTERNAL (metadata: extra)
 
 Every error is raised before any state changes: a rejected request changes nothing.
 """
@@ -184,6 +185,29 @@ class SnapshotWriteError(NamesrvError):
     """A route snapshot could not be written into ``snapshotDir``; nothing of it is visible."""
 
     reason = "SNAPSHOT_WRITE_FAILED"
+
+
+SNAPSHOTS_EXTRA = "snapshots"
+"""The optional dependency set (``pip install 'namesrv-grpc[snapshots]'``) that adds pyarrow."""
+
+
+class SnapshotsNotInstalledError(SnapshotWriteError, ImportError):
+    """Route snapshots need pyarrow, which only the ``snapshots`` extra installs (``pip install
+    namesrv-grpc`` and the default container image leave it out, 170 MB). Raised when
+    :mod:`namesrv_grpc.snapshot` is imported without it, that is when a snapshot is first asked for;
+    an ImportError too, for code that checks for optional modules that way. Metadata ``extra``: the
+    extra to install."""
+
+    def __init__(self, message: str = "", metadata: dict[str, str] | None = None) -> None:
+        super().__init__(
+            message
+            or (
+                "route snapshots need pyarrow, which is not installed: install the snapshots extra "
+                f"(pip install 'namesrv-grpc[{SNAPSHOTS_EXTRA}]'; the container image: build it with "
+                f"--build-arg EXTRAS={SNAPSHOTS_EXTRA})"
+            ),
+            metadata or {"extra": SNAPSHOTS_EXTRA},
+        )
 
 
 class TooManyRouteWatchersError(NamesrvError):

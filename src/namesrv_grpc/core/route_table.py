@@ -477,7 +477,7 @@ class RouteInfoManager:
                 )
             self.version += 1
             conflicting = self._note_displacement(
-                (cluster_name, broker_name, broker_id), old_addr or broker_addr, instance_id, now
+                (cluster_name, broker_name, broker_id), old_addr or broker_addr, instance_id, now, protocol
             )
 
             # An address belongs to one broker name: leave the old one first.
@@ -624,11 +624,19 @@ class RouteInfoManager:
                 self._digest.replace(None if old is None else mapping_hash(topic, old), mapping_hash(topic, mapping))
                 self._route_changed(topic)
 
-    def _note_displacement(self, key: tuple[str, str, int], holder_addr: str, instance_id: str, now: int) -> str:
+    def _note_displacement(
+        self, key: tuple[str, str, int], holder_addr: str, instance_id: str, now: int, protocol: str
+    ) -> str:
         """Remember the run whose live entry for ``key`` (cluster, broker name, id) this registration
         of ``instance_id`` replaces; return that run's instance id when ``instance_id`` itself had
-        been replaced before (a fight), else ""."""
+        been replaced before (a fight), else "".
+
+        Registrations through different doors are never runs fighting: a Java broker registering
+        itself over remoting and broker-agent beside it over gRPC are one broker (the Kubernetes
+        example runs both), so only a replacement through the same door is remembered."""
         holder = self._matching_live(*key, holder_addr)
+        if holder is not None and holder.protocol != protocol:
+            holder = None
         displaced = self._displaced.get(key)
         if displaced is not None:
             for old_instance, at in list(displaced.items()):

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from namesrv_grpc.core.errors import NamesrvError
+from namesrv_grpc.core.errors import NamesrvError, SnapshotsNotInstalledError
 from namesrv_grpc.core.kvconfig import KVConfigManager
 from namesrv_grpc.core.processor import NameServer
 from namesrv_grpc.core.route_table import RouteInfoManager
@@ -338,6 +338,7 @@ class RouteTableProcess:
     async def _snapshot_loop(self) -> None:
         """Export every ``snapshotInterval`` seconds; 0 = off (re-read each second, it may be updated)."""
         last = time.monotonic()
+        said_not_installed = False
         while True:
             interval = self.nameserver.config.snapshot_interval
             if not interval:
@@ -351,6 +352,10 @@ class RouteTableProcess:
             last = time.monotonic()
             try:
                 await self.export_snapshot()
+            except SnapshotsNotInstalledError as exc:  # the same every time: said once
+                if not said_not_installed:
+                    log.error("route snapshots every %d s are off: %s", interval, exc)
+                    said_not_installed = True
             except Exception:  # a failed export must never kill the loop
                 log.exception("route snapshot failed")
 

@@ -32,7 +32,7 @@ export interface ConnectionFlags {
   "secret-key"?: string;
 }
 
-/** A bad flag: exit status 2. */
+/** A bad flag: exit status 2, printed as "COMMAND: message" (the message names the flag, as --topic). */
 export class UsageError extends Error {}
 
 /** Milliseconds from a flag, at least `min`. */
@@ -147,15 +147,21 @@ export function codeName(code: Code): string {
   return Code[code].replace(/([a-z])([A-Z])/g, "$1_$2").toUpperCase();
 }
 
-/** One line naming the code, the reason and its metadata (sorted); never the message text alone. */
+/**
+ * One line naming the code, the reason and its metadata (sorted), then the server's message (what is
+ * wrong, for a person) as a JSON string: error code=INVALID_ARGUMENT reason=INVALID_FIELD
+ * domain=namesrv.rocketmq field=topic message="topic: ... is longer than 127 characters". Programs
+ * decide by code and reason; the message is printed, never parsed.
+ */
 export function describeError(thrown: unknown): string {
   const error = ConnectError.from(thrown);
   const info = errorInfo(error);
+  const message = `message=${JSON.stringify(error.rawMessage)}`;
   if (!info) {
-    return `error code=${codeName(error.code)} reason= message=${JSON.stringify(error.rawMessage)}`;
+    return `error code=${codeName(error.code)} reason= ${message}`;
   }
   const metadata = [...info.metadata.keys()].sort().map((key) => ` ${key}=${info.metadata.get(key)}`);
-  return `error code=${codeName(error.code)} reason=${info.reason} domain=${info.domain}${metadata.join("")}`;
+  return `error code=${codeName(error.code)} reason=${info.reason} domain=${info.domain}${metadata.join("")} ${message}`;
 }
 
 /** Exponential backoff, jittered over the upper half: 100 ms, 200 ms, ... up to `max`. */

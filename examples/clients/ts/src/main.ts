@@ -8,8 +8,9 @@
 //
 // Every command takes --tls, --tls-ca-file, --tls-cert-file, --tls-key-file, --tls-server-name,
 // --access-key and --secret-key (see the README's "Security" section). Output is one line per event,
-// key=value pairs. Exit status: 0 done, 1 error, 2 bad usage, 3 the topic has no route
-// (NOT_FOUND / TOPIC_ROUTE_NOT_FOUND).
+// key=value pairs. Exit status: 0 done, 1 error (printed by describeError), 2 bad usage ("COMMAND:
+// what is wrong"; an empty --topic of route or watch counts as a missing one: "route: --topic is
+// required"), 3 the topic has no route (NOT_FOUND / TOPIC_ROUTE_NOT_FOUND).
 import { randomBytes } from "node:crypto";
 import { parseArgs } from "node:util";
 import { deflateSync } from "node:zlib";
@@ -55,7 +56,8 @@ type NameServer = Client<typeof NameServerService>;
 async function route(args: string[]): Promise<number> {
   const { values } = parseArgs({ args, options: { ...connectionOptions, topic: { type: "string" }, zone: { type: "string", default: "" } },
   });
-  if (!values.topic) throw new UsageError("route: --topic is required");
+  // Missing or empty: refused here, as in the Go and Java examples.
+  if (!values.topic) throw new UsageError("--topic is required");
   const timeoutMs = millis("timeout-ms", values["timeout-ms"]);
   const client = createClient(NameServerService, connect(values as ConnectionFlags));
   let routeData: TopicRouteData | undefined;
@@ -159,7 +161,8 @@ async function watch(args: string[]): Promise<number> {
     },
   });
   const topics = values.topic ?? [];
-  if (topics.length === 0) throw new UsageError("watch: give at least one --topic");
+  // As route: an empty --topic is a missing one.
+  if (topics.length === 0 || topics.includes("")) throw new UsageError("--topic is required");
   const client = createClient(NameServerService, connect(values as ConnectionFlags));
   const stop = stopSignal();
   const backoff = new Backoff(100, millis("max-backoff-ms", values["max-backoff-ms"]));
@@ -376,10 +379,10 @@ async function register(args: string[]): Promise<number> {
       "heartbeat-interval-ms": { type: "string", default: "10000" },
     },
   });
-  if (!values["broker-addr"]) throw new UsageError("register: --broker-addr is required");
+  if (!values["broker-addr"]) throw new UsageError("--broker-addr is required");
   const brokerId = Number(values["broker-id"]);
   if (!Number.isInteger(brokerId) || brokerId < 0 || brokerId > 2147483647) {
-    throw new UsageError("register: --broker-id must be 0..2147483647");
+    throw new UsageError("--broker-id must be 0..2147483647");
   }
   const topics: Record<string, TopicConfig> = {};
   for (const spec of values.topic ?? []) {
@@ -450,7 +453,7 @@ async function main(argv: string[]): Promise<number> {
     return await run(args);
   } catch (error) {
     if (error instanceof UsageError || (error as { code?: string }).code?.startsWith("ERR_PARSE_ARGS")) {
-      console.error(`namesrv-client ${command}: ${(error as Error).message}`);
+      console.error(`${command}: ${(error as Error).message}`);
       return 2;
     }
     throw error;

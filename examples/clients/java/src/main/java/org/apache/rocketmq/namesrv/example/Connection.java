@@ -168,18 +168,46 @@ final class Connection {
     return Optional.empty();
   }
 
-  /** One line naming the status code, the reason and its metadata (sorted), never parsing the message text. */
+  /**
+   * One line naming the status code, the reason and its metadata (sorted), then the server's message
+   * (what is wrong, for a person) as a JSON string: error code=INVALID_ARGUMENT reason=INVALID_FIELD
+   * domain=namesrv.rocketmq field=topic message="topic: ... is longer than 127 characters". Programs
+   * decide by code and reason; the message is printed, never parsed.
+   */
   static String describe(Throwable error) {
     Status status = Status.fromThrowable(error);
+    String message = "message=" + quote(status.getDescription() == null ? "" : status.getDescription());
     return errorInfo(error)
         .map(info -> {
           StringBuilder line = new StringBuilder("error code=" + status.getCode() + " reason=" + info.getReason()
               + " domain=" + info.getDomain());
           new TreeMap<>(info.getMetadataMap()).forEach((key, value) -> line.append(' ').append(key).append('=')
               .append(value));
-          return line.toString();
+          return line.append(' ').append(message).toString();
         })
-        .orElse("error code=" + status.getCode() + " reason= message=\"" + status.getDescription() + "\"");
+        .orElse("error code=" + status.getCode() + " reason= " + message);
+  }
+
+  /**
+   * Text as a JSON string, as JavaScript's JSON.stringify writes it (quotes, backslashes and control
+   * characters escaped, everything else as is), so the three examples print a message alike and on
+   * one line.
+   */
+  static String quote(String text) {
+    StringBuilder out = new StringBuilder("\"");
+    for (char c : text.toCharArray()) {
+      switch (c) {
+        case '"' -> out.append("\\\"");
+        case '\\' -> out.append("\\\\");
+        case '\n' -> out.append("\\n");
+        case '\r' -> out.append("\\r");
+        case '\t' -> out.append("\\t");
+        case '\b' -> out.append("\\b");
+        case '\f' -> out.append("\\f");
+        default -> out.append(c < 0x20 ? String.format("\\u%04x", (int) c) : String.valueOf(c));
+      }
+    }
+    return out.append('"').toString();
   }
 
   /** Exponential backoff, jittered over the upper half: 100 ms, 200 ms, ... up to max. */

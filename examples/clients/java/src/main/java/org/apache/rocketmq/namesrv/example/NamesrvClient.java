@@ -53,7 +53,9 @@ import picocli.CommandLine.Spec;
  * route} (look up a route, pick a writable queue), {@code watch} (print every route change, across
  * NameServer restarts), {@code register} (register a broker and keep its session). Every command
  * takes the TLS and signing flags of {@link Connection}. Output is one line per event, key=value
- * pairs. Exit status: 0 done, 1 error, 2 bad usage, 3 the topic has no route (NOT_FOUND /
+ * pairs. Exit status: 0 done, 1 error (printed by {@link Connection#describe}), 2 bad usage (printed
+ * as "COMMAND: what is wrong", like the Go and TypeScript examples; an empty --topic of route or
+ * watch counts as a missing one: "route: --topic is required"), 3 the topic has no route (NOT_FOUND /
  * TOPIC_ROUTE_NOT_FOUND).
  */
 @Command(
@@ -66,7 +68,23 @@ public final class NamesrvClient {
   static final int PERM_WRITE = 2;
 
   public static void main(String[] args) {
-    System.exit(new CommandLine(new NamesrvClient()).execute(args));
+    System.exit(new CommandLine(new NamesrvClient()).setParameterExceptionHandler(NamesrvClient::badUsage)
+        .execute(args));
+  }
+
+  /** A bad flag: "COMMAND: what is wrong" on stderr (no usage text), exit status 2. */
+  static int badUsage(ParameterException e, String[] args) {
+    e.getCommandLine().getErr().println(e.getCommandLine().getCommandName() + ": " + e.getMessage());
+    return 2;
+  }
+
+  /** The value of a --topic that must be given and not empty (route, watch), else bad usage. */
+  static String requiredTopic(CommandSpec spec, String topic) {
+    if (topic == null || topic.isEmpty()) {
+      // Missing or empty: refused here, as in the Go and TypeScript examples.
+      throw new ParameterException(spec.commandLine(), "--topic is required");
+    }
+    return topic;
   }
 
   @Command(name = "route", description = "Look up a topic's route (PickupTopicRoute) and pick a writable queue.")
@@ -74,7 +92,7 @@ public final class NamesrvClient {
     @Mixin Connection connection;
     @Spec CommandSpec spec;
 
-    @Option(names = "--topic", required = true, description = "topic to look up")
+    @Option(names = "--topic", description = "topic to look up (required)")
     String topic;
 
     @Option(names = "--zone", defaultValue = "",
@@ -83,6 +101,7 @@ public final class NamesrvClient {
 
     @Override
     public Integer call() throws Exception {
+      requiredTopic(spec, topic);
       ManagedChannel channel = connection.open(spec.commandLine());
       try {
         TopicRouteData route;
@@ -184,8 +203,8 @@ public final class NamesrvClient {
     @Mixin Connection connection;
     @Spec CommandSpec spec;
 
-    @Option(names = "--topic", required = true, description = "topic to watch (repeat for more)")
-    List<String> topics;
+    @Option(names = "--topic", description = "topic to watch (repeat for more; at least one, none empty)")
+    List<String> topics = new ArrayList<>();
 
     @Option(names = "--zone", defaultValue = "",
         description = "zone mode: only the brokers of this zone (and those without a master)")
@@ -196,6 +215,8 @@ public final class NamesrvClient {
 
     @Override
     public Integer call() throws Exception {
+      // As route: an empty --topic is a missing one.
+      requiredTopic(spec, topics.isEmpty() || topics.contains("") ? "" : topics.get(0));
       ManagedChannel channel = connection.open(spec.commandLine());
       NameServerServiceGrpc.NameServerServiceBlockingStub stub = NameServerServiceGrpc.newBlockingStub(channel);
       Connection.Backoff backoff = new Connection.Backoff(100, maxBackoffMs);
@@ -255,7 +276,7 @@ public final class NamesrvClient {
     @Option(names = "--broker-id", defaultValue = "0", description = "broker id: 0 master, > 0 slave")
     int brokerId;
 
-    @Option(names = "--broker-addr", required = true, description = "address clients send to, host:port")
+    @Option(names = "--broker-addr", description = "address clients send to, host:port (required)")
     String brokerAddr;
 
     @Option(names = "--ha-addr", defaultValue = "", description = "HA (replication) address host:port, if any")
@@ -286,6 +307,9 @@ public final class NamesrvClient {
 
     @Override
     public Integer call() throws Exception {
+      if (brokerAddr == null || brokerAddr.isEmpty()) {
+        throw new ParameterException(spec.commandLine(), "--broker-addr is required");
+      }
       if (brokerId < 0) {
         throw new ParameterException(spec.commandLine(), "--broker-id must be 0..2147483647");
       }
@@ -351,14 +375,16 @@ public final class NamesrvClient {
     private TopicConfig parseTopic(String text) {
       String[] parts = text.split(":", -1);
       if (parts[0].isEmpty() || parts.length > 4) {
-        throw new ParameterException(spec.commandLine(), "--topic " + text + ": expected NAME[:READ[:WRITE[:PERM]]]");
+        throw new ParameterException(spec.commandLine(),
+            "--topic " + Connection.quote(text) + ": expected NAME[:READ[:WRITE[:PERM]]]");
       }
       int[] numbers = {4, 4, 6};
       int[] limits = {65535, 65535, 15};
       for (int i = 1; i < parts.length; i++) {
         if (!parts[i].matches("\\d{1,5}") || Integer.parseInt(parts[i]) > limits[i - 1]) {
           throw new ParameterException(spec.commandLine(),
-              "--topic " + text + ": \"" + parts[i] + "\" is not a number 0.." + limits[i - 1]);
+              "--topic " + Connection.quote(text) + ": " + Connection.quote(parts[i]) + " is not a number 0.."
+                  + limits[i - 1]);
         }
         numbers[i - 1] = Integer.parseInt(parts[i]);
       }
