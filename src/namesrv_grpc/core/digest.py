@@ -22,7 +22,10 @@ float64 of a Prometheus sample (``namesrv_route_table_digest``).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping
+import sys
+from array import array
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Final
 
 from namesrv_grpc.core.model import BrokerData, QueueData, TopicQueueMappingInfo
 
@@ -45,6 +48,31 @@ def queue_nums_hash(topic: str, broker_name: str, nums: tuple[int, int, int, int
     ``(readQueueNums, writeQueueNums, perm, topicSysFlag)``."""
     read, write, perm, sys_flag = nums
     return _hash(f"Q\0{topic}\0{broker_name}\0{read}\0{write}\0{perm}\0{sys_flag}")
+
+
+_BLAKE2B_64: Final = hashlib.blake2b(digest_size=8)
+"""An empty BLAKE2b-64 state: copying it is cheaper than making a new one (no parameter parsing)."""
+
+
+def queue_nums_hash_sum(topics: Sequence[str], broker_name: str, nums: Sequence[tuple[int, int, int, int]]) -> int:
+    """The sum modulo 2**52 of :func:`queue_nums_hash` of ``(topics[i], broker_name, nums[i])`` for
+    every i (what a registration adds to the digest): the same values, about twice as fast for many
+    topics (one text suffix per distinct ``nums``, the texts built by C-level ``map`` calls, the
+    hash states copied). ``topics`` and ``nums`` have the same length."""
+    suffixes = {n: f"\0{broker_name}\0{n[0]}\0{n[1]}\0{n[2]}\0{n[3]}".encode() for n in set(nums)}
+    texts = map(bytes.__add__, map(b"Q\0".__add__, map(str.encode, topics)), map(suffixes.__getitem__, nums))
+    copy = _BLAKE2B_64.copy
+    digests: list[bytes] = []
+    append = digests.append
+    for text in texts:
+        state = copy()
+        state.update(text)
+        append(state.digest())
+    values = array("Q", b"".join(digests))
+    if sys.byteorder == "little":
+        values.byteswap()  # each digest is read big-endian, as _hash does
+    # (h & DIGEST_MASK) summed modulo 2**52 is h summed modulo 2**52: the mask is taken once.
+    return sum(values) & DIGEST_MASK
 
 
 def broker_data_hash(broker_data: BrokerData) -> int:
