@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Iterable, Iterator, Mapping
+from itertools import chain
 
 from namesrv_grpc.core.digest import queue_nums_hash
 from namesrv_grpc.core.model import TopicConfig
@@ -26,7 +27,7 @@ QueueNums = tuple[int, int, int, int]
 class CompactTopics(Mapping[str, TopicConfig]):
     """topic name -> TopicConfig (four numbers each); names are unique."""
 
-    __slots__ = ("_index", "hashed_for", "hashes", "names", "nums")
+    __slots__ = ("_index", "_nums", "_tuples", "hashed_for", "hashes", "names")
 
     def __init__(
         self, names: list[str], nums: array[int], hashed_for: str = "", hashes: array[int] | None = None
@@ -40,10 +41,32 @@ class CompactTopics(Mapping[str, TopicConfig]):
         if hashes is not None and len(hashes) != len(names):
             raise ValueError(f"{len(names)} names need {len(names)} hashes, got {len(hashes)}")
         self.names = names
-        self.nums = nums
+        self._nums: array[int] | None = nums
+        self._tuples: list[QueueNums] | None = None
         self.hashed_for = hashed_for
         self.hashes = hashes
         self._index: dict[str, int] | None = None
+
+    @classmethod
+    def from_queue_nums(cls, names: list[str], queue_nums: list[QueueNums]) -> CompactTopics:
+        """The topics ``names`` with ``queue_nums[i]`` the ``(read, write, perm, sys flag)`` of
+        ``names[i]`` (each an int32), as a body decoder makes them: kept as given for
+        :meth:`nums_list` (what the route table reads), :attr:`nums` is built when first read.
+        Raises ValueError when the lengths disagree."""
+        if len(queue_nums) != len(names):
+            raise ValueError(f"{len(names)} names need {len(names)} QueueNums, got {len(queue_nums)}")
+        topics = cls([], array("i"))
+        topics.names = names
+        topics._nums = None
+        topics._tuples = queue_nums
+        return topics
+
+    @property
+    def nums(self) -> array[int]:
+        """Four ints per topic, in the order of :attr:`names`."""
+        if self._nums is None:
+            self._nums = array("i", chain.from_iterable(self._tuples or ()))
+        return self._nums
 
     def with_hashes(self, broker_name: str) -> CompactTopics:
         """The same topics with the digest hash of each as ``broker_name``'s QueueData."""
@@ -65,15 +88,19 @@ class CompactTopics(Mapping[str, TopicConfig]):
         without building TopicConfig objects."""
         if positions is not None:
             return ((self.names[i], self._nums_at(i)) for i in positions)
-        numbers = iter(self.nums)
-        return zip(self.names, zip(numbers, numbers, numbers, numbers, strict=True), strict=True)
+        return zip(self.names, self.nums_list(), strict=True)
 
     def nums_list(self) -> list[QueueNums]:
-        """The four numbers of every topic, in the order of :attr:`names` (built in C)."""
+        """The four numbers of every topic, in the order of :attr:`names` (built in C; the list
+        :meth:`from_queue_nums` was given, not a copy: callers do not change it)."""
+        if self._tuples is not None:
+            return self._tuples
         numbers = iter(self.nums)
         return list(zip(numbers, numbers, numbers, numbers, strict=True))
 
     def _nums_at(self, position: int) -> QueueNums:
+        if self._tuples is not None:
+            return self._tuples[position]
         nums = self.nums
         base = 4 * position
         return nums[base], nums[base + 1], nums[base + 2], nums[base + 3]
