@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 import random
+import struct
+import zlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,7 +72,8 @@ def as_obj(mapping: dict[str, Any]) -> Obj:
 
 
 good_topics = st.from_regex(r"[%|a-zA-Z0-9_-]{1,12}", fullmatch=True)
-bad_topics = st.sampled_from(["", "订单", "a b", "a.b", "a:b", "x" * 128, "T\n", "a\nb", "Ünïcode"])
+BAD_TOPICS = ["", "订单", "a b", "a.b", "a:b", "x" * 128, "T\n", "a\nb", "Ünïcode"]
+bad_topics = st.sampled_from(BAD_TOPICS)
 topic_keys = st.one_of(good_topics, good_topics, good_topics, bad_topics)
 texts = st.text(max_size=8)  # any code point but lone surrogates: non-ASCII, control characters, quotes
 
@@ -194,10 +197,10 @@ def register_bodies(draw: st.DrawFn) -> bytes:
     return dump(Obj(tuple(members)), rnd).encode()
 
 
-def reference(body: bytes) -> Any:
+def reference(body: bytes, compressed: bool = False, rocketmq5: bool = True) -> Any:
     """What the reference decoder makes of ``body``, in the compact decoder's terms (or its error)."""
     try:
-        decoded = bodies.decode_register_broker_body(body, compressed=False)
+        decoded = bodies.decode_register_broker_body(body, compressed=compressed, rocketmq5=rocketmq5)
     except MalformedBodyError as exc:
         return MalformedBodyError, str(exc)
     table = decoded.topic_config_table
@@ -210,9 +213,9 @@ def reference(body: bytes) -> Any:
     )
 
 
-def compact(body: bytes) -> Any:
+def compact(body: bytes, compressed: bool = False, rocketmq5: bool = True) -> Any:
     try:
-        decoded = bodies.decode_register_broker_body_compact(body, compressed=False)
+        decoded = bodies.decode_register_broker_body_compact(body, compressed=compressed, rocketmq5=rocketmq5)
     except MalformedBodyError as exc:
         return MalformedBodyError, str(exc)
     topics = decoded.topics
@@ -365,6 +368,124 @@ def test_registerbodymaxtopics_and_the_empty_body() -> None:
         decode_java_register_body(body, False, 1 << 20, 4, None)
     empty = bodies.decode_register_broker_body_compact(b"", compressed=False)
     assert (len(empty.topics), empty.data_version, empty.filter_server_list) == (0, DataVersion(), ())
+
+
+# ------------------------------------------------------------------------ the compressed (4.9.4+) format
+
+
+def _chunk(data: bytes) -> bytes:
+    return struct.pack(">i", len(data)) + data
+
+
+topic_fields = st.tuples(
+    good_topics,
+    st.integers(0, 65535),
+    st.integers(0, 65535),
+    st.integers(0, 15),
+    st.sampled_from(["SINGLE_TAG", "MULTI_TAG"]),
+    st.sampled_from(["", " {}", " "] * 4 + [' {"+message.type":"FIFO"}']),
+)
+"""``TopicConfig.encode()`` of a usual topic as its fields: name, read, write, perm, filter type, and
+the attributes part (none: 4.x; ``{}``; a trailing space; now and then attributes)."""
+FAULTS: dict[str, list[Any]] = {
+    "name": BAD_TOPICS,
+    "read": [65536, 99999, "-1", "+4", "004", "x"],
+    "write": [65536, "x", ""],
+    "perm": [16, 99, "6 "],
+    "filter": ["TAGS", "SINGLE_TAG\n", "single_tag"],
+    "tail": [" {} ", " {bad", "\n", "\nB 1 1 6 SINGLE_TAG", " {}\n"],
+}
+"""What a messy body gets wrong in one topic text, by field."""
+
+
+@st.composite
+def compressed_bodies(draw: st.DrawFn) -> bytes:
+    """A compressed REGISTER_BROKER body (``RegisterBrokerBody.encode(true)``): topic texts with or
+    without attributes, now and then an entry of 256 bytes or more; a messy body has one fault: an
+    odd field in one text (:data:`FAULTS`), any text, a repeated name, or a topic count or an entry's
+    length prefix that is off."""
+    fields = [list(field) for field in draw(st.lists(topic_fields, max_size=8, unique_by=lambda field: field[0]))]
+    fault = draw(st.sampled_from([None] * 10 + [*FAULTS, "text", "repeat", "count", "prefix"]))
+    at = draw(st.integers(0, max(0, len(fields) - 1)))
+    if fault in FAULTS and fields:
+        fields[at][[*FAULTS].index(fault)] = draw(st.sampled_from(FAULTS[fault]))
+    if fault == "repeat" and len(fields) > 1:
+        fields[at][0] = fields[at - 1][0]
+    texts = ["{} {} {} {} {}{}".format(*field) for field in fields]
+    if fault == "text" and texts:
+        texts[at] = draw(st.text(max_size=30))
+    if draw(st.integers(0, 9)) == 0:
+        texts.insert(at, "L" * draw(st.integers(120, 130)) + " 4 4 6 SINGLE_TAG {}")
+    off = draw(st.sampled_from([1, -1]))
+    out = _chunk(dump(draw(data_versions(False)) or Obj(()), random.Random(0)).encode())
+    out += struct.pack(">i", len(texts) + (off if fault == "count" else 0))
+    for index, text in enumerate(texts):
+        data = text.encode()
+        out += struct.pack(">i", len(data) + (off if fault == "prefix" and index == at else 0)) + data
+    out += _chunk(json.dumps(draw(st.lists(st.sampled_from(["10.0.0.9:30000", "a" * 300]), max_size=2))).encode())
+    if draw(st.booleans()):
+        out += struct.pack(">i", 0)  # 5.x: no static-topic mapping
+    return zlib.compress(out)
+
+
+@PROPERTY
+@given(compressed_bodies(), st.booleans())
+def test_the_compact_decoder_and_the_reference_agree_on_any_compressed_body(body: bytes, rocketmq5: bool) -> None:
+    assert compact(body, True, rocketmq5) == reference(body, True, rocketmq5)
+
+
+def _layout(*entries: bytes, count: int | None = None, filters: bytes = b"[]") -> bytes:
+    """A compressed body of these topic entries (each a length prefix and its text)."""
+    head = _chunk(b'{"counter":1}') + struct.pack(">i", len(entries) if count is None else count)
+    return zlib.compress(head + b"".join(entries) + _chunk(filters))
+
+
+def _entry(text: bytes, off: int = 0) -> bytes:
+    return struct.pack(">i", len(text) + off) + text
+
+
+@pytest.mark.parametrize(
+    ("body", "bulk"),
+    [
+        (_layout(_entry(b"A 4 4 6 SINGLE_TAG"), _entry(b"B 8 8 6 MULTI_TAG {}"), _entry(b"C 1 1 2 SINGLE_TAG ")), True),
+        (_layout(_entry(b"A 4 4 6 SINGLE_TAG {}"), filters=json.dumps(["h" * 300]).encode()), True),
+        (_layout(_entry(b"A 4 4 16 SINGLE_TAG")), False),
+        (_layout(_entry(b"A 65536 4 6 SINGLE_TAG")), False),
+        (_layout(_entry(b"A 4 65536 6 SINGLE_TAG")), False),
+        (_layout(_entry(b"A 4 4 6 SINGLE_TAG", 1), _entry(b"B 4 4 6 SINGLE_TAG")), False),
+        (_layout(_entry(b"A 4 4 6 SINGLE_TAG", -1), _entry(b"B 4 4 6 SINGLE_TAG")), False),
+        (_layout(_entry(b"A 4 4 6 SINGLE_TAG\nB 1 1 6 SINGLE_TAG")), False),
+        (_layout(_entry(b"A 4 4 6 SINGLE_TAG\nA 4 4 6 SINGLE_TAG")), False),
+        (_layout(_entry(b"A 4 4 6 SINGLE_TAG"), _entry(b"A 8 8 6 SINGLE_TAG")), False),
+        (_layout(_entry(b"A 4 4 6 SINGLE_TAG"), count=2), False),
+        (_layout(_entry(b""), _entry(b"A 4 4 6 SINGLE_TAG")), False),
+        (_layout(_entry(b'A 4 4 6 SINGLE_TAG {"a":"b"}')), False),
+        (_layout(_entry(b"L" * 200 + b" 4 4 6 SINGLE_TAG {}")), False),
+    ],
+)
+def test_compressed_topic_entries_in_bulk_or_one_at_a_time(body: bytes, bulk: bool) -> None:
+    """Each guard of the bulk read: what it does not read as the reference would, it leaves to the
+    reference (same result, same error)."""
+    reader, _, count = bodies._compressed_head(body, 1 << 20)
+    assert (bodies._compressed_topics_bulk(reader.data, reader.position, count) is not None) is bulk
+    assert compact(body, True) == reference(body, True)
+
+
+@PROPERTY
+@given(
+    st.lists(_configs, max_size=8), _versions, st.lists(st.sampled_from(["10.0.0.9:30000", "h" * 300])), st.booleans()
+)
+def test_a_java_brokers_compressed_body_takes_the_bulk_path(
+    configs: list[TopicConfig], version: DataVersion, filters: list[str], rocketmq5: bool
+) -> None:
+    """Topics without attributes (what most brokers have) are read in bulk, with the reference's
+    result, whatever follows them (a filter-server list of 256 bytes or more: no zero bytes there)."""
+    topics = {config.topic_name: config._replace(attributes={}) for config in configs}
+    body = bodies.encode_register_broker_body(topics, version, filters, compressed=True, rocketmq5=rocketmq5)
+    inflated = zlib.decompress(body)
+    position = 4 + struct.unpack_from(">i", inflated)[0]
+    assert bodies._compressed_topics_bulk(bytearray(inflated), position + 4, len(topics)) is not None
+    assert compact(body, True, rocketmq5) == reference(body, True, rocketmq5)
 
 
 # --------------------------------------------------------------------- applying: S07 in bulk = one at a time

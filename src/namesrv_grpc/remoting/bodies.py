@@ -55,13 +55,14 @@ import struct
 import zlib
 from array import array
 from collections.abc import Iterable, Mapping
+from itertools import repeat
 from typing import Annotated, Any, Final, Literal, NamedTuple
 
 import jproperties
 import msgspec
 
 from namesrv_grpc.core.body import DEFAULT_MAX_INFLATED_BODY_BYTES, RegisterBrokerBody
-from namesrv_grpc.core.compact_topics import CompactTopics
+from namesrv_grpc.core.compact_topics import CompactTopics, QueueNums
 from namesrv_grpc.core.errors import MalformedBodyError
 from namesrv_grpc.core.model import (
     METADATA_SCOPE_GLOBAL,
@@ -460,12 +461,19 @@ def _decode_topic_config_text(raw: bytes, path: str) -> TopicConfig:
     return TopicConfig(name, read, write, perm, 0, False, filter_type, attributes)
 
 
-def _decode_compressed_register_body(body: bytes, max_inflated: int, with_mappings: bool) -> RegisterBrokerBody:
+def _compressed_head(body: bytes, max_inflated: int) -> tuple[_Reader, DataVersion, int]:
+    """A compressed body inflated, its DataVersion read and its topic count (checked against what is
+    left), the reader at the first topic."""
     reader = _Reader(_inflate(body, max_inflated))
     data_version = _data_version(_parse_json(reader.chunk("dataVersion"), "dataVersion"), "dataVersion")
     count = reader.int32("the topic count")
     if count < 0 or count * 4 > reader.left:
         raise MalformedBodyError(f"compressed body: topic count {count} does not fit the {reader.left} bytes left")
+    return reader, data_version, count
+
+
+def _compressed_topics(reader: _Reader, count: int) -> dict[str, TopicConfig]:
+    """The ``count`` topic entries at the reader's position (the reader moves past them)."""
     topics: dict[str, TopicConfig] = {}
     data, position, end = reader.data, reader.position, len(reader.data)
     unpack, line_match, valid_name = _INT32.unpack_from, _TOPIC_LINE.fullmatch, is_valid_topic
@@ -499,6 +507,11 @@ def _decode_compressed_register_body(body: bytes, max_inflated: int, with_mappin
         topics[config.topic_name] = config
         position = reader.position
     reader.position = position
+    return topics
+
+
+def _compressed_tail(reader: _Reader, with_mappings: bool) -> tuple[tuple[str, ...], dict[str, TopicQueueMappingInfo]]:
+    """The filter servers and (``with_mappings``) the static-topic mappings after the topics."""
     filter_servers = _string_list(_parse_json(reader.chunk("filterServerList"), "filterServerList"), "filterServerList")
     mappings: dict[str, TopicQueueMappingInfo] = {}
     if with_mappings and reader.left:  # RocketMQ 5.x: the topic-queue mappings (static topics, S40)
@@ -515,7 +528,74 @@ def _decode_compressed_register_body(body: bytes, max_inflated: int, with_mappin
             mappings[mapping.topic] = mapping  # keyed by the mapping's own topic, as RocketMQ does
         if reader.left:
             raise MalformedBodyError(f"compressed body has {reader.left} bytes after its last section")
-    return RegisterBrokerBody(topics, data_version, tuple(filter_servers), mappings)
+    return tuple(filter_servers), mappings
+
+
+def _decode_compressed_register_body(body: bytes, max_inflated: int, with_mappings: bool) -> RegisterBrokerBody:
+    reader, data_version, count = _compressed_head(body, max_inflated)
+    topics = _compressed_topics(reader, count)
+    filter_servers, mappings = _compressed_tail(reader, with_mappings)
+    return RegisterBrokerBody(topics, data_version, filter_servers, mappings)
+
+
+_TOPIC_TEXTS: Final = re.compile(
+    r"(?:[%|a-zA-Z0-9_-]{1,127} [0-9]{1,5} [0-9]{1,5} [0-9]{1,2} (?:SINGLE_TAG|MULTI_TAG)(?: \{\}| )?(?:\n|\Z))+"
+)
+"""Newline-separated ``TopicConfig.encode()`` texts of topics without attributes (4.x: no attributes at
+all, 5.x: ``{}``): what :func:`_compressed_topics` reads without ``_decode_topic_config_text``."""
+_ENTRY_START: Final = "\x00\x00\x00"
+"""The first three bytes of a topic entry whose text is shorter than 256 bytes (all usual ones)."""
+
+
+def _compressed_topics_bulk(
+    data: bytearray, position: int, count: int
+) -> tuple[list[str], list[QueueNums], int] | None:
+    """The ``count`` topic entries at ``position`` read with a few C-level passes instead of a loop:
+    the result of :func:`_compressed_topics` in compact form, and the position after them. None
+    unless every entry is a usual one (a text of fewer than 256 bytes, without attributes, numbers in
+    range, a valid and unique name): the caller then reads them with :func:`_compressed_topics`.
+
+    The bytes are read as Latin-1 (one code point per byte) and split at each entry's int32 length,
+    whose first three bytes are zero; each piece is then the length's last byte and the text, which
+    must be as long as it says."""
+    if count == 0:
+        return [], [], position
+    section = data[position : position + 4 + 259 * count].decode("latin-1")  # an entry has at most 259 bytes
+    pieces = section.split(_ENTRY_START, count + 1)
+    if len(pieces) < count + 1 or pieces[0] or "" in pieces[1 : count + 1]:
+        return None
+    pieces = pieces[1 : count + 1]
+    pieces[-1] = pieces[-1][: 1 + ord(pieces[-1][0])]  # the last one runs on into the filter servers
+    if list(map(ord, map(operator.itemgetter(0), pieces))) != list(map(operator.sub, map(len, pieces), repeat(1))):
+        return None  # a length that is not its text's
+    texts = "\n".join(map(operator.itemgetter(slice(1, None)), pieces))
+    if texts.count("\n") != count - 1 or _TOPIC_TEXTS.fullmatch(texts) is None:
+        return None
+    fields = texts.replace(" {}", "").split()  # five per topic: name read write perm filter
+    reads, writes, perms = (list(map(int, fields[column::5])) for column in (1, 2, 3))
+    if max(reads) > MAX_QUEUE_NUMS or max(writes) > MAX_QUEUE_NUMS or max(perms) > MAX_PERM:
+        return None
+    names = fields[0::5]
+    if len(set(names)) != count:
+        return None  # a topic twice: the reference keeps its first position, last value
+    nums = list(zip(reads, writes, perms, repeat(0, count), strict=True))
+    return names, nums, position + 4 * count + sum(map(len, pieces)) - count
+
+
+def _decode_compressed_register_body_compact(
+    body: bytes, max_inflated: int, with_mappings: bool
+) -> CompactRegisterBody:
+    """:func:`_decode_compressed_register_body` in compact form: the same result and errors, the topic
+    entries parsed in bulk when they are all usual ones."""
+    reader, data_version, count = _compressed_head(body, max_inflated)
+    bulk = _compressed_topics_bulk(reader.data, reader.position, count)
+    if bulk is None:
+        topics = CompactTopics.from_topic_configs(_compressed_topics(reader, count))
+    else:
+        names, nums, reader.position = bulk
+        topics = CompactTopics.from_queue_nums(names, nums)
+    filter_servers, mappings = _compressed_tail(reader, with_mappings)
+    return CompactRegisterBody(topics, data_version, filter_servers, mappings)
 
 
 def decode_register_broker_body(
@@ -672,10 +752,11 @@ def decode_register_broker_body_compact(
     compressed body is decoded by the reference. Raises MalformedBodyError."""
     if not body:
         return CompactRegisterBody(CompactTopics([], array("i")), DataVersion(), (), {})
-    if not compressed:
-        fast = _decode_json_register_body_compact(body)
-        if fast is not None:
-            return fast
+    if compressed:
+        return _decode_compressed_register_body_compact(body, max_inflated, rocketmq5)
+    fast = _decode_json_register_body_compact(body)
+    if fast is not None:
+        return fast
     decoded = decode_register_broker_body(body, compressed=compressed, max_inflated=max_inflated, rocketmq5=rocketmq5)
     return CompactRegisterBody(
         CompactTopics.from_topic_configs(decoded.topic_config_table),
