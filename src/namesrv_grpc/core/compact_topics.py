@@ -3,7 +3,9 @@
 :class:`CompactTopics` holds one list of topic names and one ``array('i')`` of four ints per topic
 (``readQueueNums, writeQueueNums, perm, topicSysFlag``): two Python objects for 100,000 topics
 instead of 100,000 ``TopicConfig`` tuples, so it crosses a process boundary cheaply and adds nothing
-for the garbage collector to walk. It is a read-only ``Mapping[str, TopicConfig]``; its values are
+for the garbage collector to walk. A body decoder may give the numbers as one tuple per topic
+instead (:meth:`CompactTopics.from_queue_nums`), what the route table reads; the array is then
+built only when someone reads it. It is a read-only ``Mapping[str, TopicConfig]``; its values are
 built when read and carry only the four numbers (``order``, filter type and attributes are not kept:
 the NameServer never stores them, as in RocketMQ's ``RouteInfoManager``).
 
