@@ -270,3 +270,23 @@ def test_remoting_blast_counts_error_answers_as_errors() -> None:
                 "blast", server.remoting_address, ["NoSuchTopic"], server_pid=server.pid,
                 metrics_url=server.metrics_url, seconds=1, processes=1, connections=1, depth=8,
             )  # fmt: skip
+
+
+@pytest.mark.parametrize("compressed", [False, True])
+def test_register_cost_runs_and_reports_every_phase(compressed: bool) -> None:
+    """``python -m bench.register_cost`` (decode + apply of J1's bodies, in process) at a tiny size."""
+    args = [sys.executable, "-m", "bench.register_cost", "--brokers", "3", "--topics", "40"]
+    completed = subprocess.run(
+        [*args, "--compressed"] if compressed else args, capture_output=True, text=True, env=_env(), cwd=ROOT,
+        timeout=120,
+    )  # fmt: skip
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    report = json.loads(completed.stdout)
+    assert (report["brokers"], report["topics"], report["compressed"]) == (3, 40, compressed)
+    assert {phase: times["registrations"] for phase, times in report["phases"].items()} == {
+        "first": 1, "join": 2, "rereg": 3,
+    }  # fmt: skip
+    for times in report["phases"].values():
+        assert set(times) == {f"{what}{cpu}_ms" for what in ("decode", "apply", "total") for cpu in ("", "_cpu")} | {
+            "registrations"
+        }

@@ -22,7 +22,10 @@ float64 of a Prometheus sample (``namesrv_route_table_digest``).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping
+import sys
+from array import array
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Final
 
 from namesrv_grpc.core.model import BrokerData, QueueData, TopicQueueMappingInfo
 
@@ -45,6 +48,32 @@ def queue_nums_hash(topic: str, broker_name: str, nums: tuple[int, int, int, int
     ``(readQueueNums, writeQueueNums, perm, topicSysFlag)``."""
     read, write, perm, sys_flag = nums
     return _hash(f"Q\0{topic}\0{broker_name}\0{read}\0{write}\0{perm}\0{sys_flag}")
+
+
+_QUEUE_DATA_STATE: Final = hashlib.blake2b(b"Q\0", digest_size=8)
+"""The BLAKE2b-64 state after the start every QueueData text shares: copying it is cheaper than
+making a new one (no parameter parsing)."""
+
+
+def queue_nums_hash_sum(topics: Sequence[str], broker_name: str, nums: Sequence[tuple[int, int, int, int]]) -> int:
+    """The sum modulo 2**52 of :func:`queue_nums_hash` of ``(topics[i], broker_name, nums[i])`` for
+    every i (what a registration adds to the digest): the same values, about twice as fast for many
+    topics (no text built per topic: a copied state takes the topic, then the suffix its distinct
+    ``nums`` share). ``topics`` and ``nums`` have the same length."""
+    suffixes = {n: f"\0{broker_name}\0{n[0]}\0{n[1]}\0{n[2]}\0{n[3]}".encode() for n in set(nums)}
+    copy = _QUEUE_DATA_STATE.copy
+    digests: list[bytes] = []
+    append = digests.append
+    for topic, suffix in zip(map(str.encode, topics), map(suffixes.__getitem__, nums), strict=True):
+        state = copy()
+        state.update(topic)
+        state.update(suffix)
+        append(state.digest())
+    values = array("Q", b"".join(digests))
+    if sys.byteorder == "little":
+        values.byteswap()  # each digest is read big-endian, as _hash does
+    # (h & DIGEST_MASK) summed modulo 2**52 is h summed modulo 2**52: the mask is taken once.
+    return sum(values) & DIGEST_MASK
 
 
 def broker_data_hash(broker_data: BrokerData) -> int:

@@ -52,13 +52,14 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import heapq
+import sys
 import threading
 import time
-from array import array
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from itertools import repeat
+from itertools import compress, repeat
+from operator import is_not, ne
 from typing import Any, TypeVar
 
 from namesrv_grpc.core.compact_topics import CompactTopics
@@ -68,7 +69,7 @@ from namesrv_grpc.core.digest import (
     broker_data_hash,
     mapping_hash,
     queue_data_hash,
-    queue_nums_hash,
+    queue_nums_hash_sum,
 )
 from namesrv_grpc.core.errors import (
     BrokerNameNotRegisteredError,
@@ -173,13 +174,13 @@ T = TypeVar("T")
 @dataclass(slots=True)
 class PreparedTopics:
     """S07 of one registration worked out before it is written (:meth:`RouteInfoManager._prepare`):
-    the topics whose QueueData change, each one's record before and after, and the digest change of
-    each."""
+    the topics whose QueueData change, each one's record before and after, and what they add to the
+    route digest (modulo 2**52)."""
 
     topics: list[str]
     olds: list[TopicQueues | None]
     news: list[TopicQueues]
-    digest_changes: array[int]
+    digest_change: int
 
 
 def _shared_copy(table: dict[T, T], value: T, limit: int) -> T:
@@ -661,41 +662,49 @@ class RouteInfoManager:
         whose QueueData of ``broker_name`` differs from ``topics``', its record now and the record it
         gets, and the digest change. :meth:`_commit` writes them.
 
-        Topics that no broker name holds yet (a new broker's first registration) are handled in a
-        few C-level operations, the topics with the same numbers sharing one record. Otherwise an
-        outcome worked out for one (record, numbers) pair is reused for every topic with the same
-        pair: records are shared, so most topics repeat one."""
-        prepared = PreparedTopics([], [], [], array("q"))
-        names = topics.names
+        Records are shared (most topics of a broker hold the same one), so the outcome is worked out
+        once per distinct (record now, numbers) pair and spread over the topics by C-level ``map``
+        and ``compress`` calls: no Python-level step per topic. Topics that no broker name holds yet
+        (a new broker's first registration) share one new record per distinct numbers."""
+        names = list(map(sys.intern, topics.names))
         all_nums = topics.nums_list()
         olds = list(map(self.topic_queue_nums.get, names))
         if olds.count(None) == len(olds):
             records = {nums: self._new_record(None, broker_name, nums) for nums in set(all_nums)}
-            prepared.topics.extend(names)
-            prepared.olds.extend(olds)
-            prepared.news.extend(map(records.__getitem__, all_nums))
-            prepared.digest_changes.extend(map(queue_nums_hash, names, repeat(broker_name), all_nums))
-            return prepared
-        # (id of a record now, numbers) -> (the record it becomes, None when equal; broker_name's
-        # numbers in it now; that record itself, so that its id is not reused meanwhile)
-        outcomes: dict[tuple[int, QueueNums], tuple[TopicQueues | None, QueueNums | None, TopicQueues | None]] = {}
-        for position, (old, nums) in enumerate(zip(olds, all_nums, strict=True)):
-            key = (id(old), nums)
-            outcome = outcomes.get(key)
-            if outcome is None:
-                old_nums = queues_get(old, broker_name)
-                new = None if old_nums == nums else self._new_record(old, broker_name, nums)
-                outcome = outcomes[key] = (new, old_nums, old)
-            new, old_nums, _ = outcome
-            if new is None:
-                continue  # S07: equal QueueData is left alone
-            topic = names[position]
-            prepared.topics.append(topic)
-            prepared.olds.append(old)
-            prepared.news.append(new)
-            old_hash = 0 if old_nums is None else queue_nums_hash(topic, broker_name, old_nums)
-            prepared.digest_changes.append(queue_nums_hash(topic, broker_name, nums) - old_hash)
-        return prepared
+            news = list(map(records.__getitem__, all_nums))
+            return PreparedTopics(names, olds, news, queue_nums_hash_sum(names, broker_name, all_nums))
+        if olds.count(olds[0]) == len(olds):  # one record now (usual: a broker's topics share one)
+            old, old_nums = olds[0], queues_get(olds[0], broker_name)
+            changed = list(map(ne, all_nums, repeat(old_nums)))  # S07: equal QueueData is left alone
+            if changed.count(False):
+                names, all_nums = list(compress(names, changed)), list(compress(all_nums, changed))
+            by_nums = {nums: self._new_record(old, broker_name, nums) for nums in set(all_nums)}
+            digest_change = queue_nums_hash_sum(names, broker_name, all_nums)
+            if old_nums is not None:
+                digest_change -= queue_nums_hash_sum(names, broker_name, [old_nums] * len(names))
+            news = list(map(by_nums.__getitem__, all_nums))
+            return PreparedTopics(names, [old] * len(names), news, digest_change & DIGEST_MASK)
+        # Records are compared by id: olds keeps every record alive, so no id is reused meanwhile.
+        ids = list(map(id, olds))
+        record_of = dict(zip(ids, olds, strict=True))
+        nums_now_of = {key: queues_get(record, broker_name) for key, record in record_of.items()}
+        nums_now = list(map(nums_now_of.__getitem__, ids))
+        changed = list(map(ne, nums_now, all_nums))  # S07: equal QueueData is left alone
+        if changed.count(False):
+            names, olds, ids = (
+                list(compress(names, changed)),
+                list(compress(olds, changed)),
+                list(compress(ids, changed)),
+            )
+            all_nums, nums_now = list(compress(all_nums, changed)), list(compress(nums_now, changed))
+        keys = list(zip(ids, all_nums, strict=True))
+        by_key = {key: self._new_record(record_of[key[0]], broker_name, key[1]) for key in set(keys)}
+        replaced = list(map(is_not, nums_now, repeat(None)))
+        replaced_nums: list[QueueNums] = list(compress(nums_now, replaced))  # type: ignore[arg-type]
+        digest_change = queue_nums_hash_sum(names, broker_name, all_nums) - queue_nums_hash_sum(
+            list(compress(names, replaced)), broker_name, replaced_nums
+        )
+        return PreparedTopics(names, olds, list(map(by_key.__getitem__, keys)), digest_change & DIGEST_MASK)
 
     def _new_record(self, old: TopicQueues | None, broker_name: str, nums: QueueNums) -> TopicQueues:
         """The shared record of ``old`` with ``broker_name``'s QueueData set to ``nums``."""
@@ -709,7 +718,7 @@ class RouteInfoManager:
         self._records_written(prepared.topics)
         self._index_add(broker_name, prepared.topics)
         self._routes_changed(prepared.topics)
-        self._digest.add(sum(prepared.digest_changes) & DIGEST_MASK)
+        self._digest.add(prepared.digest_change)
 
     def _intern_nums(self, nums: QueueNums) -> QueueNums:
         """The shared copy of ``nums`` (bounded: past :data:`MAX_INTERNED_QUEUE_NUMS` distinct values

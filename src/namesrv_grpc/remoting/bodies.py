@@ -49,15 +49,20 @@ type or out of range; nothing is half-applied because decoding happens before an
 from __future__ import annotations
 
 import contextlib
+import operator
 import re
 import struct
 import zlib
+from array import array
 from collections.abc import Iterable, Mapping
-from typing import Any, Final
+from itertools import repeat
+from typing import Annotated, Any, Final, Literal, NamedTuple
 
 import jproperties
+import msgspec
 
 from namesrv_grpc.core.body import DEFAULT_MAX_INFLATED_BODY_BYTES, RegisterBrokerBody
+from namesrv_grpc.core.compact_topics import CompactTopics, QueueNums
 from namesrv_grpc.core.errors import MalformedBodyError
 from namesrv_grpc.core.model import (
     METADATA_SCOPE_GLOBAL,
@@ -74,11 +79,13 @@ from namesrv_grpc.remoting.fastjson import FastjsonDecodeError, dumps, loads
 
 __all__ = [
     "MAX_CONFIG_BODY_BYTES",
+    "CompactRegisterBody",
     "decode_cluster_info",
     "decode_data_version",
     "decode_kv_table",
     "decode_namesrv_config",
     "decode_register_broker_body",
+    "decode_register_broker_body_compact",
     "decode_register_topic_body",
     "decode_topic_list",
     "decode_topic_queue_mapping_info",
@@ -100,6 +107,7 @@ MAX_CONFIG_BODY_BYTES: Final = 1024 * 1024
 _INT32: Final = struct.Struct(">i")
 _INFLATE_STEP: Final = 1 << 20
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+_INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
 _FILTER_TYPES: Final = frozenset({"SINGLE_TAG", "MULTI_TAG"})
 _JAVA_INT: Final = re.compile(r"[+-]?[0-9]{1,10}")
 _TOPIC_LINE: Final = re.compile(
@@ -263,8 +271,9 @@ def _topic_config(key: str, config: Any) -> TopicConfig:
         and type(perm) is int
         and 0 <= perm <= MAX_PERM
         and type(sys_flag) is int
-        and 0 <= sys_flag <= _INT64_MAX
+        and 0 <= sys_flag <= _INT32_MAX
         and type(order) is bool
+        and type(filter_type) is str
         and filter_type in _FILTER_TYPES
         and isinstance(name, str)
         and is_valid_topic(name)
@@ -274,7 +283,7 @@ def _topic_config(key: str, config: Any) -> TopicConfig:
         _bounded(read, f"{path}.readQueueNums", 0, MAX_QUEUE_NUMS, 16)
         _bounded(write, f"{path}.writeQueueNums", 0, MAX_QUEUE_NUMS, 16)
         _bounded(perm, f"{path}.perm", 0, MAX_PERM, 6)
-        _bounded(sys_flag, f"{path}.topicSysFlag", 0, _INT64_MAX, 0)
+        _bounded(sys_flag, f"{path}.topicSysFlag", 0, _INT32_MAX, 0)
         if type(order) is not bool:
             raise MalformedBodyError(f"{path}.order must be true or false, got {order!r:.60}")
         raise MalformedBodyError(f"{path}.topicFilterType must be SINGLE_TAG or MULTI_TAG, got {filter_type!r:.60}")
@@ -311,9 +320,6 @@ def _decode_json_register_body(body: bytes) -> RegisterBrokerBody:
         for key, value in _object(raw_mappings, f"{path}.topicQueueMappingInfoMap").items():
             mappings[key] = _mapping(value, f"{path}.topicQueueMappingInfoMap[{key!r:.80}]")
     return RegisterBrokerBody(topics, data_version, tuple(filter_servers), mappings)
-
-
-_INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
 
 
 def _mapping(value: Any, path: str) -> TopicQueueMappingInfo:
@@ -455,12 +461,19 @@ def _decode_topic_config_text(raw: bytes, path: str) -> TopicConfig:
     return TopicConfig(name, read, write, perm, 0, False, filter_type, attributes)
 
 
-def _decode_compressed_register_body(body: bytes, max_inflated: int, with_mappings: bool) -> RegisterBrokerBody:
+def _compressed_head(body: bytes, max_inflated: int) -> tuple[_Reader, DataVersion, int]:
+    """A compressed body inflated, its DataVersion read and its topic count (checked against what is
+    left), the reader at the first topic."""
     reader = _Reader(_inflate(body, max_inflated))
     data_version = _data_version(_parse_json(reader.chunk("dataVersion"), "dataVersion"), "dataVersion")
     count = reader.int32("the topic count")
     if count < 0 or count * 4 > reader.left:
         raise MalformedBodyError(f"compressed body: topic count {count} does not fit the {reader.left} bytes left")
+    return reader, data_version, count
+
+
+def _compressed_topics(reader: _Reader, count: int) -> dict[str, TopicConfig]:
+    """The ``count`` topic entries at the reader's position (the reader moves past them)."""
     topics: dict[str, TopicConfig] = {}
     data, position, end = reader.data, reader.position, len(reader.data)
     unpack, line_match, valid_name = _INT32.unpack_from, _TOPIC_LINE.fullmatch, is_valid_topic
@@ -494,6 +507,11 @@ def _decode_compressed_register_body(body: bytes, max_inflated: int, with_mappin
         topics[config.topic_name] = config
         position = reader.position
     reader.position = position
+    return topics
+
+
+def _compressed_tail(reader: _Reader, with_mappings: bool) -> tuple[tuple[str, ...], dict[str, TopicQueueMappingInfo]]:
+    """The filter servers and (``with_mappings``) the static-topic mappings after the topics."""
     filter_servers = _string_list(_parse_json(reader.chunk("filterServerList"), "filterServerList"), "filterServerList")
     mappings: dict[str, TopicQueueMappingInfo] = {}
     if with_mappings and reader.left:  # RocketMQ 5.x: the topic-queue mappings (static topics, S40)
@@ -510,7 +528,74 @@ def _decode_compressed_register_body(body: bytes, max_inflated: int, with_mappin
             mappings[mapping.topic] = mapping  # keyed by the mapping's own topic, as RocketMQ does
         if reader.left:
             raise MalformedBodyError(f"compressed body has {reader.left} bytes after its last section")
-    return RegisterBrokerBody(topics, data_version, tuple(filter_servers), mappings)
+    return tuple(filter_servers), mappings
+
+
+def _decode_compressed_register_body(body: bytes, max_inflated: int, with_mappings: bool) -> RegisterBrokerBody:
+    reader, data_version, count = _compressed_head(body, max_inflated)
+    topics = _compressed_topics(reader, count)
+    filter_servers, mappings = _compressed_tail(reader, with_mappings)
+    return RegisterBrokerBody(topics, data_version, filter_servers, mappings)
+
+
+_TOPIC_TEXTS: Final = re.compile(
+    r"(?:[%|a-zA-Z0-9_-]{1,127} [0-9]{1,5} [0-9]{1,5} [0-9]{1,2} (?:SINGLE_TAG|MULTI_TAG)(?: \{\}| )?(?:\n|\Z))+"
+)
+"""Newline-separated ``TopicConfig.encode()`` texts of topics without attributes (4.x: no attributes at
+all, 5.x: ``{}``): what :func:`_compressed_topics` reads without ``_decode_topic_config_text``."""
+_ENTRY_START: Final = "\x00\x00\x00"
+"""The first three bytes of a topic entry whose text is shorter than 256 bytes (all usual ones)."""
+
+
+def _compressed_topics_bulk(
+    data: bytearray, position: int, count: int
+) -> tuple[list[str], list[QueueNums], int] | None:
+    """The ``count`` topic entries at ``position`` read with a few C-level passes instead of a loop:
+    the result of :func:`_compressed_topics` in compact form, and the position after them. None
+    unless every entry is a usual one (a text of fewer than 256 bytes, without attributes, numbers in
+    range, a valid and unique name): the caller then reads them with :func:`_compressed_topics`.
+
+    The bytes are read as Latin-1 (one code point per byte) and split at each entry's int32 length,
+    whose first three bytes are zero; each piece is then the length's last byte and the text, which
+    must be as long as it says."""
+    if count == 0:
+        return [], [], position
+    section = data[position : position + 4 + 259 * count].decode("latin-1")  # an entry has at most 259 bytes
+    pieces = section.split(_ENTRY_START, count + 1)
+    if len(pieces) < count + 1 or pieces[0] or "" in pieces[1 : count + 1]:
+        return None
+    pieces = pieces[1 : count + 1]
+    pieces[-1] = pieces[-1][: 1 + ord(pieces[-1][0])]  # the last one runs on into the filter servers
+    if list(map(ord, map(operator.itemgetter(0), pieces))) != list(map(operator.sub, map(len, pieces), repeat(1))):
+        return None  # a length that is not its text's
+    texts = "\n".join(map(operator.itemgetter(slice(1, None)), pieces))
+    if texts.count("\n") != count - 1 or _TOPIC_TEXTS.fullmatch(texts) is None:
+        return None
+    fields = texts.replace(" {}", "").split()  # five per topic: name read write perm filter
+    reads, writes, perms = (list(map(int, fields[column::5])) for column in (1, 2, 3))
+    if max(reads) > MAX_QUEUE_NUMS or max(writes) > MAX_QUEUE_NUMS or max(perms) > MAX_PERM:
+        return None
+    names = fields[0::5]
+    if len(set(names)) != count:
+        return None  # a topic twice: the reference keeps its first position, last value
+    nums = list(zip(reads, writes, perms, repeat(0, count), strict=True))
+    return names, nums, position + 4 * count + sum(map(len, pieces)) - count
+
+
+def _decode_compressed_register_body_compact(
+    body: bytes, max_inflated: int, with_mappings: bool
+) -> CompactRegisterBody:
+    """:func:`_decode_compressed_register_body` in compact form: the same result and errors, the topic
+    entries parsed in bulk when they are all usual ones."""
+    reader, data_version, count = _compressed_head(body, max_inflated)
+    bulk = _compressed_topics_bulk(reader.data, reader.position, count)
+    if bulk is None:
+        topics = CompactTopics.from_topic_configs(_compressed_topics(reader, count))
+    else:
+        names, nums, reader.position = bulk
+        topics = CompactTopics.from_queue_nums(names, nums)
+    filter_servers, mappings = _compressed_tail(reader, with_mappings)
+    return CompactRegisterBody(topics, data_version, filter_servers, mappings)
 
 
 def decode_register_broker_body(
@@ -538,6 +623,147 @@ def decode_register_broker_body(
     if compressed:
         return _decode_compressed_register_body(body, max_inflated, rocketmq5)
     return _decode_json_register_body(body)
+
+
+# ------------------------------------------------------- RegisterBrokerBody, straight to compact form
+
+
+class CompactRegisterBody(NamedTuple):
+    """A REGISTER_BROKER body as the route table applies it: the topics in compact form (names and
+    QueueNums only, :class:`~namesrv_grpc.core.compact_topics.CompactTopics`), the DataVersion, the
+    filter servers and the static-topic mappings (topic -> mapping, S40)."""
+
+    topics: CompactTopics
+    data_version: DataVersion
+    filter_server_list: tuple[str, ...]
+    topic_queue_mappings: Mapping[str, TopicQueueMappingInfo]
+
+
+_Int64 = Annotated[int, msgspec.Meta(ge=_INT64_MIN, le=_INT64_MAX)]
+_QueueCount = Annotated[int, msgspec.Meta(ge=0, le=MAX_QUEUE_NUMS)]
+
+
+class _TopicConfigJson(msgspec.Struct, gc=False):
+    """``TopicConfig`` as :func:`_topic_config` accepts it (types and ranges checked by msgspec, in
+    C). A null number (which fastjson never writes) is left to the reference decoder."""
+
+    topicName: str | None = None
+    readQueueNums: _QueueCount = 16
+    writeQueueNums: _QueueCount = 16
+    perm: Annotated[int, msgspec.Meta(ge=0, le=MAX_PERM)] = 6
+    topicSysFlag: Annotated[int, msgspec.Meta(ge=0, le=_INT32_MAX)] = 0
+    order: bool | None = None
+    topicFilterType: Literal["SINGLE_TAG", "MULTI_TAG"] | None = None
+    attributes: dict[str, str] | None = None
+
+
+class _DataVersionJson(msgspec.Struct, gc=False):
+    stateVersion: _Int64 | None = None
+    timestamp: _Int64 | None = None
+    counter: _Int64 | None = None
+
+
+class _WrapperJson(msgspec.Struct, gc=False):
+    dataVersion: _DataVersionJson | None = None
+    topicConfigTable: dict[str, _TopicConfigJson] | None = None
+    topicQueueMappingInfoMap: Any = None
+    """Read by :func:`_mapping` (small; its fastjson form with unquoted integer keys is not strict
+    JSON and goes to the reference decoder anyway)."""
+
+
+class _RegisterBrokerBodyJson(msgspec.Struct, gc=False):
+    filterServerList: list[str] | None = None
+    topicConfigSerializeWrapper: _WrapperJson | None = None
+
+
+_REGISTER_BODY_JSON: Final = msgspec.json.Decoder(_RegisterBrokerBodyJson)
+_TOPIC_NAMES: Final = re.compile(r"[%|a-zA-Z0-9_-]{1,127}(?:\n[%|a-zA-Z0-9_-]{1,127})*")
+"""Newline-separated names, each a whole topic name (``validation.TOPIC_PATTERN``), checked at once."""
+_TOPIC_NAME_OF: Final = operator.attrgetter("topicName")
+_QUEUE_NUMS_OF: Final = operator.attrgetter("readQueueNums", "writeQueueNums", "perm", "topicSysFlag")
+
+
+def _decode_json_register_body_compact(body: bytes) -> CompactRegisterBody | None:
+    """A plain JSON REGISTER_BROKER body decoded by msgspec straight into compact form: the same
+    result as :func:`_decode_json_register_body` (the reference), about five times faster for a large
+    body (no dict per topic, types and ranges checked in C, names checked by one regex match).
+
+    None when the fast path does not apply and the reference must decode it: not strict JSON
+    (fastjson's unquoted integer keys, NaN, lone surrogate escapes), a value the reference refuses
+    (it names the field), one the reference reads leniently (a null number, which means the Java
+    default; a falsy non-object ``attributes``), two entries naming the same topic. Raises
+    MalformedBodyError only for the static-topic mappings, exactly as the reference does."""
+    if not body.isascii():
+        try:
+            body.decode()  # msgspec checks UTF-8 only in the strings it keeps, the reference everywhere
+        except UnicodeDecodeError:
+            return None
+    try:
+        root = _REGISTER_BODY_JSON.decode(body)
+    except (msgspec.DecodeError, ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
+        return None
+    wrapper = root.topicConfigSerializeWrapper
+    version = None if wrapper is None else wrapper.dataVersion
+    data_version = (
+        DataVersion()
+        if version is None
+        else DataVersion(version.stateVersion or 0, version.timestamp or 0, version.counter or 0)
+    )
+    table = None if wrapper is None else wrapper.topicConfigTable
+    names: list[str] = []
+    nums: list[tuple[int, int, int, int]] = []
+    if table:
+        keys = list(table)
+        configs = list(table.values())
+        names = list(map(_TOPIC_NAME_OF, configs))
+        if names == keys:
+            names = keys  # the same strings, their hashes already worked out
+        else:
+            names = [key if name is None else name for key, name in zip(keys, names, strict=True)]
+            if names != keys and len(set(names)) != len(names):
+                return None  # two entries name one topic: the reference keeps the first position, last value
+        joined = "\n".join(names)
+        if joined.count("\n") != len(names) - 1 or _TOPIC_NAMES.fullmatch(joined) is None:
+            return None  # a name TopicValidator refuses: the reference names it
+        nums = list(map(_QUEUE_NUMS_OF, configs))
+    mappings: dict[str, TopicQueueMappingInfo] = {}
+    raw_mappings = None if wrapper is None else wrapper.topicQueueMappingInfoMap
+    if raw_mappings:
+        path = "topicConfigSerializeWrapper.topicQueueMappingInfoMap"
+        for key, value in _object(raw_mappings, path).items():
+            mappings[key] = _mapping(value, f"{path}[{key!r:.80}]")
+    return CompactRegisterBody(
+        CompactTopics.from_queue_nums(names, nums), data_version, tuple(root.filterServerList or ()), mappings
+    )
+
+
+def decode_register_broker_body_compact(
+    body: bytes,
+    *,
+    compressed: bool,
+    max_inflated: int = DEFAULT_MAX_INFLATED_BODY_BYTES,
+    rocketmq5: bool = True,
+) -> CompactRegisterBody:
+    """:func:`decode_register_broker_body` with the topics in compact form, what the route table
+    applies (the route-table process decodes every Java broker's body with it). The same result and
+    the same errors: a plain JSON body is decoded by msgspec (strict JSON, the reference's checks as
+    a typed schema); whatever that does not decode (fastjson's unquoted integer keys, a bad value) is
+    decoded by the reference decoder, which reads fastjson's forms and names what is wrong. A
+    compressed body is decoded by the reference. Raises MalformedBodyError."""
+    if not body:
+        return CompactRegisterBody(CompactTopics([], array("i")), DataVersion(), (), {})
+    if compressed:
+        return _decode_compressed_register_body_compact(body, max_inflated, rocketmq5)
+    fast = _decode_json_register_body_compact(body)
+    if fast is not None:
+        return fast
+    decoded = decode_register_broker_body(body, compressed=compressed, max_inflated=max_inflated, rocketmq5=rocketmq5)
+    return CompactRegisterBody(
+        CompactTopics.from_topic_configs(decoded.topic_config_table),
+        decoded.data_version,
+        decoded.filter_server_list,
+        decoded.topic_queue_mappings,
+    )
 
 
 def _topic_config_json(config: TopicConfig, rocketmq5: bool) -> dict[str, Any]:

@@ -6,10 +6,9 @@ checked there, S01). The formats themselves: :mod:`.bodies`."""
 from __future__ import annotations
 
 import zlib
-from collections.abc import Mapping
 
 from namesrv_grpc.core.errors import LimitExceededError, MalformedBodyError
-from namesrv_grpc.core.model import DataVersion, TopicConfig
+from namesrv_grpc.core.model import DataVersion
 from namesrv_grpc.core.processor import DecodedBody
 from namesrv_grpc.remoting import bodies, fastjson
 
@@ -116,12 +115,14 @@ def decode_java_register_body(
     known_fingerprint: int | None,
     rocketmq5: bool = True,
 ) -> DecodedBody:
-    """A Java REGISTER_BROKER body (``bodyCrc32`` checked before) as :class:`DecodedBody`. When only
-    its DataVersion differs from the body whose fingerprint is ``known_fingerprint`` (a broker's
-    periodic registration after a config change elsewhere), only the DataVersion is decoded:
-    ``topic_configs`` is None and the filter servers are left empty for the caller to fill in (the
-    same shortcut as the gRPC path's ``split_topic_table``). ``rocketmq5``: the sender is at least
-    RocketMQ 5.0 (request version), so a compressed body's trailing static-topic mappings are read
+    """A Java REGISTER_BROKER body (``bodyCrc32`` checked before) as :class:`DecodedBody`, its topics
+    as :class:`~namesrv_grpc.core.compact_topics.CompactTopics` (decoded by
+    ``bodies.decode_register_broker_body_compact``). When only its DataVersion differs from the body
+    whose fingerprint is ``known_fingerprint`` (a broker's periodic registration after a config
+    change elsewhere), only the DataVersion is decoded: ``topic_configs`` is None and the filter
+    servers are left empty for the caller to fill in (the same shortcut as the gRPC path's
+    ``split_topic_table``). ``rocketmq5``: the sender is at least RocketMQ 5.0 (request version), so
+    a compressed body's trailing static-topic mappings are read
     (S40). Raises MalformedBodyError, LimitExceededError, InvalidFieldError."""
     split = split_data_version(body, compressed)
     if split is not None:
@@ -130,17 +131,16 @@ def decode_java_register_body(
             data_version = _only_data_version(version_json)
             if data_version is not None:
                 return DecodedBody(None, data_version, (), fingerprint)
-    decoded = bodies.decode_register_broker_body(
+    decoded = bodies.decode_register_broker_body_compact(
         body, compressed=compressed, max_inflated=max_inflated_bytes, rocketmq5=rocketmq5
     )
-    if len(decoded.topic_config_table) > max_topics:
+    if len(decoded.topics) > max_topics:
         raise LimitExceededError(
             "registerBodyMaxTopics",
-            f"body holds {len(decoded.topic_config_table)} topics, more than {max_topics} (registerBodyMaxTopics)",
+            f"body holds {len(decoded.topics)} topics, more than {max_topics} (registerBodyMaxTopics)",
         )
-    topic_configs: Mapping[str, TopicConfig] = decoded.topic_config_table
     return DecodedBody(
-        topic_configs,
+        decoded.topics,
         decoded.data_version,
         decoded.filter_server_list,
         split[0] if split is not None else None,
