@@ -18,7 +18,13 @@ from namesrv_grpc.core.kvconfig import KVConfigManager
 from namesrv_grpc.core.processor import NameServer
 from namesrv_grpc.core.route_table import RouteInfoManager
 from namesrv_grpc.log_limits import RateLimitFilter
-from namesrv_grpc.remoting.budget import RemotingLimits, default_grpc_max_connections, default_max_connections
+from namesrv_grpc.processes.ledger import Ledger, LedgerRow
+from namesrv_grpc.remoting.budget import (
+    RemotingLimits,
+    SharedUsage,
+    default_grpc_max_connections,
+    default_max_connections,
+)
 from namesrv_grpc.remoting.codec import FrameDecoder, RemotingCommand, encode_command
 from namesrv_grpc.remoting.codes import RequestCode, ResponseCode
 from namesrv_grpc.remoting.connection import RemotingConnection
@@ -106,11 +112,15 @@ def loop() -> Iterator[asyncio.AbstractEventLoop]:
         loop.close()
 
 
-def listener(loop: asyncio.AbstractEventLoop, **limits: Any) -> tuple[RemotingServer, Handlers]:
+def listener(
+    loop: asyncio.AbstractEventLoop, shared: SharedUsage | None = None, **limits: Any
+) -> tuple[RemotingServer, Handlers]:
     handlers = Handlers()
 
     async def make() -> RemotingServer:
-        return RemotingServer(handlers, idle_timeout_seconds=lambda: 120.0, limits=RemotingLimits(**limits))
+        return RemotingServer(
+            handlers, idle_timeout_seconds=lambda: 120.0, limits=RemotingLimits(**limits), shared=shared
+        )
 
     return loop.run_until_complete(make()), handlers
 
@@ -280,6 +290,37 @@ def test_the_oldest_never_active_then_the_least_recently_active_connection_makes
     assert sixth.closed
     assert server.budget.metrics.connections_refused.labels("max_connections")._value.get() == 1
     assert len(server.connections) == 3
+
+
+def test_an_active_connection_stays_while_another_serving_process_holds_never_active_ones(
+    loop: asyncio.AbstractEventLoop, tmp_path: Path
+) -> None:
+    """maxConnections counts every serving process (the ledger): a process whose only connection is
+    active admits a new one without closing it while another process holds connections that sent
+    nothing; that process closes those at its next trim. A lookup client sharing a box with an idle
+    flood is never the one closed."""
+    ledger = Ledger(tmp_path / "ledger", 3, create=True)
+    first, _ = listener(loop, LedgerRow(ledger, 1), max_connections=4)
+    second, _ = listener(loop, LedgerRow(ledger, 2), max_connections=4)
+    client, client_transport = connect(loop, first)
+    client.data_received(frames(1))
+    idle = [connect(loop, second) for _ in range(3)]
+    newcomer, newcomer_transport = connect(loop, first)  # 5 > 4: the room is made in the second
+    assert not client_transport.aborted
+    assert not newcomer_transport.aborted
+    second.budget.trim()
+    first.budget.trim()
+    assert [transport.aborted for _, transport in idle] == [True, False, False]
+    assert not client_transport.aborted
+    assert ledger.total("remoting_connections") == 4
+    assert ledger.total("remoting_never_active") == 3
+    for connection, _ in idle[1:]:
+        connection.data_received(frames(1))
+    newcomer.data_received(frames(1))
+    assert ledger.total("remoting_never_active") == 0
+    connect(loop, second)  # no one is idle anywhere: the least recently active of its own goes
+    assert idle[1][1].aborted
+    assert not client_transport.aborted
 
 
 def test_unfinished_frames_over_the_budget_close_the_largest_holders(loop: asyncio.AbstractEventLoop) -> None:

@@ -737,7 +737,7 @@ def test_boot_line_names_both_ports_grpc_last() -> None:
         "The Name Server boot success. serializeType=JSON, 2 serving processes, "
         "remoting 0.0.0.0:9876, gRPC 0.0.0.0:8081"
     )
-    assert parse_boot_line(line) == {"remoting": 9876, "gRPC": 8081}
+    assert parse_boot_line(line) == {"remoting": 9876, "gRPC": 8081, "serving processes": 2}
     assert int(line.rsplit(":", 1)[1]) == 8081, "parsers taking the text after the last ':' get the gRPC port"
     with pytest.raises(ValueError, match="not a NameServer boot line"):
         parse_boot_line("Traceback (most recent call last):")

@@ -14,7 +14,7 @@ import mmap
 import os
 from pathlib import Path
 
-FIELDS = ("remoting_connections", "remoting_evictable", "partial_frame_bytes")
+FIELDS = ("remoting_connections", "remoting_evictable", "remoting_never_active", "partial_frame_bytes")
 """The counters of each row."""
 
 _WIDTH = 8

@@ -128,7 +128,8 @@ class SharedUsage(Protocol):
 
     def publish(self, field: str, value: int) -> None:
         """This process now holds ``value`` of ``field`` (``remoting_connections``,
-        ``remoting_evictable``: connections that may be closed to make room, ``partial_frame_bytes``)."""
+        ``remoting_evictable``: connections that may be closed to make room,
+        ``remoting_never_active``: connections that have sent no request yet, ``partial_frame_bytes``)."""
         ...
 
     def others(self, field: str) -> int:
@@ -224,9 +225,10 @@ class RemotingBudget:
         At ``maxConnections`` (all serving processes together) a connection of this process makes
         room: the oldest that has not sent a request yet, else the least recently active (by its last
         request; one over which a broker registered is never chosen: closing it would remove the
-        broker, S15). When this process has none to close but
-        another one has, the new connection is admitted and that process makes room at its next
-        :meth:`trim` (a tenth of a second at most). At ``remotingMaxConnectionsPerIp`` the least
+        broker, S15). An active connection is chosen only while no serving process holds one that
+        has sent no request. When this process has none to close but another one has, the new
+        connection is admitted and that process makes room at its next :meth:`trim` (a tenth of a
+        second at most). At ``remotingMaxConnectionsPerIp`` the least
         recently active connection from the same address makes room. Only when no connection may be
         closed is the new one refused: a new client always gets in while idle ones can make room."""
         per_ip = self.limits.max_connections_per_ip
@@ -238,7 +240,7 @@ class RemotingBudget:
                     return self._refuse(connection, "max_connections_per_ip", "remotingMaxConnectionsPerIp")
                 self._evict(victim, "per_ip_evicted", "remotingMaxConnectionsPerIp")
         if len(self.connections) + self.shared.others("remoting_connections") >= self.max_connections:
-            victim = self._victim()
+            victim = self._victim(self.shared.others("remoting_never_active") > 0)
             if victim is not None:
                 self._evict(victim, "idle_evicted", "maxConnections")
             elif self.shared.others("remoting_evictable") <= 0:
@@ -262,30 +264,43 @@ class RemotingBudget:
     def touched(self, connection: BudgetedConnection) -> None:
         """``connection`` sent requests now: it becomes the most recently active."""
         activity = self._activity
-        if activity.pop(connection, 0) is None or self._never_active.pop(connection, 0) is None:
+        if activity.pop(connection, 0) is None:
             activity[connection] = None
+        elif self._never_active.pop(connection, 0) is None:
+            activity[connection] = None
+            self.shared.publish("remoting_never_active", len(self._never_active))
             same_ip = self._by_ip.get(connection.peer_ip)
             if same_ip is not None and same_ip.pop(connection, 0) is None:
                 same_ip[connection] = None
 
     def trim(self) -> None:
         """Over ``maxConnections`` (another serving process admitted a connection for which this one
-        has room to make): close this process's share of the excess, least recently active first."""
+        has room to make): close this process's share of the excess. While any serving process holds
+        connections that have sent no request, only those go (each process closes its share of them,
+        oldest first); otherwise the least recently active ones, shared by the number each holds."""
         excess = len(self.connections) + self.shared.others("remoting_connections") - self.max_connections
-        own = len(self.connections)
-        if excess <= 0 or not own:
+        if excess <= 0 or not self.connections:
             return
-        evictable = own + self.shared.others("remoting_evictable")
-        for _ in range(min(own, -(-excess * own // evictable))):
-            victim = self._victim()
+        own_never = len(self._never_active)
+        all_never = own_never + self.shared.others("remoting_never_active")
+        if all_never > 0:
+            own, pool = own_never, all_never
+        else:
+            own, pool = len(self.connections), len(self.connections) + self.shared.others("remoting_evictable")
+        for _ in range(min(own, -(-excess * own // pool))):
+            victim = self._victim(all_never > 0)
             if victim is None:
                 return
             self._evict(victim, "idle_evicted", "maxConnections")
 
-    def _victim(self) -> BudgetedConnection | None:
-        """The connection to close to make room: the oldest never-active one, else the least
+    def _victim(self, never_active_only: bool = False) -> BudgetedConnection | None:
+        """The connection to close to make room: the oldest never-active one, else (unless
+        ``never_active_only``: another serving process has never-active ones to close) the least
         recently active one without a registered broker; None when there is none."""
-        return _least_active(self._never_active) or _least_active(self._activity)
+        victim = _least_active(self._never_active)
+        if victim is None and not never_active_only:
+            victim = _least_active(self._activity)
+        return victim
 
     def _evict(self, victim: BudgetedConnection, reason: str, key: str) -> None:
         self.metrics.connections_refused.labels(reason).inc()
@@ -302,6 +317,7 @@ class RemotingBudget:
         self.shared.publish("remoting_connections", len(self.connections))
         # Connections that may make room: all but brokers' (brokers are few; counted as evictable).
         self.shared.publish("remoting_evictable", len(self.connections))
+        self.shared.publish("remoting_never_active", len(self._never_active))
 
     def forget(self, connection: BudgetedConnection) -> None:
         """The connection is gone (or about to be): release what it held."""
