@@ -339,6 +339,16 @@ class RouteTableMachine(RuleBasedStateMachine):
             assert addr in self.rt.broker_live_table
 
     @invariant()
+    def answer_estimates_kept_as_counted_again(self) -> None:
+        """The estimates the capacity limits read (core.capacity), kept change by change, equal what
+        counting the whole table again gives."""
+        kept = (self.rt._topic_list_bytes, self.rt._broker_table_bytes)
+        self.rt._topic_list_bytes = self.rt._broker_table_bytes = None
+        counted = self.rt.answer_estimates()
+        assert kept[0] is None or kept[0] == counted[0]
+        assert kept[1] is None or kept[1] == counted[1]
+
+    @invariant()
     def topic_index_agrees_with_topic_queue_table(self) -> None:
         expected: dict[str, set[str]] = {}
         for topic, queue_data_map in self.rt.topic_queue_table.items():

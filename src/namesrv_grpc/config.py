@@ -78,6 +78,10 @@ class NamesrvConfig:
     register_body_max_inflated_size: int = 64 * 1024 * 1024
     register_body_max_topics: int = 200_000
     register_body_max_filter_servers: int = 64
+    route_table_max_brokers: int = 10_000
+    """Broker addresses registered at once, server-wide (``routeTableMaxBrokers``)."""
+    route_table_max_topics: int = 1_000_000
+    """Topics in the route table at once, server-wide (``routeTableMaxTopics``)."""
     server_worker_processes: int = 0
     """Serving processes (0 = the CPUs this process may use: ``os.sched_getaffinity`` and the cgroup
     CPU quota, :func:`namesrv_grpc.policy.default_worker_processes`)."""
@@ -298,6 +302,16 @@ KEYS: dict[str, _Key] = {
         "register_body_max_filter_servers",
         _int_parser(0, 100_000),
         "most filter-server addresses one registration may carry (each lookup of its topics returns them all)",
+    ),
+    "routeTableMaxBrokers": _Key(
+        "route_table_max_brokers",
+        _int_parser(1, 10_000_000),
+        "broker addresses registered at once; a registration of one more is refused",
+    ),
+    "routeTableMaxTopics": _Key(
+        "route_table_max_topics",
+        _int_parser(1, 100_000_000),
+        "topics in the route table at once; a registration adding more is refused",
     ),
     "serverWorkerProcesses": _Key(
         "server_worker_processes",

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import NamedTuple, TypeVar, cast
 
 from namesrv_grpc.config import RESTART_KEYS, NamesrvConfig, apply_properties, persist_properties
+from namesrv_grpc.core.capacity import RouteTableLimits
 from namesrv_grpc.core.errors import (
     ConfigKeyBlacklistedError,
     InvalidFieldError,
@@ -173,6 +174,7 @@ class NameServer:
         self.min_broker_id_senders: list[MinBrokerIdSender] = []
         """Given every MinBrokerIdChange while ``notifyMinBrokerIdChanged`` is on (S53)."""
         route_table.delete_topic_with_broker_registration = config.delete_topic_with_broker_registration
+        route_table.limits = RouteTableLimits.from_config(config)
         self._kv_changes: dict[tuple[str, str], str | None] = {}
         """KV writes since the last :meth:`take_change` (the route-table process's replicas)."""
         self._published_config = config
@@ -702,6 +704,7 @@ class NameServer:
             self.route_table.invalidate_routes()
         self.config = new_config
         self.route_table.delete_topic_with_broker_registration = new_config.delete_topic_with_broker_registration
+        self.route_table.limits = RouteTableLimits.from_config(new_config)
         self.route_table.set_support_acting_master(new_config.support_acting_master)
         later = sorted(set(changes) & RESTART_KEYS)
         log.info(
@@ -748,6 +751,7 @@ class NameServer:
         if change.config is not None:
             self.config = change.config
             self.route_table.delete_topic_with_broker_registration = change.config.delete_topic_with_broker_registration
+            self.route_table.limits = RouteTableLimits.from_config(change.config)
             self.route_table.support_acting_master = change.config.support_acting_master
         if change.kv is not None:
             self.kv_config.apply(change.kv)

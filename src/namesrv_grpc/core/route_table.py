@@ -58,10 +58,21 @@ import time
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from itertools import compress, repeat
-from operator import is_not, ne
+from itertools import compress, filterfalse, repeat
+from operator import is_, is_not, ne
 from typing import Any, TypeVar
 
+from namesrv_grpc.core.capacity import (
+    LIST_OVERHEAD,
+    RouteTableLimits,
+    broker_addr_entry_bytes,
+    broker_name_entry_bytes,
+    cluster_entry_bytes,
+    filter_servers_bytes,
+    member_entry_bytes,
+    text_bytes,
+    topic_entry_bytes,
+)
 from namesrv_grpc.core.compact_topics import CompactTopics
 from namesrv_grpc.core.digest import (
     DIGEST_MASK,
@@ -74,6 +85,7 @@ from namesrv_grpc.core.digest import (
 from namesrv_grpc.core.errors import (
     BrokerNameNotRegisteredError,
     BrokerNotRegisteredError,
+    LimitExceededError,
     RegistrationRefusedError,
     StaleBrokerStateError,
 )
@@ -253,13 +265,22 @@ class RouteInfoManager:
         *,
         delete_topic_with_broker_registration: bool = False,
         support_acting_master: bool = False,
+        limits: RouteTableLimits | None = None,
     ):
         """``clock`` returns ms since the epoch. ``delete_topic_with_broker_registration`` is RocketMQ
         5.x's ``deleteTopicWithBrokerRegistration`` (default off): a master's changed registration
         also removes its topics that the body no longer lists. ``support_acting_master`` is 5.x's
         ``supportActingMaster`` (default off, S52): routes show a master-less broker name's acting
-        master under id 0; change it with :meth:`set_support_acting_master`."""
+        master under id 0; change it with :meth:`set_support_acting_master`. ``limits``: how large the
+        table and its answers may grow (none by default; the NameServer sets its configuration's)."""
         self._clock = clock
+        self.limits = limits or RouteTableLimits()
+        self._topic_list_bytes: int | None = LIST_OVERHEAD
+        """Estimated bytes of the list of all topics (core.capacity), kept by every change of the
+        topics; None: to be counted again."""
+        self._broker_table_bytes: int | None = LIST_OVERHEAD
+        """Estimated bytes of the cluster info (core.capacity), kept by registrations that add to it;
+        None after anything leaves it (counted again when next needed)."""
         self.delete_topic_with_broker_registration = delete_topic_with_broker_registration
         self.support_acting_master = support_acting_master
         self._lock = threading.RLock()
@@ -456,6 +477,7 @@ class RouteInfoManager:
         elif topic_configs is not None:
             topics = CompactTopics.from_topic_configs(topic_configs)
         new_version = enable_acting_master is not None
+        filter_servers = list(filter_server_list)
         with self._changing():
             now = self._clock()
             broker_data = self.broker_addr_table.get(broker_name)
@@ -476,6 +498,17 @@ class RouteInfoManager:
                     "whole topic table first (RocketMQ 5.x answers 'register broker failed')",
                     {"broker_name": broker_name, "broker_addr": broker_addr},
                 )
+            may_carry_topics = broker_id == MASTER_ID or new_version  # a 5.x slave may be the prime slave
+            growth, moved = self._check_capacity(
+                cluster_name,
+                broker_name,
+                broker_id,
+                broker_addr,
+                zone_name,
+                filter_servers,
+                topics if may_carry_topics else None,
+                topic_queue_mappings if may_carry_topics else None,
+            )
             self.version += 1
             conflicting = self._note_displacement(
                 (cluster_name, broker_name, broker_id), old_addr or broker_addr, instance_id, now, protocol
@@ -592,11 +625,12 @@ class RouteInfoManager:
             self._schedule(broker_addr, self.broker_live_table[broker_addr])
 
             # S09: filter servers.
-            filter_servers = list(filter_server_list)
             if filter_servers != self.filter_server_table.get(broker_addr, []):
                 self._invalidate_broker_name(broker_name)
                 registration_changed = True
             self._set_filter_servers(broker_addr, filter_servers)
+            if self._broker_table_bytes is not None:
+                self._broker_table_bytes = None if moved else self._broker_table_bytes + growth
 
             # S53: a registration that lowers the smallest id tells the others (RocketMQ registerBroker).
             if broker_id < prev_min_broker_id:
@@ -611,6 +645,158 @@ class RouteInfoManager:
                         master_addr, master_live.ha_server_addr, conflicting, changed=registration_changed
                     )
             return RegisterBrokerResult(conflicting_instance_id=conflicting, changed=registration_changed)
+
+    # ------------------------------------------------------------------ capacity (issue 30)
+
+    def _check_capacity(
+        self,
+        cluster_name: str,
+        broker_name: str,
+        broker_id: int,
+        broker_addr: str,
+        zone_name: str,
+        filter_servers: list[str],
+        topics: CompactTopics | None,
+        mappings: Mapping[str, TopicQueueMappingInfo] | None,
+    ) -> tuple[int, bool]:
+        """Raise LimitExceededError (``metadata["limit"]``: the key) when this registration would pass
+        one of :attr:`limits` (core.capacity): one broker address more than ``routeTableMaxBrokers``,
+        more topics (or static-topic mappings) than ``routeTableMaxTopics``, or a topic list or
+        cluster info larger than an answer may be. Changes nothing. Returns what the registration
+        adds to the cluster info's estimate, bytes, and whether it moves an address (between ids or
+        broker names: the estimate is then counted again)."""
+        limits = self.limits
+        if (
+            limits.max_brokers
+            and broker_addr not in self.broker_live_table
+            and len(self.broker_live_table) >= limits.max_brokers
+        ):
+            raise LimitExceededError(
+                "routeTableMaxBrokers",
+                f"broker {broker_name} at {broker_addr} is not registered and {len(self.broker_live_table)} "
+                f"broker addresses are, the most at once (routeTableMaxBrokers)",
+            )
+        table = self.topic_queue_nums
+        if topics is not None and (limits.max_topics or limits.max_answer_bytes):
+            new_topics = list(filterfalse(table.__contains__, topics.names))
+            if new_topics and limits.max_topics and len(table) + len(new_topics) > limits.max_topics:
+                raise LimitExceededError(
+                    "routeTableMaxTopics",
+                    f"broker {broker_name} at {broker_addr} registers {len(new_topics)} new topics; with the "
+                    f"{len(table)} held that is more than {limits.max_topics} (routeTableMaxTopics)",
+                )
+            if new_topics and limits.max_answer_bytes:
+                projected = self._topics_bytes() + sum(map(len, new_topics)) + 3 * len(new_topics)
+                if projected > limits.max_answer_bytes:
+                    raise LimitExceededError(
+                        limits.answer_limit_key,
+                        f"broker {broker_name} at {broker_addr} registers {len(new_topics)} new topics; the "
+                        f"topic list would be about {projected} bytes, more than the {limits.max_answer_bytes} "
+                        f"an answer may be ({limits.answer_limit_key} less 64 KiB)",
+                    )
+        if mappings and limits.max_topics:
+            held = self.topic_queue_mapping_info_table
+            new_mappings = len(mappings.keys() - held.keys())
+            if new_mappings and len(held) + new_mappings > limits.max_topics:
+                raise LimitExceededError(
+                    "routeTableMaxTopics",
+                    f"broker {broker_name} at {broker_addr} maps {new_mappings} new static topics; with the "
+                    f"{len(held)} held that is more than {limits.max_topics} (routeTableMaxTopics)",
+                )
+        growth, moved = self._broker_growth(
+            cluster_name, broker_name, broker_id, broker_addr, zone_name, filter_servers
+        )
+        if limits.max_answer_bytes and growth > 0:
+            projected = self._brokers_bytes() + growth
+            if projected > limits.max_answer_bytes:
+                raise LimitExceededError(
+                    limits.answer_limit_key,
+                    f"registering broker {broker_name} at {broker_addr} would make the cluster info about "
+                    f"{projected} bytes, more than the {limits.max_answer_bytes} an answer may be "
+                    f"({limits.answer_limit_key} less 64 KiB)",
+                )
+        return growth, moved
+
+    def _broker_growth(
+        self,
+        cluster_name: str,
+        broker_name: str,
+        broker_id: int,
+        broker_addr: str,
+        zone_name: str,
+        filter_servers: list[str],
+    ) -> tuple[int, bool]:
+        """What a registration adds to the cluster info's estimate (bytes, may be negative) and
+        whether it moves an address between ids or broker names (see :meth:`_check_capacity`)."""
+        growth = 0
+        members = self.cluster_addr_table.get(cluster_name)
+        if members is None:
+            growth += cluster_entry_bytes(cluster_name)
+        if members is None or broker_name not in members:
+            growth += member_entry_bytes(broker_name)
+        broker_data = self.broker_addr_table.get(broker_name)
+        addrs = broker_data.broker_addrs if broker_data is not None else {}
+        if broker_data is None:
+            growth += broker_name_entry_bytes(cluster_name, broker_name, zone_name)
+        else:
+            growth += text_bytes(zone_name) - text_bytes(broker_data.zone_name)
+        held = addrs.get(broker_id)
+        previous = self.broker_live_table.get(broker_addr)
+        moved = (
+            (held is not None and held != broker_addr)
+            or (held is None and broker_addr in addrs.values())
+            or (previous is not None and previous.broker_name != broker_name)
+        )
+        if held == broker_addr:
+            growth += filter_servers_bytes(filter_servers) - filter_servers_bytes(
+                self.filter_server_table.get(broker_addr, ())
+            )
+        else:
+            growth += broker_addr_entry_bytes(broker_addr, filter_servers)
+        return growth, moved
+
+    def _topics_bytes(self) -> int:
+        """The topic list's estimated bytes (core.capacity), counted again when unknown."""
+        if self._topic_list_bytes is None:
+            table = self.topic_queue_nums
+            self._topic_list_bytes = LIST_OVERHEAD + sum(map(len, table)) + 3 * len(table)
+        return self._topic_list_bytes
+
+    def _brokers_bytes(self) -> int:
+        """The cluster info's estimated bytes (core.capacity), counted again when unknown."""
+        if self._broker_table_bytes is None:
+            total = LIST_OVERHEAD
+            for cluster_name, names in self.cluster_addr_table.items():
+                total += cluster_entry_bytes(cluster_name) + sum(map(member_entry_bytes, names))
+            filter_servers = self.filter_server_table
+            for broker_data in self.broker_addr_table.values():
+                total += broker_name_entry_bytes(broker_data.cluster, broker_data.broker_name, broker_data.zone_name)
+                for addr in broker_data.broker_addrs.values():
+                    total += broker_addr_entry_bytes(addr, filter_servers.get(addr, ()))
+            self._broker_table_bytes = total
+        return self._broker_table_bytes
+
+    def _check_new_topic(self, topic: str) -> None:
+        """Raise LimitExceededError when one topic more would pass ``routeTableMaxTopics`` or make the
+        topic list larger than an answer may be (``REGISTER_TOPIC_IN_NAMESRV``)."""
+        limits = self.limits
+        if limits.max_topics and len(self.topic_queue_nums) >= limits.max_topics:
+            raise LimitExceededError(
+                "routeTableMaxTopics",
+                f"topic {topic!r} is new and {len(self.topic_queue_nums)} topics are held, the most at once "
+                "(routeTableMaxTopics)",
+            )
+        if limits.max_answer_bytes and self._topics_bytes() + topic_entry_bytes(topic) > limits.max_answer_bytes:
+            raise LimitExceededError(
+                limits.answer_limit_key,
+                f"topic {topic!r} is new and would make the topic list larger than the "
+                f"{limits.max_answer_bytes} bytes an answer may be ({limits.answer_limit_key} less 64 KiB)",
+            )
+
+    def answer_estimates(self) -> tuple[int, int]:
+        """``(topic list, cluster info)``: their estimated bytes (core.capacity), as the limits see them."""
+        with self._lock:
+            return self._topics_bytes(), self._brokers_bytes()
 
     def _put_topic_queue_mappings(self, mappings: Mapping[str, TopicQueueMappingInfo]) -> None:
         """RocketMQ 5.x: keep each mapping under its topic and its own ``bname``; a changed one is
@@ -715,6 +901,9 @@ class RouteInfoManager:
         if not prepared.topics:
             return
         self.topic_queue_nums.update(zip(prepared.topics, prepared.news, strict=True))
+        if self._topic_list_bytes is not None and prepared.olds.count(None):
+            added = list(compress(prepared.topics, map(is_, prepared.olds, repeat(None))))
+            self._topic_list_bytes += sum(map(len, added)) + 3 * len(added)
         self._records_written(prepared.topics)
         self._index_add(broker_name, prepared.topics)
         self._routes_changed(prepared.topics)
@@ -756,6 +945,8 @@ class RouteInfoManager:
         queues = self.topic_queue_nums.get(topic)
         old = queues_get(queues, broker_name)
         self.topic_queue_nums[topic] = self._intern_record(queues_put(queues, broker_name, self._intern_nums(nums)))
+        if queues is None and self._topic_list_bytes is not None:
+            self._topic_list_bytes += topic_entry_bytes(topic)
         self._records_written((topic,))
         self._digest.replace(
             None if old is None else queue_data_hash(topic, QueueData(broker_name, *old)),
@@ -934,6 +1125,7 @@ class RouteInfoManager:
         Every departure (expiry, unregistration, connection or session end) comes here, so S51 and
         S53 apply to all of them alike."""
         self.version += 1
+        self._broker_table_bytes = None  # counted again when next needed (core.capacity)
         live = self.broker_live_table.pop(broker_addr)
         self._set_filter_servers(broker_addr, [])
         broker_data = self.broker_addr_table.get(live.broker_name)
@@ -1010,6 +1202,7 @@ class RouteInfoManager:
         broker_data = self.broker_addr_table.get(broker_name)
         if broker_data is None:
             return
+        self._broker_table_bytes = None  # counted again when next needed (core.capacity)
         self._invalidate_broker_name(broker_name)
         self._digest.remove(broker_data_hash(broker_data))
         for broker_id, addr in list(broker_data.broker_addrs.items()):
@@ -1046,6 +1239,8 @@ class RouteInfoManager:
             remaining = queues_remove(queues, broker_name)
             if remaining is None:
                 del self.topic_queue_nums[topic]
+                if self._topic_list_bytes is not None:
+                    self._topic_list_bytes -= topic_entry_bytes(topic)
             else:
                 self.topic_queue_nums[topic] = self._intern_record(remaining)
             self._records_written((topic,))
@@ -1349,6 +1544,8 @@ class RouteInfoManager:
                         f"broker name {queue_data.broker_name!r} is not registered; topic {topic!r} unchanged",
                         {"broker_name": queue_data.broker_name},
                     )
+            if topic not in self.topic_queue_nums:
+                self._check_new_topic(topic)
             self.version += 1
             self._route_changed(topic)
             for queue_data in queue_datas:
@@ -1446,6 +1643,7 @@ class RouteInfoManager:
         (one lock hold, and cached routes are dropped before it is released). Returns the topics
         whose route changed (None: every route)."""
         with self._lock:
+            self._topic_list_bytes = self._broker_table_bytes = None  # a replica counts them when asked
             table = self.topic_queue_nums
             table.update(change.records)
             for topic in change.removed_topics:
