@@ -82,6 +82,8 @@ def test_fixed_names_types_and_labels(ns: MetricsNamesrv) -> None:
         "namesrv_broker_session_losses": "counter",
         "namesrv_body_checksum_failures": "counter",
         "namesrv_kv_config_writes": "counter",
+        "namesrv_kv_config_flushes": "counter",
+        "namesrv_kv_config_writes_per_flush": "histogram",
         "namesrv_auth_refusals": "counter",
         "namesrv_registration_duration_seconds": "histogram",
         "namesrv_route_lookup_duration_seconds": "histogram",

@@ -19,6 +19,9 @@ at scrape time, so they are never stale. Rule ids (S13, S15, ...) are those of d
 - ``namesrv_broker_registration_conflicts_total`` (counter): registrations that took a broker back
   from another run of the same broker (two agents for one broker name and id)
 - ``namesrv_kv_config_writes_total`` (counter): KV config changes persisted
+- ``namesrv_kv_config_flushes_total{result}`` (counter, ``ok``/``failed``): writes of the KV config
+  file, and ``namesrv_kv_config_writes_per_flush`` (histogram): the KV writes each made durable
+  (group commit, :mod:`namesrv_grpc.processes.kv_group_commit`)
 - ``namesrv_broker_notifications_total{result}`` (counter): NOTIFY_MIN_BROKER_ID_CHANGE messages to
   brokers, ``sent``/``failed``/``dropped`` (S53; :mod:`namesrv_grpc.remoting.notifier`)
 - ``namesrv_registration_duration_seconds{protocol}`` (histogram): time to process a registration,
@@ -103,6 +106,9 @@ REQUEST_DURATION_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1
 REGISTRATION_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 """``namesrv_registration_duration_seconds`` buckets (seconds); 0.25 is the alert's threshold."""
 
+
+KV_WRITES_PER_FLUSH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+"""``namesrv_kv_config_writes_per_flush`` buckets (KV writes per file write)."""
 
 AUTH_REFUSAL_REASONS = ("access_denied", "bad_signature", "unknown_access_key", "stale_date_time")
 """Values of the ``reason`` label of ``namesrv_auth_refusals_total`` (initialised to 0)."""
@@ -257,6 +263,21 @@ class NamesrvMetrics:
         )
         self.kv_config_writes = Counter(
             "namesrv_kv_config_writes", "KV config changes persisted.", registry=self.registry
+        )
+        self.kv_config_flushes = Counter(
+            "namesrv_kv_config_flushes",
+            "Writes of the KV config file (each holds every KV write that arrived while the one before it "
+            "was written: group commit), by result (ok, failed). Route-table process.",
+            ["result"],
+            registry=self.registry,
+        )
+        for result in ("ok", "failed"):
+            self.kv_config_flushes.labels(result)
+        self.kv_config_writes_per_flush = Histogram(
+            "namesrv_kv_config_writes_per_flush",
+            "KV writes (PUT_KV_CONFIG, DELETE_KV_CONFIG) made durable by one write of the KV config file.",
+            buckets=KV_WRITES_PER_FLUSH_BUCKETS,
+            registry=self.registry,
         )
         self.registration_seconds = Histogram(
             "namesrv_registration_duration_seconds",

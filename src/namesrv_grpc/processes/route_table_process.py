@@ -152,7 +152,7 @@ class RouteTableProcess:
         self.metrics = NamesrvMetrics(self.route_table)
         self.notifier = BrokerNotifier(self.metrics.registry)
         self.nameserver.min_broker_id_senders.append(self.notifier)
-        self.service = RouteTableService(self.nameserver, self.export_snapshot)
+        self.service = RouteTableService(self.nameserver, self.export_snapshot, self.metrics)
         self.publisher = Publisher(
             self.nameserver, lambda: self.nameserver.config.serving_process_apply_timeout_millis / 1000
         )
