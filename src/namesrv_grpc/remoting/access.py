@@ -10,7 +10,7 @@ ACL does (``AclException`` -> ``NO_PERMISSION``), and is not handled at all.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 
 from namesrv_grpc.remoting.codec import RemotingCommand
 from namesrv_grpc.remoting.codes import RequestCode
@@ -60,21 +60,36 @@ AUDIT_FIELDS = ("clusterName", "brokerName", "brokerId", "brokerAddr", "topic", 
 """Ext fields copied into a remoting audit line (never values, bodies or signatures)."""
 
 
-def authorize(guard: Guard, request: RemotingCommand, connection: RemotingConnection) -> Principal | None:
+def authorize(
+    guard: Guard, request: RemotingCommand, connection: RemotingConnection
+) -> Principal | Awaitable[Principal] | None:
     """Identify the caller of ``request`` and check its action; return the principal (None when no
     ACL is loaded, or for a request code outside the table). Raises BadSignatureError or
-    AccessDeniedError before anything is handled."""
+    AccessDeniedError before anything is handled. When the signature covers a body larger than
+    :data:`~namesrv_grpc.policy.OFF_LOOP_SIGNATURE_BYTES`, its HMAC is computed in a worker thread:
+    an awaitable of the principal is returned, raising the same errors."""
     if guard.acl is None:
         return None
     entry = REQUEST_ACTIONS.get(request.code)
     if entry is None:
         return None
     action, broker_field = entry
-    principal = guard.identify_remoting(
+    identity = guard.identify_remoting(
         connection.peer_ip, request.ext_fields, request.body or None, connection.peer_certificate
     )
     broker_name = request.ext_fields.get(broker_field, "") if broker_field else ""
-    guard.check(principal, action, broker_name, peer=f"remoting:{connection.peer}")
+    peer = f"remoting:{connection.peer}"
+    if isinstance(identity, Principal):
+        guard.check(identity, action, broker_name, peer=peer)
+        return identity
+    return _checked(guard, identity, action, broker_name, peer)
+
+
+async def _checked(
+    guard: Guard, identity: Awaitable[Principal], action: Action, broker_name: str, peer: str
+) -> Principal:
+    principal = await identity
+    guard.check(principal, action, broker_name, peer=peer)
     return principal
 
 
