@@ -85,6 +85,7 @@ def test_fixed_names_types_and_labels(ns: MetricsNamesrv) -> None:
         "namesrv_kv_config_flushes": "counter",
         "namesrv_kv_config_writes_per_flush": "histogram",
         "namesrv_auth_refusals": "counter",
+        "namesrv_audit_lines_suppressed": "counter",
         "namesrv_registration_duration_seconds": "histogram",
         "namesrv_route_lookup_duration_seconds": "histogram",
         "namesrv_gc_pause_seconds": "histogram",

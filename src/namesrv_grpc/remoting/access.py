@@ -56,8 +56,10 @@ AUDITED_ACTIONS = frozenset(
 """State-changing requests (heartbeats and QUERY_DATA_VERSION only refresh liveness; so does a
 REGISTER_BROKER with nothing new, which its handler answers unaudited)."""
 
-AUDIT_FIELDS = ("clusterName", "brokerName", "brokerId", "brokerAddr", "topic", "namespace", "key")
-"""Ext fields copied into a remoting audit line (never values, bodies or signatures)."""
+AUDIT_FIELDS = ("clusterName", "brokerName", "brokerId", "brokerAddr", "topic", "namespace", "key", "bodyCrc32")
+"""Ext fields copied into a remoting audit line (never values, bodies or signatures). A registration's
+``bodyCrc32`` and its body's size tell two registrations of one broker apart (a changed topic table),
+which would otherwise be identical events (``auditRepeatWindowSeconds``)."""
 
 
 def authorize(
@@ -99,7 +101,7 @@ def audit(guard: Guard, request: RemotingCommand, connection: RemotingConnection
     if entry is None or entry[0] not in AUDITED_ACTIONS:
         return
     changed: dict[str, object] = {k: request.ext_fields[k] for k in AUDIT_FIELDS if k in request.ext_fields}
-    if request.code == RequestCode.UPDATE_NAMESRV_CONFIG:
+    if request.code in (RequestCode.UPDATE_NAMESRV_CONFIG, RequestCode.REGISTER_BROKER):
         changed["body_bytes"] = len(request.body or b"")
     name = principal.name if principal is not None else "anonymous"
     guard.audit_log.ok(name, f"remoting:{connection.peer}", RequestCode(request.code).name, **changed)
