@@ -33,6 +33,7 @@ PEER_LOGGERS = (
     "namesrv_grpc.grpc_api.sessions",
     "namesrv_grpc.core.processor",
     "namesrv_grpc.processes.route_table_process",
+    "namesrv_grpc.processes.kv_group_commit",
     "namesrv_grpc.security.authz",
     "namesrv_grpc.security.signature",
     "grpc._cython.cygrpc",
