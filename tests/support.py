@@ -3,6 +3,7 @@ and readers of the rich error details."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -351,6 +352,7 @@ class LocalWrites:
         method = getattr(self._service, name)
 
         async def call(*args: Any) -> Any:
-            return method(0, *args)
+            result = method(0, *args)
+            return await result if asyncio.iscoroutine(result) else result
 
         return call

@@ -82,7 +82,10 @@ def test_fixed_names_types_and_labels(ns: MetricsNamesrv) -> None:
         "namesrv_broker_session_losses": "counter",
         "namesrv_body_checksum_failures": "counter",
         "namesrv_kv_config_writes": "counter",
+        "namesrv_kv_config_flushes": "counter",
+        "namesrv_kv_config_writes_per_flush": "histogram",
         "namesrv_auth_refusals": "counter",
+        "namesrv_audit_lines_suppressed": "counter",
         "namesrv_registration_duration_seconds": "histogram",
         "namesrv_route_lookup_duration_seconds": "histogram",
         "namesrv_gc_pause_seconds": "histogram",
@@ -101,6 +104,7 @@ def test_fixed_names_types_and_labels(ns: MetricsNamesrv) -> None:
         "namesrv_remoting_frames_refused": "counter",
         "namesrv_remoting_partial_frame_bytes": "gauge",
         "namesrv_remoting_reads_paused": "counter",
+        "namesrv_remoting_end_of_input": "counter",
         "namesrv_log_lines_suppressed": "counter",
         "namesrv_processes": "gauge",
         "namesrv_serving_process_restarts": "counter",
@@ -137,7 +141,16 @@ def test_fixed_names_types_and_labels(ns: MetricsNamesrv) -> None:
         elif sample.name.startswith(("namesrv_registration_duration_seconds", "namesrv_route_lookup_duration_seconds")):
             assert set(sample.labels) - {"le"} == {"protocol"}, sample
         elif sample.name.startswith("namesrv_"):
-            assert set(sample.labels) <= {"result", "version", "le", "reason", "logger", "generation", "role"}, sample
+            assert set(sample.labels) <= {
+                "result",
+                "version",
+                "le",
+                "reason",
+                "logger",
+                "generation",
+                "role",
+                "reading",
+            }, sample
     for name in ("namesrv_registration_duration_seconds_count", "namesrv_route_lookup_duration_seconds_count"):
         assert {s.labels["protocol"]: s.value for s in metrics.find(name)} == {"remoting": 0, "grpc": 0}, name
     gc_pauses = metrics.find("namesrv_gc_pause_seconds_count")

@@ -65,8 +65,8 @@ def register(
     )
 
 
-def limited(**limits: int) -> RouteInfoManager:
-    return RouteInfoManager(FakeClock(), limits=RouteTableLimits(**limits))
+def limited(max_brokers: int = 0, max_topics: int = 0, max_answer_bytes: int = 0) -> RouteInfoManager:
+    return RouteInfoManager(FakeClock(), limits=RouteTableLimits(max_brokers, max_topics, max_answer_bytes))
 
 
 def test_one_broker_address_past_route_table_max_brokers_is_refused_and_changes_nothing() -> None:

@@ -10,8 +10,9 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 
-def write_atomically(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text`` (UTF-8) via temp file + fsync + rename + directory fsync.
+def write_atomically(path: Path, text: str | bytes) -> None:
+    """Replace ``path`` with ``text`` (a str is written as UTF-8, bytes as they are) via temp file +
+    fsync + rename + directory fsync.
 
     Raises OSError when a step before the rename fails; the old file is then untouched. Once the
     rename is done the new file is what readers see, so a failing directory fsync (some filesystems
@@ -20,8 +21,8 @@ def write_atomically(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as tmp:
-            tmp.write(text)
+        with os.fdopen(fd, "wb") as tmp:
+            tmp.write(text.encode("utf-8") if isinstance(text, str) else text)
             tmp.flush()
             os.fsync(tmp.fileno())
         os.replace(tmp_name, path)

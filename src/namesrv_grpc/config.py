@@ -37,10 +37,13 @@ SECURITY_KEYS = frozenset(
         "tls.server.need.client.auth",
         "aclFile",
         "auditLogFile",
+        "auditRepeatWindowSeconds",
+        "auditLogLinesPerSecond",
         "healthPort",
     }
 )
-"""Transport security and ACL settings: read at start only, never changed by a request."""
+"""Transport security, ACL and audit settings: read at start only, never changed by a request (a
+caller must not be able to thin out the audit trail of what it does)."""
 
 ALWAYS_REFUSED = frozenset({"snapshotDir"}) | SECURITY_KEYS
 """Keys ``UpdateNamesrvConfig`` refuses whatever ``configBlackList`` says: a caller must not choose
@@ -149,6 +152,10 @@ class NamesrvConfig:
     """none, optional or require; empty = require when a trust path is set, else none."""
     acl_file: str = ""
     audit_log_file: str = ""
+    audit_repeat_window_seconds: int = 60
+    """Identical audit events within this long write one line and a summary (``auditRepeatWindowSeconds``; 0 = off)."""
+    audit_log_lines_per_second: int = 100
+    """Audit lines one serving process writes per second at most (``auditLogLinesPerSecond``)."""
     health_port: int = 0
     """A plaintext port serving only ``grpc.health.v1`` (Kubernetes probes with TLS on); 0 = off."""
     enable_all_topic_list: bool = True
@@ -471,6 +478,17 @@ KEYS: dict[str, _Key] = {
     ),
     "aclFile": _Key("acl_file", str.strip, "accounts and what they may do, YAML (empty = open)"),
     "auditLogFile": _Key("audit_log_file", str.strip, "also write audit lines to this file"),
+    "auditRepeatWindowSeconds": _Key(
+        "audit_repeat_window_seconds",
+        _int_parser(0, 86_400),
+        "identical audit events (RPC, result, identity, peer address, fields) within this many seconds write "
+        "one line, then a summary with their count (0 = every one)",
+    ),
+    "auditLogLinesPerSecond": _Key(
+        "audit_log_lines_per_second",
+        _int_parser(1, 1_000_000),
+        "audit lines one serving process writes per second at most; the rest are counted and summarised",
+    ),
     "healthPort": _Key("health_port", _int_parser(0, 65535), "plaintext grpc.health.v1-only port (0 = off)"),
     "enableAllTopicList": _Key(
         "enable_all_topic_list", _parse_bool, "answer the list of every topic (false: 'disable', S41)"

@@ -1,11 +1,14 @@
 """Log lines a remote peer can cause, bounded: one peer must not be able to fill the disk.
 
-:class:`RateLimitFilter` is a ``logging.Filter`` installed on the loggers of both front doors and on
-``asyncio`` (whose "socket.accept() out of system resource" line a connection flood causes): lines
-of one kind (logger, level, message template) pass at most ``burst`` times per ``window_seconds``;
-the rest are dropped and counted, and the next line of that kind that passes says how many were
-suppressed (``... [42 similar lines suppressed in the last 10 s]``). Audit lines are never
-suppressed (they are not installed on). :func:`printable` makes peer-supplied text safe for one line.
+:class:`RateLimitFilter` is a ``logging.Filter`` installed, in every serving process and in the
+route-table process, on the loggers of both front doors, of the route table's rules (registration
+conflicts, brokers removed as their connection closed) and on ``asyncio`` (whose "socket.accept()
+out of system resource" line a connection flood causes): lines of one kind (logger, level, message
+template) pass at most ``burst`` times per ``window_seconds``; the rest are dropped and counted, and
+the next line of that kind that passes says how many were suppressed (``... [42 similar lines
+suppressed in the last 10 s]``). Audit lines are bounded by their own rules, which know what an
+event is (:mod:`namesrv_grpc.security.audit`). :func:`printable` makes peer-supplied text safe for
+one line.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ PEER_LOGGERS = (
     "namesrv_grpc.grpc_api.sessions",
     "namesrv_grpc.core.processor",
     "namesrv_grpc.processes.route_table_process",
+    "namesrv_grpc.processes.kv_group_commit",
     "namesrv_grpc.security.authz",
     "namesrv_grpc.security.signature",
     "grpc._cython.cygrpc",

@@ -19,6 +19,9 @@ at scrape time, so they are never stale. Rule ids (S13, S15, ...) are those of d
 - ``namesrv_broker_registration_conflicts_total`` (counter): registrations that took a broker back
   from another run of the same broker (two agents for one broker name and id)
 - ``namesrv_kv_config_writes_total`` (counter): KV config changes persisted
+- ``namesrv_kv_config_flushes_total{result}`` (counter, ``ok``/``failed``): writes of the KV config
+  file, and ``namesrv_kv_config_writes_per_flush`` (histogram): the KV writes each made durable
+  (group commit, :mod:`namesrv_grpc.processes.kv_group_commit`)
 - ``namesrv_broker_notifications_total{result}`` (counter): NOTIFY_MIN_BROKER_ID_CHANGE messages to
   brokers, ``sent``/``failed``/``dropped`` (S53; :mod:`namesrv_grpc.remoting.notifier`)
 - ``namesrv_registration_duration_seconds{protocol}`` (histogram): time to process a registration,
@@ -34,6 +37,10 @@ at scrape time, so they are never stale. Rule ids (S13, S15, ...) are those of d
 - ``namesrv_snapshot_export_duration_seconds`` (histogram): time to export one route snapshot
 - ``namesrv_auth_refusals_total{reason}`` (counter): requests refused by the ACL (``--acl-file``), by
   reason: ``access_denied``, ``bad_signature``, ``unknown_access_key``, ``stale_date_time``
+- ``namesrv_audit_lines_suppressed_total{reason}`` (counter): audit lines not written, ``repeat``
+  (identical events within ``auditRepeatWindowSeconds``, summarised), ``refusals`` (over 10 refusals
+  a minute of one identity and RPC), ``rate`` (over ``auditLogLinesPerSecond``)
+  (:mod:`namesrv_grpc.security.audit`)
 - ``namesrv_tls_certificate_expiry_timestamp_seconds`` (gauge) and ``namesrv_tls_reloads_total{result}``
   (counter, ``ok``/``failed``): only with TLS on, see :class:`namesrv_grpc.security.tls.TlsCollector`
 - ``namesrv_build_info{version}`` (gauge): always 1
@@ -69,12 +76,13 @@ from prometheus_client import (
     Histogram,
     Info,
 )
-from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
 from namesrv_grpc.core.errors import BodyChecksumMismatchError, NamesrvError
 from namesrv_grpc.core.route_table import RouteInfoManager
 from namesrv_grpc.pauses import GC_GENERATIONS
+from namesrv_grpc.security.audit import suppressed_lines
 
 REGISTRATION_RESULTS = (
     "ok",
@@ -103,6 +111,9 @@ REQUEST_DURATION_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1
 REGISTRATION_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 """``namesrv_registration_duration_seconds`` buckets (seconds); 0.25 is the alert's threshold."""
 
+
+KV_WRITES_PER_FLUSH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+"""``namesrv_kv_config_writes_per_flush`` buckets (KV writes per file write)."""
 
 AUTH_REFUSAL_REASONS = ("access_denied", "bad_signature", "unknown_access_key", "stale_date_time")
 """Values of the ``reason`` label of ``namesrv_auth_refusals_total`` (initialised to 0)."""
@@ -175,6 +186,23 @@ GC_PAUSE_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.015, 0.02, 0.03, 0.05, 
 
 LOOP_LAG_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 """``namesrv_event_loop_lag_seconds`` buckets (seconds); 0.1 is the alert's threshold."""
+
+
+class _AuditCollector(Collector):
+    """``namesrv_audit_lines_suppressed_total{reason}``: this process's audit lines not written
+    (:func:`namesrv_grpc.security.audit.suppressed_lines`; the audit logger is one per process)."""
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        family = CounterMetricFamily(
+            "namesrv_audit_lines_suppressed",
+            "Audit lines not written, by reason: repeat (identical events within auditRepeatWindowSeconds, "
+            "summarised), refusals (refusals of one identity and RPC over 10 a minute), rate "
+            "(auditLogLinesPerSecond).",
+            labels=["reason"],
+        )
+        for reason, count in suppressed_lines().items():
+            family.add_metric([reason], count)
+        yield family
 
 
 class _RouteTableCollector(Collector):
@@ -258,6 +286,21 @@ class NamesrvMetrics:
         self.kv_config_writes = Counter(
             "namesrv_kv_config_writes", "KV config changes persisted.", registry=self.registry
         )
+        self.kv_config_flushes = Counter(
+            "namesrv_kv_config_flushes",
+            "Writes of the KV config file (each holds every KV write that arrived while the one before it "
+            "was written: group commit), by result (ok, failed). Route-table process.",
+            ["result"],
+            registry=self.registry,
+        )
+        for result in ("ok", "failed"):
+            self.kv_config_flushes.labels(result)
+        self.kv_config_writes_per_flush = Histogram(
+            "namesrv_kv_config_writes_per_flush",
+            "KV writes (PUT_KV_CONFIG, DELETE_KV_CONFIG) made durable by one write of the KV config file.",
+            buckets=KV_WRITES_PER_FLUSH_BUCKETS,
+            registry=self.registry,
+        )
         self.registration_seconds = Histogram(
             "namesrv_registration_duration_seconds",
             "Time to process a broker registration, by front door (remoting REGISTER_BROKER, gRPC RegisterBroker).",
@@ -320,6 +363,7 @@ class NamesrvMetrics:
         )
         for reason in AUTH_REFUSAL_REASONS:
             self.auth_refusals.labels(reason)
+        self.registry.register(_AuditCollector())
         Info("namesrv_build", "Build information.", registry=self.registry).info({"version": package_version()})
 
     @contextmanager

@@ -26,7 +26,7 @@ from namesrv_grpc.core.errors import (
     TopicListDisabledError,
     TopicRouteNotFoundError,
 )
-from namesrv_grpc.core.kvconfig import KVConfigManager
+from namesrv_grpc.core.kvconfig import KVBatch, KVConfigManager
 from namesrv_grpc.core.model import (
     MASTER_ID,
     ORDER_TOPIC_CONFIG_NAMESPACE,
@@ -49,6 +49,7 @@ from namesrv_grpc.core.validation import (
     require_heartbeat_timeout,
     require_max_utf8_bytes,
     require_name,
+    require_no_lone_surrogate,
     require_non_negative,
     require_optional_name,
     require_perm,
@@ -606,29 +607,53 @@ class NameServer:
     # ------------------------------------------------------------------ KV config (S21)
 
     def put_kv_config(self, namespace: str, key: str, value: str) -> None:
-        """PUT_KV_CONFIG: acknowledged (returns) only once the file is durably written, so it
-        blocks; async callers run it in a worker thread. The value is at most ``kvConfigMaxValueSize``
-        UTF-8 bytes and the whole table at most ``kvConfigMaxTotalSize``.
+        """PUT_KV_CONFIG, written to the file now: returns once it is durable (blocks on the disk).
+        The route-table process stages it instead (:meth:`stage_kv_put`) and writes it with others
+        (group commit). Raises InvalidFieldError, LimitExceededError, PersistError."""
+        self.stage_kv_put(namespace, key, value)
+        self.flush_kv()
 
-        Raises InvalidFieldError, LimitExceededError, PersistError."""
+    def stage_kv_put(self, namespace: str, key: str, value: str) -> None:
+        """Check a PUT_KV_CONFIG and stage it for the next write of the KV file
+        (:meth:`KVConfigManager.stage_put`); visible once :meth:`kv_committed` ran for its batch.
+        The value is at most ``kvConfigMaxValueSize`` UTF-8 bytes and the whole table, counting every
+        write staged or being written, at most ``kvConfigMaxTotalSize``. Raises InvalidFieldError,
+        LimitExceededError; nothing is staged when it raises."""
         require_name("namespace", namespace)
         require_name("key", key)
         require_max_utf8_bytes("value", value, self.config.kv_config_max_value_size, "kvConfigMaxValueSize")
-        self.kv_config.put(namespace, key, value, max_total_bytes=self.config.kv_config_max_total_size)
-        self._kv_changes[namespace, key] = value
-        if namespace == ORDER_TOPIC_CONFIG_NAMESPACE:
-            self.route_table.invalidate_routes([key])
+        for field, text in (("namespace", namespace), ("key", key), ("value", value)):
+            require_no_lone_surrogate(field, text)
+        self.kv_config.stage_put(namespace, key, value, max_total_bytes=self.config.kv_config_max_total_size)
 
     def get_kv_config(self, namespace: str, key: str) -> str:
         """GET_KV_CONFIG. Raises InvalidFieldError, KVConfigNotFoundError."""
         return self.kv_config.get(require_name("namespace", namespace), require_name("key", key))
 
     def delete_kv_config(self, namespace: str, key: str) -> None:
-        """DELETE_KV_CONFIG. Raises InvalidFieldError, PersistError."""
-        self.kv_config.delete(require_name("namespace", namespace), require_name("key", key))
-        self._kv_changes[namespace, key] = None
-        if namespace == ORDER_TOPIC_CONFIG_NAMESPACE:
-            self.route_table.invalidate_routes([key])
+        """DELETE_KV_CONFIG, written to the file now (see :meth:`put_kv_config`). Raises
+        InvalidFieldError, PersistError."""
+        if self.stage_kv_delete(namespace, key):
+            self.flush_kv()
+
+    def stage_kv_delete(self, namespace: str, key: str) -> bool:
+        """Check a DELETE_KV_CONFIG and stage it for the next write of the KV file; False when the
+        key will be absent anyway (nothing staged). Raises InvalidFieldError."""
+        return self.kv_config.stage_delete(require_name("namespace", namespace), require_name("key", key))
+
+    def flush_kv(self) -> None:
+        """Write the staged KV writes now and make them visible. Raises PersistError (nothing changes)."""
+        batch = self.kv_config.flush()
+        if batch is not None:
+            self.kv_committed(batch)
+
+    def kv_committed(self, batch: KVBatch) -> None:
+        """A batch of KV writes is durable and visible here: note it for the replicas
+        (:meth:`take_change`) and re-encode the routes whose ORDER_TOPIC_CONFIG entry changed (S19)."""
+        self._kv_changes.update(batch.changes)
+        order_topics = [key for namespace, key in batch.changes if namespace == ORDER_TOPIC_CONFIG_NAMESPACE]
+        if order_topics:
+            self.route_table.invalidate_routes(order_topics)
 
     def get_kv_list_by_namespace(self, namespace: str) -> dict[str, str]:
         """GET_KVLIST_BY_NAMESPACE. Raises InvalidFieldError."""

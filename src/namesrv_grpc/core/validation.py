@@ -197,3 +197,18 @@ def require_max_utf8_bytes(field: str, value: str, limit: int, setting: str) -> 
         size = len(value.encode("utf-8", "surrogatepass"))
         raise InvalidFieldError(field, f"is {size} bytes, more than {limit} ({setting})")
     return value
+
+
+def require_no_lone_surrogate(field: str, value: str) -> str:
+    """Return ``value`` if UTF-8 can hold it: a lone UTF-16 surrogate (only a ``\\uD800``-style
+    escape in a remoting JSON header can make one) cannot be written to a UTF-8 file, so a KV write
+    carrying one is refused before anything changes (Java would write ``?`` in its place and keep
+    another value in memory than on disk). Raises InvalidFieldError."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        surrogate = f"U+{ord(value[exc.start]):04X}"
+        raise InvalidFieldError(
+            field, f"holds a lone UTF-16 surrogate ({surrogate}) at {exc.start}, which UTF-8 cannot store"
+        ) from None
+    return value

@@ -108,6 +108,7 @@ class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[mis
                 broker_addr=request.broker_addr,
                 ha_server_addr=request.ha_server_addr,
                 body_bytes=len(body),
+                body_crc32c=request.body_crc32c,
                 master_addr=result.master_addr,
             )
         return ns_pb2.RegisterBrokerResponse(

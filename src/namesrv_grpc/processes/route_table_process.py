@@ -32,6 +32,8 @@ from namesrv_grpc.core.errors import NamesrvError, SnapshotsNotInstalledError
 from namesrv_grpc.core.kvconfig import KVConfigManager
 from namesrv_grpc.core.processor import NameServer
 from namesrv_grpc.core.route_table import RouteInfoManager
+from namesrv_grpc.log_limits import RateLimitFilter, suppressed_lines_counter
+from namesrv_grpc.log_limits import install as install_log_filter
 from namesrv_grpc.metrics import NamesrvMetrics
 from namesrv_grpc.processes.channel import Channel
 from namesrv_grpc.processes.child import ROUTE_TABLE_SOCKET, ControlLink, ProcessParams, run_child
@@ -152,7 +154,7 @@ class RouteTableProcess:
         self.metrics = NamesrvMetrics(self.route_table)
         self.notifier = BrokerNotifier(self.metrics.registry)
         self.nameserver.min_broker_id_senders.append(self.notifier)
-        self.service = RouteTableService(self.nameserver, self.export_snapshot)
+        self.service = RouteTableService(self.nameserver, self.export_snapshot, self.metrics)
         self.publisher = Publisher(
             self.nameserver, lambda: self.nameserver.config.serving_process_apply_timeout_millis / 1000
         )
@@ -178,6 +180,15 @@ class RouteTableProcess:
             loop.add_signal_handler(sig, stop.set)
         loop.add_signal_handler(signal.SIGHUP, lambda: None)  # the serving processes reload TLS and the ACL
         self.notifier.attach(loop)
+        # Lines peers cause here too (registration conflicts, brokers removed when their connection
+        # closed: a replayed REGISTER_BROKER makes two per replay), bounded as in the serving processes.
+        suppressed = suppressed_lines_counter(self.metrics.registry)
+        remove_log_filter = install_log_filter(
+            RateLimitFilter(
+                burst=self.nameserver.config.peer_log_lines_per_kind,
+                on_suppressed=lambda name: suppressed.labels(name).inc(),
+            )
+        )
         self._server = await asyncio.start_unix_server(self._connected, self.socket_path, limit=1 << 20)
         os.chmod(self.socket_path, 0o600)
         background = [
@@ -196,6 +207,7 @@ class RouteTableProcess:
         for link in list(self.publisher.links.values()):
             link.channel.close()
         await self.notifier.close()
+        remove_log_filter()
         return 1 if self._fatal.is_set() else 0
 
     # ------------------------------------------------------------------ serving processes

@@ -2,7 +2,9 @@
 what a serving process forwards is applied here, one request at a time, in the order it arrived.
 
 Each method runs on the route-table process's event loop and calls the
-:class:`~namesrv_grpc.core.processor.NameServer` method of the same name. Registration bodies are
+:class:`~namesrv_grpc.core.processor.NameServer` method of the same name (KV writes: checked now,
+written to the file with the others that arrive meanwhile, :mod:`.kv_group_commit`; the method
+returns a coroutine that ends once the write is durable). Registration bodies are
 decoded here by their door's decoder (the door verified the checksum, S01): a body that is the same
 as the broker's last one is not decoded at all.
 
@@ -20,12 +22,15 @@ from namesrv_grpc.core.model import BrokerLiveInfo, DataVersion, QueueData, Remo
 from namesrv_grpc.core.processor import BrokerIdentity, DecodedBody, NameServer
 from namesrv_grpc.core.writes import Registration, RegistrationReply
 from namesrv_grpc.grpc_api.register_body import decode_protobuf_body
+from namesrv_grpc.processes.kv_group_commit import KVGroupCommit
 from namesrv_grpc.remoting.codes import VERSION_V5_0_0
 from namesrv_grpc.remoting.register_body import decode_java_register_body
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
+    from collections.abc import Awaitable, Callable, Coroutine
+    from typing import Any
 
+    from namesrv_grpc.metrics import NamesrvMetrics
     from namesrv_grpc.snapshot import SnapshotInfo
 
 log = logging.getLogger(__name__)
@@ -39,9 +44,17 @@ class RouteTableService:
     (the route-table process's one :class:`NameServer`). ``process`` names the serving process a
     request came from (for its sessions); it is given by the caller of each method."""
 
-    def __init__(self, nameserver: NameServer, export_snapshot: Callable[[], Awaitable[SnapshotInfo]]) -> None:
+    def __init__(
+        self,
+        nameserver: NameServer,
+        export_snapshot: Callable[[], Awaitable[SnapshotInfo]],
+        metrics: NamesrvMetrics | None = None,
+    ) -> None:
+        """``metrics``: the route-table process's (KV group commit counts)."""
         self.ns = nameserver
         self._export_snapshot = export_snapshot
+        self.kv = KVGroupCommit(nameserver, metrics)
+        """KV writes: checked and staged at once, written together, answered once durable."""
         self._sessions: dict[int, set[tuple[str, int]]] = {}
         """serving process -> its bound sessions (broker address, session id)."""
         self.session_losses = 0
@@ -132,11 +145,14 @@ class RouteTableService:
 
     # ------------------------------------------------------------------ KV config, admin
 
-    def put_kv_config(self, process: int, namespace: str, key: str, value: str) -> None:
-        self.ns.put_kv_config(namespace, key, value)
+    def put_kv_config(self, process: int, namespace: str, key: str, value: str) -> Coroutine[Any, Any, None]:
+        """Checked and staged now (raises before anything changes); the coroutine ends once the
+        write is durable and visible (group commit, :class:`KVGroupCommit`)."""
+        return self.kv.put(namespace, key, value)
 
-    def delete_kv_config(self, process: int, namespace: str, key: str) -> None:
-        self.ns.delete_kv_config(namespace, key)
+    def delete_kv_config(self, process: int, namespace: str, key: str) -> Coroutine[Any, Any, None]:
+        """As :meth:`put_kv_config`."""
+        return self.kv.delete(namespace, key)
 
     def wipe_write_perm_of_broker(self, process: int, broker_name: str) -> int:
         return self.ns.wipe_write_perm_of_broker(broker_name)

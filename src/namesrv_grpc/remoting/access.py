@@ -10,7 +10,7 @@ ACL does (``AclException`` -> ``NO_PERMISSION``), and is not handled at all.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 
 from namesrv_grpc.remoting.codec import RemotingCommand
 from namesrv_grpc.remoting.codes import RequestCode
@@ -56,25 +56,42 @@ AUDITED_ACTIONS = frozenset(
 """State-changing requests (heartbeats and QUERY_DATA_VERSION only refresh liveness; so does a
 REGISTER_BROKER with nothing new, which its handler answers unaudited)."""
 
-AUDIT_FIELDS = ("clusterName", "brokerName", "brokerId", "brokerAddr", "topic", "namespace", "key")
-"""Ext fields copied into a remoting audit line (never values, bodies or signatures)."""
+AUDIT_FIELDS = ("clusterName", "brokerName", "brokerId", "brokerAddr", "topic", "namespace", "key", "bodyCrc32")
+"""Ext fields copied into a remoting audit line (never values, bodies or signatures). A registration's
+``bodyCrc32`` and its body's size tell two registrations of one broker apart (a changed topic table),
+which would otherwise be identical events (``auditRepeatWindowSeconds``)."""
 
 
-def authorize(guard: Guard, request: RemotingCommand, connection: RemotingConnection) -> Principal | None:
+def authorize(
+    guard: Guard, request: RemotingCommand, connection: RemotingConnection
+) -> Principal | Awaitable[Principal] | None:
     """Identify the caller of ``request`` and check its action; return the principal (None when no
     ACL is loaded, or for a request code outside the table). Raises BadSignatureError or
-    AccessDeniedError before anything is handled."""
+    AccessDeniedError before anything is handled. When the signature covers a body larger than
+    :data:`~namesrv_grpc.policy.OFF_LOOP_SIGNATURE_BYTES`, its HMAC is computed in a worker thread:
+    an awaitable of the principal is returned, raising the same errors."""
     if guard.acl is None:
         return None
     entry = REQUEST_ACTIONS.get(request.code)
     if entry is None:
         return None
     action, broker_field = entry
-    principal = guard.identify_remoting(
+    identity = guard.identify_remoting(
         connection.peer_ip, request.ext_fields, request.body or None, connection.peer_certificate
     )
     broker_name = request.ext_fields.get(broker_field, "") if broker_field else ""
-    guard.check(principal, action, broker_name, peer=f"remoting:{connection.peer}")
+    peer = f"remoting:{connection.peer}"
+    if isinstance(identity, Principal):
+        guard.check(identity, action, broker_name, peer=peer)
+        return identity
+    return _checked(guard, identity, action, broker_name, peer)
+
+
+async def _checked(
+    guard: Guard, identity: Awaitable[Principal], action: Action, broker_name: str, peer: str
+) -> Principal:
+    principal = await identity
+    guard.check(principal, action, broker_name, peer=peer)
     return principal
 
 
@@ -84,7 +101,7 @@ def audit(guard: Guard, request: RemotingCommand, connection: RemotingConnection
     if entry is None or entry[0] not in AUDITED_ACTIONS:
         return
     changed: dict[str, object] = {k: request.ext_fields[k] for k in AUDIT_FIELDS if k in request.ext_fields}
-    if request.code == RequestCode.UPDATE_NAMESRV_CONFIG:
+    if request.code in (RequestCode.UPDATE_NAMESRV_CONFIG, RequestCode.REGISTER_BROKER):
         changed["body_bytes"] = len(request.body or b"")
     name = principal.name if principal is not None else "anonymous"
     guard.audit_log.ok(name, f"remoting:{connection.peer}", RequestCode(request.code).name, **changed)

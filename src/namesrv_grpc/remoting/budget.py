@@ -32,6 +32,7 @@ from typing import Protocol
 
 from namesrv_grpc.remoting.codec import MAX_HEADER_FIELDS, MAX_HEADER_LENGTH
 from namesrv_grpc.remoting.codes import DEFAULT_FRAME_MAX_LENGTH
+from namesrv_grpc.remoting.end_of_input import EndOfInputWatch
 from namesrv_grpc.remoting.remoting_metrics import RemotingMetrics
 
 log = logging.getLogger(__name__)
@@ -175,6 +176,8 @@ class RemotingBudget:
         self._waiting: deque[BudgetedConnection] = deque()
         """Connections with requests left, in the order they are served (see :meth:`wait_turn`)."""
         self._turns_scheduled = False
+        self.end_of_input = EndOfInputWatch()
+        """The peers' end of input on connections not read now (:mod:`.end_of_input`)."""
         metrics.max_connections.set(self.max_connections)
 
     # ------------------------------------------------------------------ requests per turn

@@ -24,8 +24,14 @@ Bounds of one connection (issue 20; the server-wide ones are in :mod:`.budget`):
 - a frame must be complete ``remotingFrameReadTimeoutMillis`` after its first bytes arrived (a
   trickle of bytes does not restart it);
 - a connection that sends nothing for ``serverChannelMaxIdleTimeSeconds`` is closed (RocketMQ's
-  ``IdleStateHandler`` + ``NettyConnectManageHandler``); closing a connection removes the brokers
-  that registered over it (S15, ``dispatcher.connection_closed``).
+  ``IdleStateHandler`` + ``NettyConnectManageHandler``), dropping answers its peer did not read
+  (Netty's ``close()`` fails its outbound buffer); closing a connection removes the brokers that
+  registered over it (S15, ``dispatcher.connection_closed``);
+- a connection whose peer ends its input (TCP FIN: a half-close, or a close) is closed at once, as
+  Netty closes a channel at end of input: answers not yet handed to the kernel and answers to
+  requests still in flight are dropped (Netty fails its outbound buffer), and the brokers registered
+  over it are removed (S15). While the connection is not read (a bound above), its end of input is
+  noticed through ``EPOLLRDHUP`` (:mod:`.end_of_input`): frames received but not handled are dropped.
 """
 
 from __future__ import annotations
@@ -115,6 +121,8 @@ class RemotingConnection(asyncio.Protocol):
         self._frame_timer: asyncio.TimerHandle | None = None
         self._last_activity = 0.0
         self._idle_timer: asyncio.TimerHandle | None = None
+        self._fd = -1
+        """The socket's descriptor (watched for the peer's end of input while not read)."""
         self._loop = asyncio.get_running_loop()
 
     # ------------------------------------------------------------------ asyncio.Protocol
@@ -135,6 +143,8 @@ class RemotingConnection(asyncio.Protocol):
         sock = transport.get_extra_info("socket")
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if sock is not None:
+            self._fd = sock.fileno()
         with contextlib.suppress(NotImplementedError):
             transport.set_write_buffer_limits(
                 high=self.limits.write_buffer_high_water_mark, low=self.limits.write_buffer_low_water_mark
@@ -163,10 +173,21 @@ class RemotingConnection(asyncio.Protocol):
                 self.peer,
                 self._decoder.buffered,
             )
-        return None  # close the transport
+        self.input_ended("active")
+        return None
+
+    def input_ended(self, reading: str) -> None:
+        """The peer ended its input (a half-close or a close; ``reading``: "active" when read as
+        usual, "paused" when noticed while the connection is not read): close now, as Netty does at
+        end of input, dropping answers not yet sent; the S15 removal follows in :meth:`connection_lost`."""
+        if self.closed:
+            return
+        self.budget.metrics.end_of_input.labels(reading).inc()
+        self.abort("end_of_input")
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        self._watch_end_of_input(False)
         for timer in (self._idle_timer, self._frame_timer):
             if timer is not None:
                 timer.cancel()
@@ -190,10 +211,22 @@ class RemotingConnection(asyncio.Protocol):
             self.budget.metrics.reads_paused.labels(reason).inc()
             if len(self._paused) == 1 and transport is not None and not transport.is_closing():
                 transport.pause_reading()
+                self._watch_end_of_input(True)
         else:
             self._paused.discard(reason)
             if not self._paused and transport is not None and not transport.is_closing():
+                self._watch_end_of_input(False)
                 transport.resume_reading()
+
+    def _watch_end_of_input(self, watch: bool) -> None:
+        """While the connection is not read, its peer's end of input is noticed through
+        ``EPOLLRDHUP`` (:class:`~.end_of_input.EndOfInputWatch`)."""
+        if self._fd < 0:
+            return
+        if watch:
+            self.budget.end_of_input.watch(self._fd, self)
+        else:
+            self.budget.end_of_input.unwatch(self._fd)
 
     @property
     def reading_paused(self) -> frozenset[str]:
@@ -369,6 +402,11 @@ class RemotingConnection(asyncio.Protocol):
         idle = self._loop.time() - self._last_activity
         if idle >= timeout and not self._tasks:
             log.info("remoting %s: idle for %.0f s (serverChannelMaxIdleTimeSeconds), closing", self.peer, idle)
-            self.close()
+            if self.transport is not None and self.transport.get_write_buffer_size():
+                # Answers the peer does not read: a graceful close would wait for them for ever
+                # (RocketMQ's idle close, Channel.close(), drops them too).
+                self.abort("idle")
+            else:
+                self.close()
             return
         self._schedule_idle_check(max(timeout - idle, 0.05))

@@ -62,7 +62,7 @@ from namesrv_grpc.core.processor import BrokerIdentity, NameServer
 from namesrv_grpc.core.writes import Registration, RouteTableWrites
 from namesrv_grpc.log_limits import printable
 from namesrv_grpc.metrics import NamesrvMetrics
-from namesrv_grpc.policy import checksum
+from namesrv_grpc.policy import OFF_LOOP_SIGNATURE_BYTES, checksum
 from namesrv_grpc.remoting import access, bodies
 from namesrv_grpc.remoting.codec import RemotingCommand
 from namesrv_grpc.remoting.codes import VERSION_V4_9_4, RequestCode, ResponseCode
@@ -98,6 +98,18 @@ parsed on the event loop in one C call: bounded, so one request cannot hold the 
 
 CONFIG_BODY_MAX_BYTES = 1024 * 1024
 """Largest UPDATE_NAMESRV_CONFIG body (about 70 keys of at most 4,096 characters each)."""
+
+BODY_MAX_BYTES: dict[int, int] = {
+    RequestCode.REGISTER_BROKER: 2**31,  # bounded by remotingFrameMaxLength only
+    RequestCode.UPDATE_NAMESRV_CONFIG: CONFIG_BODY_MAX_BYTES,
+    RequestCode.REGISTER_TOPIC_IN_NAMESRV: REGISTER_TOPIC_BODY_MAX_BYTES,
+    RequestCode.QUERY_DATA_VERSION: DATA_VERSION_BODY_MAX_BYTES,
+}
+"""request code -> the largest body it is handled with; any other code carries no body and is
+refused one over :data:`~namesrv_grpc.policy.OFF_LOOP_SIGNATURE_BYTES`. Checked before the ACL check,
+whose signature covers the body (issue 30): so only REGISTER_BROKER and UPDATE_NAMESRV_CONFIG bodies
+can be large enough to have their signature checked in a worker thread. The answer is the one their
+handler gives a larger body (SYSTEM_ERROR, "X body of N bytes is over its L-byte limit")."""
 
 CONNECTION_CLOSED = "remoting connection closed"
 
@@ -256,9 +268,11 @@ class RemotingHandlers:
     def dispatch(
         self, request: RemotingCommand, connection: RemotingConnection
     ) -> RemotingCommand | Awaitable[RemotingCommand]:
-        """The answer to ``request``: a response now, or an awaitable of one (large registrations).
-        Never raises: domain errors become their response code (:func:`.errors.to_response`), anything
-        unexpected SYSTEM_ERROR (logged with its traceback). Every request is counted and timed
+        """The answer to ``request``: a response now, or an awaitable of one (large registrations,
+        writes, a signature over a large body). Never raises: domain errors become their response
+        code (:func:`.errors.to_response`), anything unexpected SYSTEM_ERROR (logged with its
+        traceback). A body larger than its request code ever carries (:data:`BODY_MAX_BYTES`) is
+        refused first, before the ACL check hashes it. Every request is counted and timed
         (``namesrv_remoting_requests_total``, ``namesrv_remoting_request_duration_seconds``), from here
         to its answer; a state-changing one that succeeded is audited unless its handler answered
         :class:`Unchanged`."""
@@ -268,27 +282,43 @@ class RemotingHandlers:
             remark = not_supported_remark(request.code)
             log.warning("remoting %s: request code %d is not a NameServer request", connection.peer, request.code)
             response = request.make_response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED, remark)
-        else:
-            principal: Principal | None = None
-            try:
-                principal = access.authorize(self.guard, request, connection)  # ACL first (no-op without one)
-                result = handler(request, connection)
-            except NamesrvError as error:
-                response = self._refused(request, connection, error)
-            except Exception as exc:
-                response = self._internal_error(request, exc)
-            else:
-                if isinstance(result, RemotingCommand):
-                    response = result
-                elif isinstance(result, Unchanged):
-                    self.metrics.request_handled(request.code, result.response.code, perf_counter() - started)
-                    return result.response
-                else:
-                    return self._finish(request, connection, result, principal, started)
-            if response.code == ResponseCode.SUCCESS:
-                access.audit(self.guard, request, connection, principal)
-        self.metrics.request_handled(request.code, response.code, perf_counter() - started)
-        return response
+            return self._done(request, connection, response, None, started)
+        principal: Principal | None = None
+        try:
+            _small_body(request, BODY_MAX_BYTES.get(request.code, OFF_LOOP_SIGNATURE_BYTES))
+            authorized = access.authorize(self.guard, request, connection)  # ACL first (no-op without one)
+            if authorized is not None and not isinstance(authorized, Principal):
+                return self._authorized_later(request, connection, authorized, handler, started)
+            principal = authorized
+            result = handler(request, connection)
+        except NamesrvError as error:
+            result = self._refused(request, connection, error)
+        except Exception as exc:
+            result = self._internal_error(request, exc)
+        if isinstance(result, (RemotingCommand, Unchanged)):
+            return self._done(request, connection, result, principal, started)
+        return self._finish(request, connection, result, principal, started)
+
+    async def _authorized_later(
+        self,
+        request: RemotingCommand,
+        connection: RemotingConnection,
+        authorized: Awaitable[Principal],
+        handler: Handler,
+        started: float,
+    ) -> RemotingCommand:
+        """:meth:`dispatch` once the signature over a large body was checked in a worker thread."""
+        principal: Principal | None = None
+        try:
+            principal = await authorized
+            result = handler(request, connection)
+        except NamesrvError as error:
+            result = self._refused(request, connection, error)
+        except Exception as exc:
+            result = self._internal_error(request, exc)
+        if isinstance(result, (RemotingCommand, Unchanged)):
+            return self._done(request, connection, result, principal, started)
+        return await self._finish(request, connection, result, principal, started)
 
     async def _finish(
         self,
@@ -301,16 +331,26 @@ class RemotingHandlers:
         try:
             result = await pending
         except NamesrvError as error:
-            response = self._refused(request, connection, error)
+            result = self._refused(request, connection, error)
         except Exception as exc:
-            response = self._internal_error(request, exc)
+            result = self._internal_error(request, exc)
+        return self._done(request, connection, result, principal, started)
+
+    def _done(
+        self,
+        request: RemotingCommand,
+        connection: RemotingConnection,
+        result: RemotingCommand | Unchanged,
+        principal: Principal | None,
+        started: float,
+    ) -> RemotingCommand:
+        """Count the answer to ``request`` (and audit it when it succeeded and is not :class:`Unchanged`)."""
+        if isinstance(result, Unchanged):
+            response = result.response
         else:
-            if isinstance(result, Unchanged):
-                self.metrics.request_handled(request.code, result.response.code, perf_counter() - started)
-                return result.response
             response = result
-        if response.code == ResponseCode.SUCCESS:
-            access.audit(self.guard, request, connection, principal)
+            if response.code == ResponseCode.SUCCESS:
+                access.audit(self.guard, request, connection, principal)
         self.metrics.request_handled(request.code, response.code, perf_counter() - started)
         return response
 

@@ -28,6 +28,10 @@ anything else is ``unknown``), response codes by name.
   ``write_buffer`` (answers not read by the peer, ``writeBufferHighWaterMark``), ``in_flight``
   (``remotingMaxRequestsInFlight``), ``backlog`` (more than ``remotingMaxFramesPerRead`` frames in
   one read, or the turn's ``remotingMaxFramesPerTurn`` spent)
+- ``namesrv_remoting_end_of_input_total{reading}`` (counter): connections closed because the peer
+  ended its input (TCP FIN of a close or a half-close, or a reset), as Netty closes a channel at end
+  of input: ``active`` (read as usual) or ``paused`` (noticed while the connection was not read, by
+  ``EPOLLRDHUP``: a peer that stopped reading its answers and then half-closed)
 - brokers removed because their remoting connection closed (S15) count in
   ``namesrv_broker_session_losses_total``, as gRPC session losses do (:mod:`namesrv_grpc.metrics`)
 """
@@ -155,6 +159,15 @@ class RemotingMetrics:
             ["reason"],
             registry=registry,
         )
+        self.end_of_input = Counter(
+            "namesrv_remoting_end_of_input",
+            "Remoting connections closed because the peer ended its input (FIN or reset), by whether the "
+            "connection was being read (active) or not (paused).",
+            ["reading"],
+            registry=registry,
+        )
+        for reading in ("active", "paused"):
+            self.end_of_input.labels(reading)
         for reason in ("max_connections", "idle_evicted", "max_connections_per_ip", "per_ip_evicted"):
             self.connections_refused.labels(reason)
         for reason in ("frame_timeout", "partial_frames_budget", "frame_too_large", "header_too_large"):

@@ -167,3 +167,4 @@ class RemotingServer:
                 await asyncio.wait_for(self._server.wait_closed(), timeout=max(deadline - time.monotonic(), 1.0))
             except TimeoutError:
                 log.warning("remoting: connections still open after the grace period")
+        self.budget.end_of_input.close()

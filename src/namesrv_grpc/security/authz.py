@@ -28,14 +28,16 @@ Admin accounts and white-listed addresses may do everything. Refusals raise
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import logging
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from namesrv_grpc.core.errors import AccessDeniedError, BadSignatureError
+from namesrv_grpc.policy import signature_off_loop
 from namesrv_grpc.security.acl import Account, AclConfig, subject_key
 from namesrv_grpc.security.audit import AuditLog
 from namesrv_grpc.security.signature import (
@@ -206,14 +208,18 @@ class Guard:
 
     def identify_remoting(
         self, peer_ip: str, ext_fields: Mapping[str, str], body: bytes | None, peer_cert_der: bytes | None
-    ) -> Principal:
-        """The principal of a remoting request. Raises BadSignatureError."""
+    ) -> Principal | Awaitable[Principal]:
+        """The principal of a remoting request. Raises BadSignatureError. A signature over a body
+        larger than :data:`~namesrv_grpc.policy.OFF_LOOP_SIGNATURE_BYTES` is checked in a worker
+        thread: an awaitable of the principal is returned (it raises BadSignatureError)."""
         acl = self._acl
         if acl is None:
             return ANONYMOUS
         if acl.white_addresses and acl.is_white(peer_ip):
             return Principal(f"white:{peer_ip}", white=True)
         if "AccessKey" in ext_fields:
+            if signature_off_loop(body):
+                return self._signed_off_loop(acl, ext_fields, body)
             return self._signed(acl, lambda v: v.verify_remoting(ext_fields, body))
         if peer_cert_der:
             account = self._account_of_certificate(acl, peer_cert_der, der=True)
@@ -241,6 +247,19 @@ class Guard:
         except SignatureError as exc:
             self._count(exc.kind)
             raise BadSignatureError(exc.message, {"problem": exc.kind}) from None
+        account = acl.by_access_key[access_key]
+        return Principal(account.name, account)
+
+    async def _signed_off_loop(self, acl: AclConfig, ext_fields: Mapping[str, str], body: bytes | None) -> Principal:
+        """:meth:`_signed` for a remoting signature over a large body: the HMAC in a worker thread."""
+        verifier = self._verifier
+        assert verifier is not None
+        try:
+            access_key = await asyncio.to_thread(verifier.verify_remoting, ext_fields, body)
+        except SignatureError as exc:
+            self._count(exc.kind)
+            raise BadSignatureError(exc.message, {"problem": exc.kind}) from None
+        assert access_key is not None  # the request carries AccessKey
         account = acl.by_access_key[access_key]
         return Principal(account.name, account)
 

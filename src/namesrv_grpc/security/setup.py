@@ -49,7 +49,11 @@ def server_guard(config: NamesrvConfig, refusals: RefusalCounter | None) -> Guar
     """The ACL check (ACL file loaded, raises ConfigError) and the audit trail."""
     acl = load_acl(Path(config.acl_file).expanduser()) if config.acl_file else None
     try:
-        audit = AuditLog(Path(config.audit_log_file).expanduser() if config.audit_log_file else None)
+        audit = AuditLog(
+            Path(config.audit_log_file).expanduser() if config.audit_log_file else None,
+            repeat_window_seconds=config.audit_repeat_window_seconds,
+            lines_per_second=config.audit_log_lines_per_second,
+        )
     except OSError as exc:
         raise ConfigError("auditLogFile", config.audit_log_file, f"cannot append: {exc.strerror or exc}") from None
     return Guard(acl, audit, refusals)
