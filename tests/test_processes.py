@@ -216,10 +216,10 @@ def test_default_worker_count_follows_affinity_and_the_cgroup_quota(tmp_path: Pa
     cpu_max = tmp_path / "cpu.max"
     cpu_max.write_text("150000 100000\n")
     assert cgroup_cpu_limit(cpu_max) == 1.5
-    assert default_worker_processes(cpu_max) == min(2, len(os.sched_getaffinity(0)))
+    assert default_worker_processes(cpu_max) == min(2, len(os.sched_getaffinity(0)))  # (at most 8 by default)
     cpu_max.write_text("max 100000\n")
     assert cgroup_cpu_limit(cpu_max) is None
-    assert default_worker_processes(cpu_max) == len(os.sched_getaffinity(0))
+    assert default_worker_processes(cpu_max) == min(len(os.sched_getaffinity(0)), 8)
     cpu_max.write_text("50000 100000\n")
     assert default_worker_processes(cpu_max) == 1
 

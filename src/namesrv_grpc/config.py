@@ -87,7 +87,7 @@ class NamesrvConfig:
     """Topics in the route table at once, server-wide (``routeTableMaxTopics``)."""
     server_worker_processes: int = 0
     """Serving processes (0 = the CPUs this process may use: ``os.sched_getaffinity`` and the cgroup
-    CPU quota, :func:`namesrv_grpc.policy.default_worker_processes`)."""
+    CPU quota, at most 8, :func:`namesrv_grpc.policy.default_worker_processes`)."""
     serving_process_apply_timeout_millis: int = 5_000
     """A serving process that applies no change of the route table for this long is restarted."""
     kv_config_max_value_size: int = 64 * 1024
@@ -323,7 +323,7 @@ KEYS: dict[str, _Key] = {
     "serverWorkerProcesses": _Key(
         "server_worker_processes",
         _int_parser(0, 1024),
-        "serving processes answering both ports (0 = the CPUs this process may use, cgroup quota included)",
+        "serving processes answering both ports (0 = the CPUs this process may use, cgroup quota included, at most 8)",
     ),
     "servingProcessApplyTimeoutMillis": _Key(
         "serving_process_apply_timeout_millis",

@@ -83,9 +83,16 @@ def cgroup_cpu_limit(cpu_max: Path = CGROUP_CPU_MAX) -> float | None:
     return quota_us / period_us if quota_us > 0 and period_us > 0 else None
 
 
+MAX_DEFAULT_WORKER_PROCESSES = 8
+"""Most serving processes started by default (RocketMQ's ``serverWorkerThreads`` is 8 too): each one
+holds a replica of the route table, so a container without a CPU limit on a 64-core node must not
+start 64 of them. More only by setting ``serverWorkerProcesses``."""
+
+
 def default_worker_processes(cpu_max: Path = CGROUP_CPU_MAX) -> int:
     """``serverWorkerProcesses`` when it is 0: the CPUs this process may run on
-    (``os.sched_getaffinity``), at most the cgroup's CPU quota rounded up, at least 1."""
+    (``os.sched_getaffinity``), at most the cgroup's CPU quota rounded up, at least 1 and at most
+    :data:`MAX_DEFAULT_WORKER_PROCESSES`."""
     try:
         cpus = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # not Linux
@@ -93,4 +100,4 @@ def default_worker_processes(cpu_max: Path = CGROUP_CPU_MAX) -> int:
     limit = cgroup_cpu_limit(cpu_max)
     if limit is not None:
         cpus = min(cpus, math.ceil(limit))
-    return max(1, cpus)
+    return max(1, min(cpus, MAX_DEFAULT_WORKER_PROCESSES))
