@@ -35,6 +35,7 @@ from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv_grpc.cli import parse_boot_line
 from namesrv_grpc.core.model import DataVersion, TopicConfig
 from namesrv_grpc.grpc_api.register_body import encode_body
+from namesrv_grpc.policy import default_worker_processes
 
 ROOT = Path(__file__).resolve().parent.parent
 HEALTH_CHECK = "/grpc.health.v1.Health/Check"
@@ -552,9 +553,16 @@ def namesrv_health_target(server: Server) -> GrpcTarget:
     )  # fmt: skip
 
 
+def namesrv_core_ceiling() -> float:
+    """The cores namesrv's processes can keep busy at most: its serving processes (one interpreter,
+    one GIL each; ``serverWorkerProcesses``' default), at most the machine's cores."""
+    return float(min(default_worker_processes(), os.cpu_count() or 1))
+
+
 def bottleneck(server_cores: float, server_ceiling: float, loadgen_cores: float, loadgen_ceiling: float) -> str:
-    """Which side ran closer to its own ceiling of cores (the Python server: 1, its GIL; etcd: the
-    machine's cores; h2load: its threads; N client processes: N, at most the cores)."""
+    """Which side ran closer to its own ceiling of cores (namesrv: :func:`namesrv_core_ceiling`;
+    etcd and the Java NameServer: the machine's cores; h2load: its threads; N client processes: N,
+    at most the cores)."""
     server_share, loadgen_share = server_cores / server_ceiling, loadgen_cores / loadgen_ceiling
     side = "server" if server_share >= loadgen_share else "load generator"
     return (

@@ -38,6 +38,7 @@ from bench.harness import (
     bottleneck,
     median,
     namesrv,
+    namesrv_core_ceiling,
     row,
     size_text,
     tree_memory_bytes,
@@ -307,7 +308,8 @@ def j1_java_peer(p: Profile) -> Result:
         }
 
     blast_what = f"{processes} worker processes x {connections} connections x {depth} pipelined requests, {seconds} s"
-    verdicts = "; ".join(bottleneck(r.server_cores, 1, r.loadgen_cores, processes) for r in lookups_runs[o])
+    ceiling = namesrv_core_ceiling()
+    verdicts = "; ".join(bottleneck(r.server_cores, ceiling, r.loadgen_cores, processes) for r in lookups_runs[o])
     ratio = median([r.rps for r in lookups_runs[o]]) / max(1e-9, median([r.rps for r in lookups_runs[j]]))
     lat_what = f"{processes} processes x {concurrency} connections, one lookup in flight each, {seconds} s"
     rows = [

@@ -32,6 +32,7 @@ from bench.harness import (
     h2load,
     median,
     namesrv,
+    namesrv_core_ceiling,
     namesrv_lookup_target,
     pause_metrics,
     register_request,
@@ -133,7 +134,7 @@ def s10_lookup_peers(p: Profile) -> Result:
             "10c", f"our gRPC PickupTopicRoute of one topic on one broker name (master + slave), {h2load_what}",
             f"{median(_runs(runs['grpc'], 'requests')):,.0f} requests per run (median)", metrics("grpc"),
             baseline=peer, baseline_metrics=etcd_base, target="", met=None,
-            note=f"10c bottleneck per run: {_verdicts(runs['grpc'], 1, h2['threads'])}",
+            note=f"10c bottleneck per run: {_verdicts(runs['grpc'], namesrv_core_ceiling(), h2['threads'])}",
         ),
         row(
             "10d", f"our remoting GET_ROUTEINFO_BY_TOPIC of the same topic (JSON header, as the Java client), {blast}",
@@ -141,7 +142,7 @@ def s10_lookup_peers(p: Profile) -> Result:
             baseline=peer, baseline_metrics=etcd_base,
             target="more lookups/s than etcd's faster read mode (median), from one NameServer process",
             met=median(_runs(runs["remoting"], "rps")) > best_etcd,
-            note=f"10d bottleneck per run: {_verdicts(runs['remoting'], 1, processes)}",
+            note=f"10d bottleneck per run: {_verdicts(runs['remoting'], namesrv_core_ceiling(), processes)}",
         ),
     ]  # fmt: skip
     return {
