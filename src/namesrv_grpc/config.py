@@ -102,6 +102,21 @@ class NamesrvConfig:
     """Open WatchTopicRoutes streams one NameServer serves at most (``routeWatchMaxWatchers``)."""
     route_watch_max_topics: int = 1_000
     """Topics per WatchTopicRoutes or PickupTopicRoutes request at most (``routeWatchMaxTopics``)."""
+    route_watch_max_topics_per_peer: int = 10_000
+    """Watched topics (summed over the open watches) of one client IP address, per serving process."""
+    route_watch_max_topics_total: int = 200_000
+    """Watched topics (summed over the open watches) of all clients, per serving process."""
+    route_watch_max_unread_millis: int = 30_000
+    """A watch whose last message has waited this long for its client to read it is ended."""
+    grpc_write_buffer_high_water_mark: int = 16 * 1024 * 1024
+    """Bytes of unread gRPC answers of one connection at which its new calls are refused."""
+    grpc_write_buffer_max_total_bytes: int = 256 * 1024 * 1024
+    """Bytes of unread gRPC answers of all connections (per serving process) above which the
+    connections holding more than their share have their calls refused."""
+    max_unbound_broker_sessions_per_peer: int = 16
+    """Broker sessions of one client IP address not bound to a registered broker, per serving process."""
+    max_unbound_broker_sessions: int = 1_000
+    """Broker sessions not bound to a registered broker, all clients, per serving process."""
     server_channel_max_idle_time_seconds: int = 120
     """Remoting connections silent this long are closed (RocketMQ ``NettyServerConfig``)."""
     remoting_frame_max_length: int = 16 * 1024 * 1024
@@ -370,6 +385,42 @@ KEYS: dict[str, _Key] = {
     ),
     "routeWatchMaxTopics": _Key(
         "route_watch_max_topics", _int_parser(1, 100_000), "topics per WatchTopicRoutes / PickupTopicRoutes at most"
+    ),
+    "routeWatchMaxTopicsPerPeer": _Key(
+        "route_watch_max_topics_per_peer",
+        _int_parser(1, 100_000_000),
+        "watched topics (over all its open watches) of one client IP address, per serving process",
+    ),
+    "routeWatchMaxTopicsTotal": _Key(
+        "route_watch_max_topics_total",
+        _int_parser(1, 100_000_000),
+        "watched topics (over all open watches) of all clients, per serving process",
+    ),
+    "routeWatchMaxUnreadMillis": _Key(
+        "route_watch_max_unread_millis",
+        _int_parser(100, 3_600_000),
+        "a watch whose last message has waited this long for its client to read it is ended, ms",
+    ),
+    "grpcWriteBufferHighWaterMark": _Key(
+        "grpc_write_buffer_high_water_mark",
+        _int_parser(64 * 1024, 2**31 - 1),
+        "bytes of unread gRPC answers of one connection at which its new calls are refused",
+    ),
+    "grpcWriteBufferMaxTotalBytes": _Key(
+        "grpc_write_buffer_max_total_bytes",
+        _int_parser(1024 * 1024, 2**40),
+        "bytes of unread gRPC answers of all connections (per serving process) above which those "
+        "holding more than their share have their calls refused",
+    ),
+    "maxUnboundBrokerSessionsPerPeer": _Key(
+        "max_unbound_broker_sessions_per_peer",
+        _int_parser(1, 1_000_000),
+        "broker sessions of one client IP address not bound to a registered broker, per serving process",
+    ),
+    "maxUnboundBrokerSessions": _Key(
+        "max_unbound_broker_sessions",
+        _int_parser(1, 1_000_000),
+        "broker sessions not bound to a registered broker, all clients, per serving process",
     ),
     "serverChannelMaxIdleTimeSeconds": _Key(
         "server_channel_max_idle_time_seconds", _int_parser(1, 86_400), "close idle remoting connections, seconds"

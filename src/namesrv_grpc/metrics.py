@@ -34,6 +34,10 @@ at scrape time, so they are never stale. Rule ids (S13, S15, ...) are those of d
 - ``namesrv_snapshot_export_duration_seconds`` (histogram): time to export one route snapshot
 - ``namesrv_auth_refusals_total{reason}`` (counter): requests refused by the ACL (``--acl-file``), by
   reason: ``access_denied``, ``bad_signature``, ``unknown_access_key``, ``stale_date_time``
+- ``namesrv_grpc_refusals_total{reason}`` (counter): gRPC calls refused and streams ended by a bound
+  of what one peer may make a serving process hold (docs/limits.md, "gRPC door"), by reason
+  (:data:`GRPC_REFUSAL_REASONS`); ``namesrv_grpc_unsent_answer_bytes`` (gauge): bytes of unary
+  answers handed to gRPC and not yet sent (:mod:`namesrv_grpc.grpc_api.unsent_answers`)
 - ``namesrv_tls_certificate_expiry_timestamp_seconds`` (gauge) and ``namesrv_tls_reloads_total{result}``
   (counter, ``ok``/``failed``): only with TLS on, see :class:`namesrv_grpc.security.tls.TlsCollector`
 - ``namesrv_build_info{version}`` (gauge): always 1
@@ -66,6 +70,7 @@ from prometheus_client import (
     PROCESS_COLLECTOR,
     CollectorRegistry,
     Counter,
+    Gauge,
     Histogram,
     Info,
 )
@@ -106,6 +111,24 @@ REGISTRATION_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.
 
 AUTH_REFUSAL_REASONS = ("access_denied", "bad_signature", "unknown_access_key", "stale_date_time")
 """Values of the ``reason`` label of ``namesrv_auth_refusals_total`` (initialised to 0)."""
+
+
+GRPC_REFUSAL_REASONS = (
+    "write_buffer",
+    "write_buffer_total",
+    "watch_topics_per_peer",
+    "watch_topics",
+    "watch_unread",
+    "unbound_sessions_per_peer",
+    "unbound_sessions",
+    "unbound_session_ended",
+)
+"""Values of the ``reason`` label of ``namesrv_grpc_refusals_total`` (initialised to 0), one per bound:
+``write_buffer``/``write_buffer_total`` (``grpcWriteBufferHighWaterMark``/``grpcWriteBufferMaxTotalBytes``),
+``watch_topics_per_peer``/``watch_topics`` (``routeWatchMaxTopicsPerPeer``/``routeWatchMaxTopicsTotal``),
+``watch_unread`` (a watch ended after ``routeWatchMaxUnreadMillis`` unread), ``unbound_sessions_per_peer``/
+``unbound_sessions`` (``maxUnboundBrokerSessionsPerPeer``/``maxUnboundBrokerSessions``) and
+``unbound_session_ended`` (a session whose hello named no registered broker, ended)."""
 
 
 def package_version() -> str:
@@ -320,6 +343,19 @@ class NamesrvMetrics:
         )
         for reason in AUTH_REFUSAL_REASONS:
             self.auth_refusals.labels(reason)
+        self.grpc_refusals = Counter(
+            "namesrv_grpc_refusals",
+            "gRPC calls refused and streams ended by a bound of what one peer may make the server hold, by reason.",
+            ["reason"],
+            registry=self.registry,
+        )
+        for reason in GRPC_REFUSAL_REASONS:
+            self.grpc_refusals.labels(reason)
+        self.grpc_unsent_answer_bytes = Gauge(
+            "namesrv_grpc_unsent_answer_bytes",
+            "Bytes of gRPC answers handed to gRPC and not sent yet (the client has not read them).",
+            registry=self.registry,
+        )
         Info("namesrv_build", "Build information.", registry=self.registry).info({"version": package_version()})
 
     @contextmanager

@@ -32,6 +32,7 @@ from namesrv_grpc.grpc_api.register_body import (
 )
 from namesrv_grpc.grpc_api.route_watches import RouteWatches, new_route_watches
 from namesrv_grpc.grpc_api.sessions import BrokerSessions
+from namesrv_grpc.grpc_api.unsent_answers import UnsentAnswers
 from namesrv_grpc.metrics import NamesrvMetrics
 from namesrv_grpc.policy import checksum
 from namesrv_grpc.security.audit import AuditLog
@@ -41,6 +42,14 @@ if TYPE_CHECKING:
     pass
 
 Context = grpc.aio.ServicerContext[Any, Any]
+
+# Keys of the answers built once per change of the route table or the configuration
+# (NameServer.answer_per_change), gRPC encodings; the remoting door has its own.
+_TOPICS_BY_CLUSTER = "grpc topics by cluster"
+_SYSTEM_TOPICS = "grpc system topics"
+_UNIT = "grpc unit topics"
+_UNIT_SUB = "grpc unit sub topics"
+_UNIT_SUB_UNUNIT = "grpc unit sub ununit topics"
 
 
 class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[misc]
@@ -65,6 +74,14 @@ class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[mis
         self._sessions = sessions
         self.route_watches = route_watches if route_watches is not None else new_route_watches(nameserver)
         self._guard = guard or Guard(None, AuditLog())
+        self.unsent_answers = UnsentAnswers(
+            lambda: nameserver.config.grpc_write_buffer_high_water_mark,
+            lambda: nameserver.config.grpc_write_buffer_max_total_bytes,
+            lambda reason: metrics.grpc_refusals.labels(reason).inc(),
+        )
+        """Unread answers of every service's unary calls (:func:`~namesrv_grpc.grpc_api.handlers.add_services`
+        shares it among the services)."""
+        metrics.grpc_unsent_answer_bytes.set_function(lambda: self.unsent_answers.total)
 
     def OpenBrokerSession(
         self, request_iterator: AsyncIterator[ns_pb2.OpenBrokerSessionRequest], context: Context
@@ -218,35 +235,66 @@ class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[mis
 
     async def GetTopicsByCluster(
         self, request: ns_pb2.GetTopicsByClusterRequest, context: Context
-    ) -> ns_pb2.GetTopicsByClusterResponse:
+    ) -> ns_pb2.GetTopicsByClusterResponse | bytes:
         self._guard.require(context, Action.READ_ROUTES)
-        return ns_pb2.GetTopicsByClusterResponse(topics=self._ns.get_topics_by_cluster(request.cluster_name))
+        cluster = request.cluster_name
+        topics = self._ns.get_topics_by_cluster  # S41 and the name checked on every call
+        if cluster not in self._ns.route_table.cluster_addr_table:
+            # No cache entry per made-up name (as on remoting): an unknown cluster's list is empty.
+            return ns_pb2.GetTopicsByClusterResponse(topics=topics(cluster))
+        self._ns.check_topic_list_enabled()
+        return self._ns.answer_per_change(
+            (_TOPICS_BY_CLUSTER, cluster),
+            lambda: ns_pb2.GetTopicsByClusterResponse(topics=topics(cluster)).SerializeToString(),
+        )
 
     async def GetSystemTopicList(
         self, request: ns_pb2.GetSystemTopicListRequest, context: Context
-    ) -> ns_pb2.GetSystemTopicListResponse:
+    ) -> ns_pb2.GetSystemTopicListResponse | bytes:
         self._guard.require(context, Action.READ_ROUTES)
-        topics, broker_addr = self._ns.get_system_topic_list()
-        return ns_pb2.GetSystemTopicListResponse(topics=topics, broker_addr=broker_addr)
+
+        def build() -> bytes:
+            topics, broker_addr = self._ns.get_system_topic_list()
+            return ns_pb2.GetSystemTopicListResponse(topics=topics, broker_addr=broker_addr).SerializeToString()
+
+        return self._ns.answer_per_change(_SYSTEM_TOPICS, build)
 
     async def GetUnitTopicList(
         self, request: ns_pb2.GetUnitTopicListRequest, context: Context
-    ) -> ns_pb2.GetUnitTopicListResponse:
+    ) -> ns_pb2.GetUnitTopicListResponse | bytes:
         self._guard.require(context, Action.READ_ROUTES)
-        return ns_pb2.GetUnitTopicListResponse(topics=self._ns.get_unit_topic_list())
+        self._ns.check_topic_list_enabled()  # S41, on every call: the cached answer does not know it
+        table = self._ns.route_table
+        return self._ns.answer_per_change(
+            _UNIT,
+            lambda: ns_pb2.GetUnitTopicListResponse(topics=table.get_unit_topic_list()).SerializeToString(),
+        )
 
     async def GetHasUnitSubTopicList(
         self, request: ns_pb2.GetHasUnitSubTopicListRequest, context: Context
-    ) -> ns_pb2.GetHasUnitSubTopicListResponse:
+    ) -> ns_pb2.GetHasUnitSubTopicListResponse | bytes:
         self._guard.require(context, Action.READ_ROUTES)
-        return ns_pb2.GetHasUnitSubTopicListResponse(topics=self._ns.get_has_unit_sub_topic_list())
+        self._ns.check_topic_list_enabled()
+        table = self._ns.route_table
+        return self._ns.answer_per_change(
+            _UNIT_SUB,
+            lambda: ns_pb2.GetHasUnitSubTopicListResponse(
+                topics=table.get_has_unit_sub_topic_list()
+            ).SerializeToString(),
+        )
 
     async def GetHasUnitSubUnUnitTopicList(
         self, request: ns_pb2.GetHasUnitSubUnUnitTopicListRequest, context: Context
-    ) -> ns_pb2.GetHasUnitSubUnUnitTopicListResponse:
+    ) -> ns_pb2.GetHasUnitSubUnUnitTopicListResponse | bytes:
         self._guard.require(context, Action.READ_ROUTES)
-        topics = self._ns.get_has_unit_sub_ununit_topic_list()
-        return ns_pb2.GetHasUnitSubUnUnitTopicListResponse(topics=topics)
+        self._ns.check_topic_list_enabled()
+        table = self._ns.route_table
+        return self._ns.answer_per_change(
+            _UNIT_SUB_UNUNIT,
+            lambda: ns_pb2.GetHasUnitSubUnUnitTopicListResponse(
+                topics=table.get_has_unit_sub_ununit_topic_list()
+            ).SerializeToString(),
+        )
 
 
 class KVConfigServicer(kv_grpc.KVConfigServiceServicer):  # type: ignore[misc]
