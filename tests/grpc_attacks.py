@@ -36,10 +36,14 @@ class H2Client:
     its SETTINGS and PINGs, as any HTTP/2 peer must) without opening a window.
     """
 
-    def __init__(self, address: str, *, window: int | None = 0) -> None:
+    def __init__(self, address: str, *, window: int | None = 0, source: str | None = None) -> None:
+        """``source``: the local IP address to connect from (``127.0.0.2``: another client address on
+        loopback, for bounds counted per client address)."""
         host, port = address.rsplit(":", 1)
         self.authority = address
-        self.sock = socket.create_connection((host, int(port)), timeout=10)
+        self.sock = socket.create_connection(
+            (host, int(port)), timeout=10, source_address=(source, 0) if source else None
+        )
         self.conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True, header_encoding="utf-8"))
         self.conn.initiate_connection()
         if window is not None:
@@ -47,6 +51,8 @@ class H2Client:
         self.sock.sendall(self.conn.data_to_send())
         self.events: list[h2.events.Event] = []
         self.closed = False
+        self.error: Exception | None = None
+        """The protocol error that made this client give up (``closed``), if any."""
         self.pump(0.5)
 
     def headers(self, path: str) -> list[tuple[str, str]]:
@@ -73,6 +79,30 @@ class H2Client:
                 self.pump(0)
         self.pump(0)
         return ids
+
+    def open_stream(self, path: str, request: bytes | None = None) -> int:
+        """Start a streaming call of ``path`` (sending ``request`` as its first message, if any) and
+        leave it open; returns its stream id."""
+        stream_id = self.conn.get_next_available_stream_id()
+        self.conn.send_headers(stream_id, self.headers(path))
+        if request is not None:
+            self.conn.send_data(stream_id, grpc_message(request))
+        self.flush()
+        return stream_id
+
+    def ended(self, stream_id: int) -> str | None:
+        """The ``grpc-status`` stream ``stream_id`` ended with (``RST`` for a reset without a status),
+        or None while it is open."""
+        for event in self.events:
+            if isinstance(event, (h2.events.TrailersReceived, h2.events.ResponseReceived)) and (
+                event.stream_id == stream_id
+            ):
+                for name, value in event.headers:
+                    if name == "grpc-status":
+                        return value
+            if isinstance(event, h2.events.StreamReset) and event.stream_id == stream_id:
+                return "RST"
+        return None
 
     def rapid_reset(self, path: str, request: bytes, count: int) -> int:
         """``count`` calls each reset right after it was started (HEADERS, DATA, RST_STREAM), sent as
@@ -121,7 +151,8 @@ class H2Client:
                 return
             try:
                 self.events.extend(self.conn.receive_data(data))
-            except h2.exceptions.ProtocolError:
+            except h2.exceptions.ProtocolError as exc:
+                self.error = exc
                 self.closed = True
                 return
             self.flush()

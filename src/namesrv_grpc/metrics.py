@@ -128,7 +128,8 @@ GRPC_REFUSAL_REASONS = (
 ``watch_topics_per_peer``/``watch_topics`` (``routeWatchMaxTopicsPerPeer``/``routeWatchMaxTopicsTotal``),
 ``watch_unread`` (a watch ended after ``routeWatchMaxUnreadMillis`` unread), ``unbound_sessions_per_peer``/
 ``unbound_sessions`` (``maxUnboundBrokerSessionsPerPeer``/``maxUnboundBrokerSessions``) and
-``unbound_session_ended`` (a session whose hello named no registered broker, ended)."""
+``unbound_session_ended`` (a session ended for not binding to a registered broker within
+``brokerSessionHelloTimeoutMillis``)."""
 
 
 def package_version() -> str:

@@ -4,6 +4,7 @@ and results back. No rules live here; domain errors become statuses in
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
@@ -18,6 +19,7 @@ from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv.v1 import name_server_service_pb2_grpc as ns_grpc
 from namesrv_grpc.core.processor import BrokerIdentity, NameServer
 from namesrv_grpc.core.writes import Registration, RouteTableWrites
+from namesrv_grpc.grpc_api.connections import close_connection
 from namesrv_grpc.grpc_api.convert import broker_live_entry_to_proto, cluster_info_to_proto, queue_data_from_proto
 from namesrv_grpc.grpc_api.encoded_responses import (
     encode_route_response,
@@ -36,10 +38,12 @@ from namesrv_grpc.grpc_api.unsent_answers import UnsentAnswers
 from namesrv_grpc.metrics import NamesrvMetrics
 from namesrv_grpc.policy import checksum
 from namesrv_grpc.security.audit import AuditLog
-from namesrv_grpc.security.authz import Action, Guard
+from namesrv_grpc.security.authz import Action, Guard, grpc_peer_address
 
 if TYPE_CHECKING:
     pass
+
+log = logging.getLogger(__name__)
 
 Context = grpc.aio.ServicerContext[Any, Any]
 
@@ -82,6 +86,8 @@ class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[mis
         """Unread answers of every service's unary calls (:func:`~namesrv_grpc.grpc_api.handlers.add_services`
         shares it among the services)."""
         metrics.grpc_unsent_answer_bytes.set_function(lambda: self.unsent_answers.total)
+        if self.route_watches.refused is None:
+            self.route_watches.refused = lambda reason: metrics.grpc_refusals.labels(reason).inc()
 
     def OpenBrokerSession(
         self, request_iterator: AsyncIterator[ns_pb2.OpenBrokerSessionRequest], context: Context
@@ -202,7 +208,8 @@ class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[mis
         self._guard.require(context, Action.READ_ROUTES)
         self._ns.check_serving()
         hub = self.route_watches
-        watcher = hub.open(request.topics, request.zone_name)
+        peer = context.peer()
+        watcher = hub.open(request.topics, request.zone_name, grpc_peer_address(peer), lambda _: self._unread(peer))
         try:
             while True:
                 taken = await hub.next(watcher)
@@ -210,9 +217,26 @@ class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[mis
                     await context.abort(grpc.StatusCode.UNAVAILABLE, "the NameServer is shutting down; watch another")
                     return
                 revision, changes = taken
-                yield watch_response_bytes(revision, [change for _, change in changes])
+                message = watch_response_bytes(revision, [change for _, change in changes])
+                hub.sending(watcher)  # until gRPC asks for the next message, the client has not read it
+                yield message
+                hub.sent(watcher)
         finally:
             hub.close(watcher)
+
+    def _unread(self, peer: str) -> None:
+        """A watch of ``peer`` left a message unread ``routeWatchMaxUnreadMillis``: its stream cannot
+        be ended in order (the status would wait behind the unread message, and gRPC's core keeps
+        both), so its connection is closed: gRPC ends every call of it and frees what it held, and
+        the client sees UNAVAILABLE and reconnects."""
+        limit = self._ns.config.route_watch_max_unread_millis
+        closed = close_connection(peer)
+        log.warning(
+            "route watch of %s left a message unread for %d ms (routeWatchMaxUnreadMillis): watch dropped%s",
+            peer,
+            limit,
+            ", connection closed" if closed else "",
+        )
 
     async def GetBrokerClusterInfo(
         self, request: ns_pb2.GetBrokerClusterInfoRequest, context: Context
