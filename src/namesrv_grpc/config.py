@@ -117,6 +117,8 @@ class NamesrvConfig:
     """Broker sessions of one client IP address not bound to a registered broker, per serving process."""
     max_unbound_broker_sessions: int = 1_000
     """Broker sessions not bound to a registered broker, all clients, per serving process."""
+    grpc_max_stream_resets_per_second: int = 1_000
+    """A gRPC connection whose client resets more streams than this per second is closed (0 = never)."""
     server_channel_max_idle_time_seconds: int = 120
     """Remoting connections silent this long are closed (RocketMQ ``NettyServerConfig``)."""
     remoting_frame_max_length: int = 16 * 1024 * 1024
@@ -421,6 +423,11 @@ KEYS: dict[str, _Key] = {
         "max_unbound_broker_sessions",
         _int_parser(1, 1_000_000),
         "broker sessions not bound to a registered broker, all clients, per serving process",
+    ),
+    "grpcMaxStreamResetsPerSecond": _Key(
+        "grpc_max_stream_resets_per_second",
+        _int_parser(0, 10_000_000),
+        "a gRPC connection whose client resets more streams a second is closed (HTTP/2 rapid reset; 0 = never)",
     ),
     "serverChannelMaxIdleTimeSeconds": _Key(
         "server_channel_max_idle_time_seconds", _int_parser(1, 86_400), "close idle remoting connections, seconds"

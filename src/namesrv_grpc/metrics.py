@@ -122,6 +122,7 @@ GRPC_REFUSAL_REASONS = (
     "unbound_sessions_per_peer",
     "unbound_sessions",
     "unbound_session_ended",
+    "stream_resets",
 )
 """Values of the ``reason`` label of ``namesrv_grpc_refusals_total`` (initialised to 0), one per bound:
 ``write_buffer``/``write_buffer_total`` (``grpcWriteBufferHighWaterMark``/``grpcWriteBufferMaxTotalBytes``),
@@ -129,7 +130,8 @@ GRPC_REFUSAL_REASONS = (
 ``watch_unread`` (a watch ended after ``routeWatchMaxUnreadMillis`` unread), ``unbound_sessions_per_peer``/
 ``unbound_sessions`` (``maxUnboundBrokerSessionsPerPeer``/``maxUnboundBrokerSessions``) and
 ``unbound_session_ended`` (a session ended for not binding to a registered broker within
-``brokerSessionHelloTimeoutMillis``)."""
+``brokerSessionHelloTimeoutMillis``), ``stream_resets`` (a connection closed for resetting more
+than ``grpcMaxStreamResetsPerSecond`` streams a second: HTTP/2 rapid reset)."""
 
 
 def package_version() -> str:

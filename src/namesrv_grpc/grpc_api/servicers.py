@@ -4,6 +4,8 @@ and results back. No rules live here; domain errors become statuses in
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator
 from time import perf_counter
@@ -34,6 +36,7 @@ from namesrv_grpc.grpc_api.register_body import (
 )
 from namesrv_grpc.grpc_api.route_watches import RouteWatches, new_route_watches
 from namesrv_grpc.grpc_api.sessions import BrokerSessions
+from namesrv_grpc.grpc_api.stream_resets import StreamResetGuard
 from namesrv_grpc.grpc_api.unsent_answers import UnsentAnswers
 from namesrv_grpc.metrics import NamesrvMetrics
 from namesrv_grpc.policy import checksum
@@ -88,6 +91,13 @@ class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[mis
         metrics.grpc_unsent_answer_bytes.set_function(lambda: self.unsent_answers.total)
         if self.route_watches.refused is None:
             self.route_watches.refused = lambda reason: metrics.grpc_refusals.labels(reason).inc()
+        self.stream_resets = StreamResetGuard(
+            lambda: nameserver.config.grpc_max_stream_resets_per_second, self._reset_too_often
+        )
+        """Closes connections that reset streams too fast (HTTP/2 rapid reset); runs from here since
+        the servicer is made in the serving process's event loop, when its gRPC server starts."""
+        with contextlib.suppress(RuntimeError):  # no event loop (methods called directly): no guard
+            self.stream_resets.start(asyncio.get_running_loop())
 
     def OpenBrokerSession(
         self, request_iterator: AsyncIterator[ns_pb2.OpenBrokerSessionRequest], context: Context
@@ -223,6 +233,16 @@ class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[mis
                 hub.sent(watcher)
         finally:
             hub.close(watcher)
+
+    def _reset_too_often(self, peer: str, resets_per_second: float) -> None:
+        self._metrics.grpc_refusals.labels("stream_resets").inc()
+        log.warning(
+            "gRPC connection of %s reset %.0f streams a second, more than grpcMaxStreamResetsPerSecond=%d "
+            "(HTTP/2 rapid reset): connection closed",
+            peer,
+            resets_per_second,
+            self._ns.config.grpc_max_stream_resets_per_second,
+        )
 
     def _unread(self, peer: str) -> None:
         """A watch of ``peer`` left a message unread ``routeWatchMaxUnreadMillis``: its stream cannot
