@@ -1,0 +1,193 @@
+"""What one peer can make the gRPC door hold is bounded (issue 30): each attack of the issue, scaled
+down, against real NameServer processes over loopback, with the HTTP/2 clients of
+:mod:`tests.grpc_attacks` (``h2``) where grpcio's own client cannot misbehave enough.
+
+Each test asserts the bound acted (the attacker's statuses, the refusal counters
+``namesrv_grpc_refusals_total{reason}``, closed connections), that what the server holds stayed small,
+and that a well-behaved client kept getting answers (generous timeouts, no latency figures). Bounds
+counted per client address use the other loopback addresses (``127.0.0.2``, ``127.0.0.3``) as other
+clients. The serving-process count is the default (the CPUs) unless a test says why it needs one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import psutil
+import pytest
+
+from namesrv.v1 import name_server_service_pb2 as ns_pb2
+from namesrv.v1 import name_server_service_pb2_grpc as ns_grpc
+from namesrv_grpc.config import NamesrvConfig
+from namesrv_grpc.core.kvconfig import KVConfigManager
+from namesrv_grpc.core.model import QueueData
+from namesrv_grpc.core.processor import NameServer
+from namesrv_grpc.core.route_table import RouteInfoManager
+from namesrv_grpc.grpc_api.servicers import NameServerServicer
+from namesrv_grpc.metrics import NamesrvMetrics
+from tests.grpc_attacks import H2Client, close_all
+from tests.metrics_support import Scrape, free_port, parse
+from tests.support import NamesrvProcess, error_info, poll_until, register_request, running_namesrv, topic
+
+MIB = 1024 * 1024
+RESOURCE_EXHAUSTED = str(grpc.StatusCode.RESOURCE_EXHAUSTED.value[0])
+NOT_FOUND = str(grpc.StatusCode.NOT_FOUND.value[0])
+INVALID_ARGUMENT = str(grpc.StatusCode.INVALID_ARGUMENT.value[0])
+NS = "/namesrv.v1.NameServerService/"
+
+
+class Server:
+    def __init__(self, process: NamesrvProcess, metrics_port: int) -> None:
+        self.process = process
+        self.metrics_port = metrics_port
+        self.address = process.address
+
+    def scrape(self) -> Scrape:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=10) as response:
+            return parse(response.read().decode())
+
+    def refusals(self, reason: str) -> float:
+        return self.scrape().value("namesrv_grpc_refusals_total", reason=reason)
+
+    def serving_rss(self) -> int:
+        """Resident bytes of the serving processes together (where the gRPC door's memory is)."""
+        total = 0
+        for child in psutil.Process(self.process.process.pid).children():
+            try:
+                if "serving" in " ".join(child.cmdline()):
+                    total += child.memory_info().rss
+            except psutil.NoSuchProcess:
+                continue
+        return total
+
+    def log(self) -> str:
+        return self.process.stderr_path.read_text(errors="replace")
+
+
+def start(tmp_path: Path, settings: dict[str, str], *flags: str) -> Iterator[Server]:
+    config = tmp_path / "namesrv.conf"
+    config.write_text("".join(f"{key}={value}\n" for key, value in settings.items()))
+    metrics_port = free_port()
+    with running_namesrv(tmp_path, "-c", str(config), "--metrics-port", str(metrics_port), *flags) as process:
+        yield Server(process, metrics_port)
+
+
+def register_topics(server: Server, names: list[str], *, broker_name: str = "broker-a", queues: int = 4) -> None:
+    with grpc.insecure_channel(server.address) as channel:
+        request = register_request(
+            broker_name=broker_name,
+            broker_addr=f"127.0.0.1:{10911 + hash(broker_name) % 1000}",
+            topics=[topic(name, read=queues, write=queues) for name in names],
+        )
+        ns_grpc.NameServerServiceStub(channel).RegisterBroker(request, timeout=60)
+
+
+# --------------------------------------------------------------------------- unread answers
+
+
+@pytest.mark.parametrize(
+    ("settings", "connections", "reason"),
+    [
+        ({"grpcWriteBufferHighWaterMark": str(MIB)}, 1, "write_buffer"),
+        ({"grpcWriteBufferMaxTotalBytes": str(MIB)}, 4, "write_buffer_total"),
+    ],
+)
+def test_answers_a_client_never_reads_are_bounded(
+    tmp_path: Path, settings: dict[str, str], connections: int, reason: str
+) -> None:
+    """Clients that set their HTTP/2 window to 0 and never read ask 600 times in all for a 20,000-topic
+    list (about 290 KB each, 170 MB unbounded: gRPC's core kept every answer). Once 1 MiB of
+    answers waits on a connection (grpcWriteBufferHighWaterMark), or on all of them together with
+    each connection holding more than its share (grpcWriteBufferMaxTotalBytes), their calls are
+    RESOURCE_EXHAUSTED before being handled; a client that reads keeps getting the list, and the
+    count returns to 0 when the attackers leave."""
+    server = next(start_server := start(tmp_path, settings))
+    try:
+        register_topics(server, [f"Topic-{index:06d}" for index in range(20_000)])
+        before = server.serving_rss()
+        attackers = [H2Client(server.address, window=0) for _ in range(connections)]
+        for attacker in attackers:
+            attacker.start_calls(NS + "GetAllTopicList", b"", 600 // connections)
+        for attacker in attackers:
+            attacker.pump(1)
+        with grpc.insecure_channel(server.address, options=[("grpc.max_receive_message_length", 64 * MIB)]) as channel:
+            answer = ns_grpc.NameServerServiceStub(channel).GetAllTopicList(ns_pb2.GetAllTopicListRequest(), timeout=30)
+        assert len(answer.topics) == 20_000
+        refused = sum(attacker.statuses().count(RESOURCE_EXHAUSTED) for attacker in attackers)
+        assert refused >= 450
+        assert server.refusals(reason) >= 450
+        held = server.scrape().value("namesrv_grpc_unsent_answer_bytes")
+        assert 0 < held < 4 * MIB  # 1 MiB and one answer per connection, at most
+        assert server.serving_rss() - before < 80 * MIB
+        close_all(attackers)
+        poll_until(lambda: server.scrape().value("namesrv_grpc_unsent_answer_bytes") == 0, 20, 0.2)
+    finally:
+        start_server.close()
+
+
+# --------------------------------------------------------------------------- topic lists
+
+
+def test_grpc_topic_lists_are_built_once_per_change() -> None:
+    """GetUnitTopicList, GetHasUnitSub*, GetSystemTopicList and GetTopicsByCluster of a known cluster
+    build their answer once per change of the route table (they took ~100 ms per call with 200,000
+    topics: 50 calls in flight made lookups wait 3 s); an unknown cluster gets its empty list
+    without a cache entry."""
+    nameserver = NameServer(NamesrvConfig(), RouteInfoManager(), KVConfigManager(None))
+    table = nameserver.route_table
+    table.register_broker(
+        cluster_name="c1",
+        broker_name="b1",
+        broker_id=0,
+        broker_addr="127.0.0.1:10911",
+        topic_configs={"U": topic("U", sys_flag=1), "S": topic("S", sys_flag=2), "P": topic("P")},
+    )
+    servicer = NameServerServicer(nameserver, None, NamesrvMetrics(table, standard=False), None)  # type: ignore[arg-type]
+    builds: dict[str, int] = {}
+    for name in (
+        "get_unit_topic_list",
+        "get_has_unit_sub_topic_list",
+        "get_has_unit_sub_ununit_topic_list",
+        "get_system_topic_list",
+        "get_topics_by_cluster",
+    ):
+        original = getattr(table, name)
+
+        def counting(*args: object, _name: str = name, _original: object = original) -> object:
+            builds[_name] = builds.get(_name, 0) + 1
+            return _original(*args)  # type: ignore[operator]
+
+        setattr(table, name, counting)
+
+    async def ask_all() -> list[bytes]:
+        return [
+            await servicer.GetUnitTopicList(ns_pb2.GetUnitTopicListRequest(), None),  # type: ignore[arg-type]
+            await servicer.GetHasUnitSubTopicList(ns_pb2.GetHasUnitSubTopicListRequest(), None),  # type: ignore[arg-type]
+            await servicer.GetHasUnitSubUnUnitTopicList(ns_pb2.GetHasUnitSubUnUnitTopicListRequest(), None),  # type: ignore[arg-type]
+            await servicer.GetSystemTopicList(ns_pb2.GetSystemTopicListRequest(), None),  # type: ignore[arg-type]
+            await servicer.GetTopicsByCluster(ns_pb2.GetTopicsByClusterRequest(cluster_name="c1"), None),  # type: ignore[arg-type]
+        ]
+
+    first = asyncio.run(ask_all())
+    for _ in range(5):
+        assert asyncio.run(ask_all()) == first
+    assert builds == dict.fromkeys(builds, 1) and len(builds) == 5
+    assert ns_pb2.GetUnitTopicListResponse.FromString(first[0]).topics == ["U"]
+    assert ns_pb2.GetTopicsByClusterResponse.FromString(first[4]).topics == ["P", "S", "U"]
+    table.register_topic("U2", [QueueData("b1", 4, 4, 6, 1)])  # a change: every list is built again, once
+    second = asyncio.run(ask_all())
+    assert asyncio.run(ask_all()) == second
+    assert builds == dict.fromkeys(builds, 2)
+    assert ns_pb2.GetUnitTopicListResponse.FromString(second[0]).topics == ["U", "U2"]
+    unknown = asyncio.run(
+        servicer.GetTopicsByCluster(ns_pb2.GetTopicsByClusterRequest(cluster_name="made-up"), None)  # type: ignore[arg-type]
+    )
+    assert list(unknown.topics) == []  # type: ignore[union-attr]
+    assert not any("made-up" in str(key) for key in nameserver._answers)
