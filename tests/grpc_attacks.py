@@ -98,8 +98,8 @@ class H2Client:
                 event.stream_id == stream_id
             ):
                 for name, value in event.headers:
-                    if name == "grpc-status":
-                        return value
+                    if name in ("grpc-status", b"grpc-status"):
+                        return value.decode() if isinstance(value, bytes) else str(value)
             if isinstance(event, h2.events.StreamReset) and event.stream_id == stream_id:
                 return "RST"
         return None
@@ -172,8 +172,8 @@ class H2Client:
         for event in self.events:
             if isinstance(event, (h2.events.TrailersReceived, h2.events.ResponseReceived)):
                 for name, value in event.headers:
-                    if name == "grpc-status":
-                        found.append(value)
+                    if name in ("grpc-status", b"grpc-status"):
+                        found.append(value.decode() if isinstance(value, bytes) else str(value))
         return found
 
     def close(self) -> None:

@@ -12,11 +12,11 @@ clients. The serving-process count is the default (the CPUs) unless a test says 
 from __future__ import annotations
 
 import asyncio
-import os
 import threading
 import time
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import grpc
@@ -27,7 +27,7 @@ from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv.v1 import name_server_service_pb2_grpc as ns_grpc
 from namesrv_grpc.config import NamesrvConfig
 from namesrv_grpc.core.kvconfig import KVConfigManager
-from namesrv_grpc.core.model import QueueData
+from namesrv_grpc.core.model import DataVersion, QueueData
 from namesrv_grpc.core.processor import NameServer
 from namesrv_grpc.core.route_table import RouteInfoManager
 from namesrv_grpc.grpc_api.servicers import NameServerServicer
@@ -71,6 +71,7 @@ class Server:
         return self.process.stderr_path.read_text(errors="replace")
 
 
+@contextmanager
 def start(tmp_path: Path, settings: dict[str, str], *flags: str) -> Iterator[Server]:
     config = tmp_path / "namesrv.conf"
     config.write_text("".join(f"{key}={value}\n" for key, value in settings.items()))
@@ -80,11 +81,14 @@ def start(tmp_path: Path, settings: dict[str, str], *flags: str) -> Iterator[Ser
 
 
 def register_topics(server: Server, names: list[str], *, broker_name: str = "broker-a", queues: int = 4) -> None:
+    """Register (again) ``broker_name`` with ``names``, each with ``queues`` queues: a new DataVersion
+    each time, so the topics are applied (S06)."""
     with grpc.insecure_channel(server.address) as channel:
         request = register_request(
             broker_name=broker_name,
-            broker_addr=f"127.0.0.1:{10911 + hash(broker_name) % 1000}",
+            broker_addr="127.0.0.1:10911",
             topics=[topic(name, read=queues, write=queues) for name in names],
+            version=DataVersion(0, time.time_ns() // 1000, queues),
         )
         ns_grpc.NameServerServiceStub(channel).RegisterBroker(request, timeout=60)
 
@@ -108,8 +112,7 @@ def test_answers_a_client_never_reads_are_bounded(
     each connection holding more than its share (grpcWriteBufferMaxTotalBytes), their calls are
     RESOURCE_EXHAUSTED before being handled; a client that reads keeps getting the list, and the
     count returns to 0 when the attackers leave."""
-    server = next(start_server := start(tmp_path, settings))
-    try:
+    with start(tmp_path, settings) as server:
         register_topics(server, [f"Topic-{index:06d}" for index in range(20_000)])
         before = server.serving_rss()
         attackers = [H2Client(server.address, window=0) for _ in range(connections)]
@@ -128,8 +131,6 @@ def test_answers_a_client_never_reads_are_bounded(
         assert server.serving_rss() - before < 80 * MIB
         close_all(attackers)
         poll_until(lambda: server.scrape().value("namesrv_grpc_unsent_answer_bytes") == 0, 20, 0.2)
-    finally:
-        start_server.close()
 
 
 # --------------------------------------------------------------------------- topic lists
@@ -166,7 +167,7 @@ def test_grpc_topic_lists_are_built_once_per_change() -> None:
 
         setattr(table, name, counting)
 
-    async def ask_all() -> list[bytes]:
+    async def ask_all() -> list[object]:
         return [
             await servicer.GetUnitTopicList(ns_pb2.GetUnitTopicListRequest(), None),  # type: ignore[arg-type]
             await servicer.GetHasUnitSubTopicList(ns_pb2.GetHasUnitSubTopicListRequest(), None),  # type: ignore[arg-type]
@@ -178,16 +179,102 @@ def test_grpc_topic_lists_are_built_once_per_change() -> None:
     first = asyncio.run(ask_all())
     for _ in range(5):
         assert asyncio.run(ask_all()) == first
-    assert builds == dict.fromkeys(builds, 1) and len(builds) == 5
-    assert ns_pb2.GetUnitTopicListResponse.FromString(first[0]).topics == ["U"]
-    assert ns_pb2.GetTopicsByClusterResponse.FromString(first[4]).topics == ["P", "S", "U"]
+    assert builds == dict.fromkeys(builds, 1)
+    assert len(builds) == 5
+    assert ns_pb2.GetUnitTopicListResponse.FromString(first[0]).topics == ["U"]  # type: ignore[arg-type]
+    assert ns_pb2.GetTopicsByClusterResponse.FromString(first[4]).topics == ["P", "S", "U"]  # type: ignore[arg-type]
     table.register_topic("U2", [QueueData("b1", 4, 4, 6, 1)])  # a change: every list is built again, once
     second = asyncio.run(ask_all())
     assert asyncio.run(ask_all()) == second
     assert builds == dict.fromkeys(builds, 2)
-    assert ns_pb2.GetUnitTopicListResponse.FromString(second[0]).topics == ["U", "U2"]
+    assert ns_pb2.GetUnitTopicListResponse.FromString(second[0]).topics == ["U", "U2"]  # type: ignore[arg-type]
     unknown = asyncio.run(
         servicer.GetTopicsByCluster(ns_pb2.GetTopicsByClusterRequest(cluster_name="made-up"), None)  # type: ignore[arg-type]
     )
     assert list(unknown.topics) == []  # type: ignore[union-attr]
     assert not any("made-up" in str(key) for key in nameserver._answers)
+
+
+# --------------------------------------------------------------------------- route watches
+
+
+class Watch:
+    """A well-behaved WatchTopicRoutes stream read in a thread."""
+
+    def __init__(self, address: str, topics: list[str]) -> None:
+        self.channel = grpc.insecure_channel(address)
+        self.call = ns_grpc.NameServerServiceStub(self.channel).WatchTopicRoutes(
+            ns_pb2.WatchTopicRoutesRequest(topics=topics), timeout=120
+        )
+        self.messages: list[ns_pb2.WatchTopicRoutesResponse] = []
+        self.error: grpc.RpcError | None = None
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self) -> None:
+        try:
+            for message in self.call:
+                self.messages.append(message)
+        except grpc.RpcError as error:
+            self.error = error
+
+    def close(self) -> None:
+        self.call.cancel()
+        self.channel.close()
+
+
+def test_route_watches_are_bounded_per_client_and_unread_ones_dropped(tmp_path: Path) -> None:
+    """A client (127.0.0.2) that never reads opens 3 watches of 100 topics: with
+    routeWatchMaxTopicsPerPeer 250 the third is RESOURCE_EXHAUSTED; a well-behaved client at another
+    address still watches. While routes change, the unread watches are taken off their topics (the
+    distinct topics watched fall to the reader's), and after routeWatchMaxUnreadMillis they are
+    dropped and their connection closed, their pairs freed; the reader gets every change."""
+    settings = {"routeWatchMaxTopicsPerPeer": "250", "routeWatchMaxUnreadMillis": "2000"}
+    with start(tmp_path, settings) as server:
+        watched_by_attacker = [f"A-{index:03d}" for index in range(100)]
+        watched_by_reader = [f"B-{index:03d}" for index in range(50)]
+        register_topics(server, watched_by_attacker + watched_by_reader)
+        attacker = H2Client(server.address, window=0, source="127.0.0.2")
+        request = ns_pb2.WatchTopicRoutesRequest(topics=watched_by_attacker).SerializeToString()
+        streams = attacker.start_calls(NS + "WatchTopicRoutes", request, 3)
+        reader = Watch(server.address, watched_by_reader)
+        poll_until(lambda: len(reader.messages) == 1, 20)
+        attacker.pump(0.5)
+        assert attacker.ended(streams[2]) == RESOURCE_EXHAUSTED
+        assert attacker.ended(streams[0]) is None
+        assert attacker.ended(streams[1]) is None
+        assert server.refusals("watch_topics_per_peer") == 1
+        metrics = server.scrape()
+        assert metrics.value("namesrv_route_watched_pairs") == 250
+        assert metrics.value("namesrv_route_watched_topics") == 150
+        register_topics(server, watched_by_attacker + watched_by_reader, queues=8)  # every route changes
+        poll_until(lambda: len(reader.messages) >= 2, 20)
+        assert server.scrape().value("namesrv_route_watched_topics") == 50  # the unread ones are off theirs
+        assert attacker.wait_closed(15)
+        poll_until(lambda: server.scrape().value("namesrv_route_watched_pairs") == 50, 10, 0.2)
+        assert server.refusals("watch_unread") == 2
+        assert "routeWatchMaxUnreadMillis" in server.log()
+        register_topics(server, watched_by_attacker + watched_by_reader, queues=6)
+        poll_until(lambda: len(reader.messages) >= 3, 20)
+        assert reader.error is None
+        assert {route.topic for route in reader.messages[-1].changes} == set(watched_by_reader)
+        reader.close()
+        attacker.close()
+
+
+def test_watched_topics_of_all_clients_are_bounded(tmp_path: Path) -> None:
+    """routeWatchMaxTopicsTotal 150: a second watch of 100 topics is RESOURCE_EXHAUSTED naming the key."""
+    with start(tmp_path, {"routeWatchMaxTopicsTotal": "150"}) as server:
+        topics = [f"T-{index:03d}" for index in range(100)]
+        first = Watch(server.address, topics)
+        poll_until(lambda: len(first.messages) == 1, 20)
+        with grpc.insecure_channel(server.address) as channel:
+            second = ns_grpc.NameServerServiceStub(channel).WatchTopicRoutes(
+                ns_pb2.WatchTopicRoutesRequest(topics=topics), timeout=20
+            )
+            with pytest.raises(grpc.RpcError) as refused:
+                next(iter(second))
+        assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert error_info(refused.value).metadata["limit"] == "routeWatchMaxTopicsTotal"
+        assert server.refusals("watch_topics") == 1
+        first.close()

@@ -296,7 +296,8 @@ class RouteWatchHub(Generic[T]):
             watcher.detached = False
             for topic in watcher.topics:
                 self._by_topic.setdefault(topic, set()).add(watcher)
-            watcher.pending = dict.fromkeys(watcher.topics, 0)
+            # Every topic, at least as new as now: an encoding older than that is made again.
+            watcher.pending = dict.fromkeys(watcher.topics, self._revision())
             watcher.sent.clear()
             watcher.wake.set()
 
@@ -309,8 +310,11 @@ class RouteWatchHub(Generic[T]):
                 same = self._by_topic.get(topic)
                 if same is not None:
                     same.discard(watcher)
-                    if not same:
+                    if not same:  # changes of it are not seen any more: its encodings would go stale
                         del self._by_topic[topic]
+                        self._encoded.pop((topic, ""), None)
+                        for zone in self._zones.get(topic, ()):
+                            self._encoded.pop((topic, zone), None)
 
     def _unread(self, watcher: RouteWatcher) -> None:
         watcher.unread_timer = None
