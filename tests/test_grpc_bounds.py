@@ -278,3 +278,110 @@ def test_watched_topics_of_all_clients_are_bounded(tmp_path: Path) -> None:
         assert error_info(refused.value).metadata["limit"] == "routeWatchMaxTopicsTotal"
         assert server.refusals("watch_topics") == 1
         first.close()
+
+
+# --------------------------------------------------------------------------- broker sessions
+
+
+def hello(broker_name: str, broker_addr: str = "127.0.0.1:10911") -> ns_pb2.OpenBrokerSessionRequest:
+    return ns_pb2.OpenBrokerSessionRequest(
+        hello=ns_pb2.SessionHello(
+            cluster_name="DefaultCluster", broker_name=broker_name, broker_id=0, broker_addr=broker_addr
+        )
+    )
+
+
+class Session:
+    """A broker's OpenBrokerSession stream (grpcio's client): says hello, then stays open."""
+
+    def __init__(self, address: str, broker_name: str) -> None:
+        self.channel = grpc.insecure_channel(address)
+        self.done = threading.Event()
+
+        def requests() -> Iterator[ns_pb2.OpenBrokerSessionRequest]:
+            yield hello(broker_name)
+            self.done.wait()
+
+        self.call = ns_grpc.NameServerServiceStub(self.channel).OpenBrokerSession(requests(), timeout=120)
+        self.first = next(iter(self.call))
+
+    def close(self) -> None:
+        self.done.set()
+        self.call.cancel()
+        self.channel.close()
+
+
+def test_unbound_broker_sessions_cannot_lock_brokers_out(tmp_path: Path) -> None:
+    """Sessions that never bind to a registered broker are bounded on their own: 3 per client address
+    (a fourth is RESOURCE_EXHAUSTED), 5 in all (a new one ends the oldest unbound one), and each
+    ends when it has not bound within brokerSessionHelloTimeoutMillis (NOT_FOUND after a hello for
+    a broker that is not registered, INVALID_ARGUMENT without a hello). A real broker opening its
+    session meanwhile is accepted. One serving process (--workers 1): these bounds are per serving
+    process and the kernel spreads connections over the processes, so one must hold all of them."""
+    settings = {
+        "maxUnboundBrokerSessionsPerPeer": "3",
+        "maxUnboundBrokerSessions": "5",
+        "brokerSessionHelloTimeoutMillis": "8000",
+    }
+    with start(tmp_path, settings, "--workers", "1") as server:
+        path = NS + "OpenBrokerSession"
+        ghost = hello("broker-ghost", "127.0.0.9:10911").SerializeToString()
+        flood = H2Client(server.address, window=None, source="127.0.0.2")
+        flooded = [flood.open_stream(path, ghost) for _ in range(4)]
+        flood.pump(1)
+        assert flood.ended(flooded[3]) == RESOURCE_EXHAUSTED  # the 4th of one address
+        assert [flood.ended(stream) for stream in flooded[:3]] == [None, None, None]
+        silent = H2Client(server.address, window=None, source="127.0.0.3")
+        quiet = [silent.open_stream(path) for _ in range(3)]
+        silent.pump(1)
+        flood.pump(0.5)
+        assert flood.ended(flooded[0]) == RESOURCE_EXHAUSTED  # the oldest unbound made room
+        register_topics(server, ["SessionTopic"], broker_name="broker-real")
+        broker = Session(server.address, "broker-real")
+        assert broker.first.WhichOneof("kind") == "accepted"
+
+        def all_ended() -> bool:
+            flood.pump(0)
+            silent.pump(0)
+            return all(flood.ended(s) for s in flooded) and all(silent.ended(s) for s in quiet)
+
+        poll_until(all_ended, 20, 0.1)
+        assert flood.ended(flooded[2]) == NOT_FOUND  # hello for a broker not registered: ended in time
+        assert INVALID_ARGUMENT in {silent.ended(stream) for stream in quiet}  # no hello: ended in time
+        assert server.refusals("unbound_sessions_per_peer") == 1
+        assert server.refusals("unbound_sessions") >= 2
+        assert server.refusals("unbound_session_ended") >= 2
+        assert not broker.call.done()  # the bound session stays open
+        with grpc.insecure_channel(server.address) as channel:
+            clusters = ns_grpc.NameServerServiceStub(channel).GetBrokerClusterInfo(
+                ns_pb2.GetBrokerClusterInfoRequest(), timeout=10
+            )
+        assert "broker-real" in clusters.broker_addr_table
+        broker.close()
+        close_all([flood, silent])
+
+
+def test_with_an_acl_a_caller_that_may_open_no_session_is_refused_at_once(tmp_path: Path) -> None:
+    """An anonymous OpenBrokerSession is PERMISSION_DENIED when it opens, not held until the hello
+    timeout (60 s here; anonymous streams reopened every 10 s used to hold every slot)."""
+    acl = tmp_path / "acl.yml"
+    acl.write_text(
+        "anonymousRead: true\naccounts:\n"
+        "  - accessKey: broker-a-ak\n    secretKey: secret-a-123\n    brokerNames: [broker-a]\n"
+    )
+    with (
+        start(tmp_path, {"brokerSessionHelloTimeoutMillis": "60000"}, "--acl-file", str(acl)) as server,
+        grpc.insecure_channel(server.address) as channel,
+    ):
+        never = threading.Event()
+
+        def no_hello() -> Iterator[ns_pb2.OpenBrokerSessionRequest]:
+            never.wait(30)
+            yield from ()
+
+        call = ns_grpc.NameServerServiceStub(channel).OpenBrokerSession(no_hello(), timeout=20)
+        with pytest.raises(grpc.RpcError) as refused:
+            next(iter(call))
+        never.set()
+        assert refused.value.code() == grpc.StatusCode.PERMISSION_DENIED
+        assert server.scrape().value("namesrv_auth_refusals_total", reason="access_denied") >= 1
