@@ -385,3 +385,53 @@ def test_with_an_acl_a_caller_that_may_open_no_session_is_refused_at_once(tmp_pa
         never.set()
         assert refused.value.code() == grpc.StatusCode.PERMISSION_DENIED
         assert server.scrape().value("namesrv_auth_refusals_total", reason="access_denied") >= 1
+
+
+# --------------------------------------------------------------------------- HTTP/2 rapid reset
+
+
+def test_a_connection_that_resets_streams_as_fast_as_it_can_is_closed(tmp_path: Path) -> None:
+    """HTTP/2 rapid reset (CVE-2023-44487): one connection sends HEADERS + RST_STREAM pairs as fast as
+    the socket takes them (thousands a second; grpc-core refuses and frees them but never closes the
+    connection). Past grpcMaxStreamResetsPerSecond (1,000, the default) the connection is closed,
+    and a well-behaved client's lookups keep being answered. One serving process (--workers 1): the
+    well-behaved client must share the attacked process for its answers to mean anything."""
+    with start(tmp_path, {}, "--workers", "1") as server:
+        register_topics(server, ["ProbeTopic"])
+        outcomes: list[tuple[float, str]] = []
+        stop = threading.Event()
+
+        def probe() -> None:
+            with grpc.insecure_channel(server.address) as channel:
+                stub = ns_grpc.NameServerServiceStub(channel)
+                request = ns_pb2.PickupTopicRouteRequest(topic="ProbeTopic")
+                while not stop.is_set():
+                    try:
+                        stub.PickupTopicRoute(request, timeout=10)
+                        outcomes.append((time.monotonic(), "OK"))
+                    except grpc.RpcError as error:
+                        outcomes.append((time.monotonic(), error.code().name))
+                    time.sleep(0.05)
+
+        prober = threading.Thread(target=probe, daemon=True)
+        prober.start()
+        poll_until(lambda: len(outcomes) >= 3, 20)
+        attacker = H2Client(server.address, window=None)
+        request = ns_pb2.PickupTopicRouteRequest(topic="ProbeTopic").SerializeToString()
+        deadline = time.monotonic() + 30
+        sent = 0
+        while not attacker.closed and time.monotonic() < deadline:
+            sent += attacker.rapid_reset(NS + "PickupTopicRoute", request, 2_000)
+        closed_at = time.monotonic()
+        assert attacker.closed, f"still open after {sent} resets"
+        poll_until(lambda: sum(1 for at, _ in outcomes if at > closed_at) >= 5, 20)
+        stop.set()
+        prober.join(15)
+        assert server.refusals("stream_resets") == 1
+        assert "grpcMaxStreamResetsPerSecond" in server.log()
+        assert [code for at, code in outcomes if at > closed_at] == ["OK"] * len(
+            [at for at, _ in outcomes if at > closed_at]
+        )
+        failed = [code for _, code in outcomes if code != "OK"]
+        assert len(failed) <= 2, outcomes  # at most a lookup or two cut short while the flood lasted
+        attacker.close()
