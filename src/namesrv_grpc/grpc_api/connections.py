@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+from collections.abc import Iterable
 
 import psutil
 
@@ -41,48 +42,67 @@ def peer_endpoint(peer: str) -> tuple[str, int] | None:
         return None
 
 
-def _same_endpoint(address: object, endpoint: tuple[str, int]) -> bool:
-    if not isinstance(address, tuple) or len(address) < 2:
-        return False
-    host, port = str(address[0]), int(address[1])
-    wanted_host = endpoint[0]
-    if host.startswith("::ffff:") and "." in host:  # IPv4 peers of a dual-stack socket
-        host = host[len("::ffff:") :]
-    if wanted_host.startswith("::ffff:") and "." in wanted_host:
-        wanted_host = wanted_host[len("::ffff:") :]
-    return port == endpoint[1] and host == wanted_host
-
-
 def close_connection(peer: str) -> bool:
     """Shut down this process's TCP connection to ``peer`` (a gRPC peer string, as
     ``context.peer()`` gives it). Returns whether a connection was found and shut down; never raises
     (a peer already gone is not an error)."""
-    endpoint = peer_endpoint(peer)
-    if endpoint is None:
-        return False
+    return peer in close_connections([peer])
+
+
+def close_connections(peers: Iterable[str]) -> set[str]:
+    """:func:`close_connection` of each of ``peers`` with one scan of the process's sockets (many
+    watches of one client dropped at once cost one scan, not one each). Returns the peers whose
+    connection was shut down."""
+    wanted: dict[tuple[str, int], str] = {}
+    for name in peers:
+        parsed = peer_endpoint(name)
+        if parsed is not None:
+            wanted[_normalized(parsed)] = name
+    if not wanted:
+        return set()
     try:
         connections = psutil.Process().net_connections(kind="tcp")
     except (psutil.Error, OSError, NotImplementedError) as exc:
-        log.warning("cannot list this process's connections to close %s: %s", peer, exc)
-        return False
+        log.warning("cannot list this process's connections to close %d of them: %s", len(wanted), exc)
+        return set()
+    closed: set[str] = set()
     for connection in connections:
-        if connection.fd < 0 or not _same_endpoint(connection.raddr, endpoint):
+        if connection.fd < 0 or not isinstance(connection.raddr, tuple) or len(connection.raddr) < 2:
             continue
+        endpoint = _normalized((str(connection.raddr[0]), int(connection.raddr[1])))
+        found = wanted.get(endpoint)
+        if found is None or found in closed:
+            continue
+        if _shut_down(connection.fd, endpoint):
+            closed.add(found)
+    return closed
+
+
+def _normalized(endpoint: tuple[str, int]) -> tuple[str, int]:
+    host, port = endpoint
+    if host.startswith("::ffff:") and "." in host:  # IPv4 peers of a dual-stack socket
+        host = host[len("::ffff:") :]
+    return host, port
+
+
+def _shut_down(fd: int, endpoint: tuple[str, int]) -> bool:
+    """Shut down the connection of descriptor ``fd`` (through a duplicate) if its peer is still
+    ``endpoint``: the descriptor may have been closed and reused since the scan."""
+    try:
+        duplicate = os.dup(fd)
+    except OSError:
+        return False
+    try:
+        sock = socket.socket(fileno=duplicate)
+    except OSError:
+        os.close(duplicate)
+        return False
+    with sock:
         try:
-            duplicate = os.dup(connection.fd)
+            peer = sock.getpeername()
+            if not isinstance(peer, tuple) or _normalized((str(peer[0]), int(peer[1]))) != endpoint:
+                return False
+            sock.shutdown(socket.SHUT_RDWR)
         except OSError:
-            continue
-        try:
-            sock = socket.socket(fileno=duplicate)
-        except OSError:
-            os.close(duplicate)
-            continue
-        with sock:
-            try:
-                if not _same_endpoint(sock.getpeername(), endpoint):
-                    continue  # closed and reused since the scan
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                continue
-        return True
-    return False
+            return False
+    return True

@@ -21,7 +21,7 @@ from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv.v1 import name_server_service_pb2_grpc as ns_grpc
 from namesrv_grpc.core.processor import BrokerIdentity, NameServer
 from namesrv_grpc.core.writes import Registration, RouteTableWrites
-from namesrv_grpc.grpc_api.connections import close_connection
+from namesrv_grpc.grpc_api.connections import close_connections
 from namesrv_grpc.grpc_api.convert import broker_live_entry_to_proto, cluster_info_to_proto, queue_data_from_proto
 from namesrv_grpc.grpc_api.encoded_responses import (
     encode_route_response,
@@ -91,6 +91,9 @@ class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[mis
         metrics.grpc_unsent_answer_bytes.set_function(lambda: self.unsent_answers.total)
         if self.route_watches.refused is None:
             self.route_watches.refused = lambda reason: metrics.grpc_refusals.labels(reason).inc()
+        self._to_close: set[str] = set()
+        """Peers whose connections close at the end of this turn (unread watches)."""
+        self._closing: set[asyncio.Future[None]] = set()
         self.stream_resets = StreamResetGuard(
             lambda: nameserver.config.grpc_max_stream_resets_per_second, self._reset_too_often
         )
@@ -248,15 +251,26 @@ class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[mis
         """A watch of ``peer`` left a message unread ``routeWatchMaxUnreadMillis``: its stream cannot
         be ended in order (the status would wait behind the unread message, and gRPC's core keeps
         both), so its connection is closed: gRPC ends every call of it and frees what it held, and
-        the client sees UNAVAILABLE and reconnects."""
+        the client sees UNAVAILABLE and reconnects. The connections of the watches dropped in one
+        turn of the event loop are closed together, in a worker thread (one scan of the sockets)."""
+        if not self._to_close:
+            task = asyncio.ensure_future(self._close_unread())
+            self._closing.add(task)
+            task.add_done_callback(self._closing.discard)
+        self._to_close.add(peer)
+
+    async def _close_unread(self) -> None:
+        await asyncio.sleep(0)  # let the other watches dropped in this turn join
+        peers, self._to_close = self._to_close, set()
+        closed = await asyncio.to_thread(close_connections, peers)
         limit = self._ns.config.route_watch_max_unread_millis
-        closed = close_connection(peer)
-        log.warning(
-            "route watch of %s left a message unread for %d ms (routeWatchMaxUnreadMillis): watch dropped%s",
-            peer,
-            limit,
-            ", connection closed" if closed else "",
-        )
+        for peer in sorted(peers):
+            log.warning(
+                "route watch of %s left a message unread for %d ms (routeWatchMaxUnreadMillis): watch dropped%s",
+                peer,
+                limit,
+                ", connection closed" if peer in closed else "",
+            )
 
     async def GetBrokerClusterInfo(
         self, request: ns_pb2.GetBrokerClusterInfoRequest, context: Context

@@ -38,7 +38,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from namesrv_grpc.grpc_api.connections import close_connection
+from namesrv_grpc.grpc_api.connections import close_connections
 
 log = logging.getLogger(__name__)
 
@@ -71,14 +71,22 @@ class StreamResetGuard:
         on_close: Callable[[str, float], None] | None = None,
         *,
         interval: float = INTERVAL_SECONDS,
-        close: Callable[[str], bool] = close_connection,
+        close: Callable[[list[str]], set[str]] = close_connections,
+        channelz: Any | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """``limit()``: the bound, read at every reading; ``close(peers)`` closes connections and
+        returns those it closed; ``channelz``: what has grpcio's ``channelz_get_servers``,
+        ``channelz_get_server_sockets`` and ``channelz_get_socket`` (default: grpcio's own);
+        ``clock``: seconds, for the rates."""
         self._limit = limit
         self._on_close = on_close
         self._interval = interval
         self._close = close
-        self._channelz = _channelz()
-        self._calls_failed: int | None = None
+        self._channelz = channelz if channelz is not None else _channelz()
+        self._clock = clock
+        self._calls_failed: tuple[int, float] | None = None
+        """Server-wide callsFailed and when it was read."""
         self._seen: dict[int, tuple[int, float]] = {}
         """channelz socket id -> (streamsFailed, monotonic time) at the last reading."""
         self._handle: asyncio.TimerHandle | None = None
@@ -115,12 +123,15 @@ class StreamResetGuard:
         channelz = self._channelz
         servers = json.loads(channelz.channelz_get_servers(0)).get("server", [])
         calls_failed = sum(int(server.get("data", {}).get("callsFailed", 0)) for server in servers)
-        previous, self._calls_failed = self._calls_failed, calls_failed
-        if previous is None or (calls_failed - previous < limit * self._interval and not self._seen):
+        now = self._clock()
+        previous, self._calls_failed = self._calls_failed, (calls_failed, now)
+        if previous is None:
             return []
-        now = time.monotonic()
+        burst = calls_failed - previous[0] > limit * max(now - previous[1], 1e-9)
+        if not burst and not self._seen:
+            return []
         seen: dict[int, tuple[int, float]] = {}
-        closed: list[str] = []
+        offenders: dict[str, float] = {}
         for server in servers:
             server_id = int(server["ref"]["serverId"])
             start = 0
@@ -138,14 +149,14 @@ class StreamResetGuard:
                         continue
                     rate = (failed - before[0]) / (now - before[1])
                     if rate > limit:
-                        peer = str(ref.get("name", "")).removeprefix("chttp2 ")
-                        if self._close(peer):
-                            closed.append(peer)
-                            seen.pop(socket_id, None)
-                            if self._on_close is not None:
-                                self._on_close(peer, rate)
+                        offenders[str(ref.get("name", "")).removeprefix("chttp2 ")] = rate
+                        seen.pop(socket_id, None)
                 if not refs or page.get("end", False):
                     break
         # Keep readings only while the failures go on: the next quiet second forgets them all.
-        self._seen = seen if calls_failed - previous >= limit * self._interval else {}
-        return closed
+        self._seen = seen if burst else {}
+        closed = self._close(list(offenders)) if offenders else set()
+        for peer in sorted(closed):
+            if self._on_close is not None:
+                self._on_close(peer, offenders[peer])
+        return sorted(closed)
