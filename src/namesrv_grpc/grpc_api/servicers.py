@@ -227,6 +227,12 @@ class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[mis
             while True:
                 taken = await hub.next(watcher)
                 if taken is None:
+                    if watcher.dropped:  # its client read again just as it was dropped
+                        limit = self._ns.config.route_watch_max_unread_millis
+                        await context.abort(
+                            grpc.StatusCode.RESOURCE_EXHAUSTED,
+                            f"a message of this watch waited {limit} ms to be read (routeWatchMaxUnreadMillis)",
+                        )
                     await context.abort(grpc.StatusCode.UNAVAILABLE, "the NameServer is shutting down; watch another")
                     return
                 revision, changes = taken
