@@ -113,7 +113,7 @@ class NamesrvConfig:
     grpc_write_buffer_max_total_bytes: int = 256 * 1024 * 1024
     """Bytes of unread gRPC answers of all connections (per serving process) above which the
     connections holding more than their share have their calls refused."""
-    max_unbound_broker_sessions_per_peer: int = 16
+    max_unbound_broker_sessions_per_peer: int = 128
     """Broker sessions of one client IP address not bound to a registered broker, per serving process."""
     max_unbound_broker_sessions: int = 1_000
     """Broker sessions not bound to a registered broker, all clients, per serving process."""
