@@ -343,7 +343,7 @@ class BrokerSessions:
     async def _hello(self, session: _Session, hello: ns_pb2.SessionHello) -> list[Response]:
         self._guard.check(session.principal, Action.OPEN_BROKER_SESSION, hello.broker_name, peer=session.peer)
         limit = self._ns.config.max_broker_sessions
-        if session in self._unbound and self.bound_sessions >= limit:
+        if session in self._unbound and self.bound_sessions >= limit and self._registered(hello):
             raise LimitExceededError(
                 "maxBrokerSessions",
                 f"{self.bound_sessions} broker sessions are bound to registered brokers, the most allowed "
@@ -380,6 +380,11 @@ class BrokerSessions:
             notice = ns_pb2.SessionMasterChanged(master_addr=master_addr, ha_server_addr=ha_addr)
             responses.append(Response(master_changed=notice))
         return responses
+
+    def _registered(self, hello: ns_pb2.SessionHello) -> bool:
+        """Whether this process's replica holds the broker ``hello`` names (a hello that cannot bind
+        needs no ``maxBrokerSessions`` slot: it is answered ``register_required``)."""
+        return self._ns.route_table.broker_addrs_of(hello.broker_name).get(hello.broker_id) == hello.broker_addr
 
     def _forget(self, session: _Session) -> None:
         if session.hello is not None:
