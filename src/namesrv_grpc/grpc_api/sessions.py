@@ -17,7 +17,9 @@ is dropped (the slave also learns its master from every registration answer, S10
 Limits (each serving process has its own sessions, so each bound is per serving process):
 
 - **Bound sessions** (an authorized hello bound to a registration in the route-table process) are at
-  most ``maxBrokerSessions``; a hello past it is refused with RESOURCE_EXHAUSTED before it binds.
+  most ``maxBrokerSessions``; past it, a hello for a broker this process's replica holds is refused
+  with RESOURCE_EXHAUSTED before it binds (one for a broker it does not hold cannot bind, takes no
+  slot, and is answered ``register_required``).
 - **Unbound sessions** (no hello yet, or a hello for a broker that is not registered here) cost the
   server a stream and a task but protect nothing, so they are bounded on their own: at most
   ``maxUnboundBrokerSessionsPerPeer`` per client IP address (more are refused with
