@@ -4,8 +4,9 @@ A unary handler returns its answer to gRPC, which frees the call slot at once; g
 the answer until the client's HTTP/2 flow-control window lets it out. A client that sets its window
 to 0 and never sends WINDOW_UPDATE made a serving process keep every answer it asked for: 1,000
 ``GetAllTopicList`` calls of 2.4 MB each, +2.3 GB of RSS, growing with every call. gRPC's core has
-no bound of its own for this (``grpc.http2.write_buffer_size`` only decides when a write completes
-early; nothing refuses a call because its connection's answers are not read).
+no bound of its own for this (``grpc.http2.write_buffer_size`` only bounds what a stream queues
+while the application sets ``GRPC_WRITE_BUFFER_HINT``; nothing refuses a call because its
+connection's answers are not read).
 
 What grpcio 1.85 does give: a call's ``context.add_done_callback`` runs only once the call is over,
 that is once its answer and status were handed to the socket, or the call was cancelled (client
