@@ -32,13 +32,15 @@ class H2Client:
     """One HTTP/2 connection speaking just enough gRPC to start calls.
 
     ``window``: the SETTINGS_INITIAL_WINDOW_SIZE it announces (0 = the server may send no DATA on
-    any stream); it never sends WINDOW_UPDATE. :meth:`pump` reads what the server sent (answering
+    any stream); unless it ``reads``, it never sends WINDOW_UPDATE. :meth:`pump` reads what the server sent (answering
     its SETTINGS and PINGs, as any HTTP/2 peer must) without opening a window.
     """
 
-    def __init__(self, address: str, *, window: int | None = 0, source: str | None = None) -> None:
+    def __init__(self, address: str, *, window: int | None = 0, source: str | None = None, reads: bool = False) -> None:
         """``source``: the local IP address to connect from (``127.0.0.2``: another client address on
-        loopback, for bounds counted per client address)."""
+        loopback, for bounds counted per client address); ``reads``: a client that reads, opening
+        the window again for what it received (WINDOW_UPDATE), one pump at a time."""
+        self.reads = reads
         host, port = address.rsplit(":", 1)
         self.authority = address
         self.sock = socket.create_connection(
@@ -150,7 +152,12 @@ class H2Client:
                 self.closed = True
                 return
             try:
-                self.events.extend(self.conn.receive_data(data))
+                events = self.conn.receive_data(data)
+                self.events.extend(events)
+                if self.reads:
+                    for event in events:
+                        if isinstance(event, h2.events.DataReceived) and event.flow_controlled_length:
+                            self.conn.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
             except h2.exceptions.ProtocolError as exc:
                 self.error = exc
                 self.closed = True

@@ -99,8 +99,8 @@ def register_topics(server: Server, names: list[str], *, broker_name: str = "bro
 @pytest.mark.parametrize(
     ("settings", "connections", "reason"),
     [
-        ({"grpcWriteBufferHighWaterMark": str(MIB)}, 1, "write_buffer"),
-        ({"grpcWriteBufferMaxTotalBytes": str(MIB)}, 4, "write_buffer_total"),
+        ({"grpcWriteBufferHighWaterMark": str(MIB), "grpcWriteBufferWaitMillis": "1000"}, 1, "write_buffer"),
+        ({"grpcWriteBufferMaxTotalBytes": str(MIB), "grpcWriteBufferWaitMillis": "1000"}, 4, "write_buffer_total"),
     ],
 )
 def test_answers_a_client_never_reads_are_bounded(
@@ -109,28 +109,48 @@ def test_answers_a_client_never_reads_are_bounded(
     """Clients that set their HTTP/2 window to 0 and never read ask 600 times in all for a 20,000-topic
     list (about 290 KB each, 170 MB unbounded: gRPC's core kept every answer). Once 1 MiB of
     answers waits on a connection (grpcWriteBufferHighWaterMark), or on all of them together with
-    each connection holding more than its share (grpcWriteBufferMaxTotalBytes), their calls are
-    RESOURCE_EXHAUSTED before being handled; a client that reads keeps getting the list, and the
-    count returns to 0 when the attackers leave."""
+    each connection holding more than its share (grpcWriteBufferMaxTotalBytes), their calls wait
+    before being handled and are RESOURCE_EXHAUSTED after grpcWriteBufferWaitMillis (1 s here); a
+    client that reads keeps getting the list, and the count returns to 0 when the attackers leave."""
     with start(tmp_path, settings) as server:
         register_topics(server, [f"Topic-{index:06d}" for index in range(20_000)])
         before = server.serving_rss()
         attackers = [H2Client(server.address, window=0) for _ in range(connections)]
         for attacker in attackers:
             attacker.start_calls(NS + "GetAllTopicList", b"", 600 // connections)
-        for attacker in attackers:
-            attacker.pump(1)
+        deadline = time.monotonic() + 30
+        while sum(a.statuses().count(RESOURCE_EXHAUSTED) for a in attackers) < 450 and time.monotonic() < deadline:
+            for attacker in attackers:
+                attacker.pump(0.2)
         with grpc.insecure_channel(server.address, options=[("grpc.max_receive_message_length", 64 * MIB)]) as channel:
             answer = ns_grpc.NameServerServiceStub(channel).GetAllTopicList(ns_pb2.GetAllTopicListRequest(), timeout=30)
         assert len(answer.topics) == 20_000
         refused = sum(attacker.statuses().count(RESOURCE_EXHAUSTED) for attacker in attackers)
         assert refused >= 450
         assert server.refusals(reason) >= 450
+        assert server.scrape().value("namesrv_grpc_calls_paused_total", reason=reason) >= 450
         held = server.scrape().value("namesrv_grpc_unsent_answer_bytes")
         assert 0 < held < 4 * MIB  # 1 MiB and one answer per connection, at most
         assert server.serving_rss() - before < 80 * MIB
         close_all(attackers)
         poll_until(lambda: server.scrape().value("namesrv_grpc_unsent_answer_bytes") == 0, 20, 0.2)
+
+
+def test_a_client_that_reads_gets_every_answer_however_many_large_ones_it_asks_at_once(tmp_path: Path) -> None:
+    """A client that reads, through HTTP/2's default 64 KiB windows, asks for 40 topic lists of about
+    290 KB at once (11 MB): past a grpcWriteBufferHighWaterMark of 64 KiB the calls wait until it has
+    read the answers before them, and all 40 are answered (refused at once, most would fail)."""
+    with start(tmp_path, {"grpcWriteBufferHighWaterMark": "65536"}) as server:
+        register_topics(server, [f"Topic-{index:06d}" for index in range(20_000)])
+        client = H2Client(server.address, window=None, reads=True)
+        calls = client.start_calls(NS + "GetAllTopicList", b"", 40)
+        deadline = time.monotonic() + 60
+        while any(client.ended(call) is None for call in calls) and time.monotonic() < deadline:
+            client.pump(0.05)
+        assert [client.ended(call) for call in calls] == ["0"] * 40
+        assert server.scrape().value("namesrv_grpc_calls_paused_total", reason="write_buffer") >= 1
+        assert server.refusals("write_buffer") == 0
+        client.close()
 
 
 # --------------------------------------------------------------------------- topic lists

@@ -109,10 +109,12 @@ class NamesrvConfig:
     route_watch_max_unread_millis: int = 30_000
     """A watch whose last message has waited this long for its client to read it is ended."""
     grpc_write_buffer_high_water_mark: int = 16 * 1024 * 1024
-    """Bytes of unread gRPC answers of one connection at which its new calls are refused."""
+    """Bytes of unread gRPC answers of one connection at which its new calls wait (then are refused)."""
     grpc_write_buffer_max_total_bytes: int = 256 * 1024 * 1024
     """Bytes of unread gRPC answers of all connections (per serving process) above which the
-    connections holding more than their share have their calls refused."""
+    connections holding more than their share have their calls held back."""
+    grpc_write_buffer_wait_millis: int = 10_000
+    """How long a call held back by the unread-answer bounds waits before it is refused."""
     max_unbound_broker_sessions_per_peer: int = 128
     """Broker sessions of one client IP address not bound to a registered broker, per serving process."""
     max_unbound_broker_sessions: int = 1_000
@@ -406,13 +408,18 @@ KEYS: dict[str, _Key] = {
     "grpcWriteBufferHighWaterMark": _Key(
         "grpc_write_buffer_high_water_mark",
         _int_parser(64 * 1024, 2**31 - 1),
-        "bytes of unread gRPC answers of one connection at which its new calls are refused",
+        "bytes of unread gRPC answers of one connection at which its new calls wait (then are refused)",
     ),
     "grpcWriteBufferMaxTotalBytes": _Key(
         "grpc_write_buffer_max_total_bytes",
         _int_parser(1024 * 1024, 2**40),
         "bytes of unread gRPC answers of all connections (per serving process) above which those "
-        "holding more than their share have their calls refused",
+        "holding more than their share have their calls wait (then refused)",
+    ),
+    "grpcWriteBufferWaitMillis": _Key(
+        "grpc_write_buffer_wait_millis",
+        _int_parser(0, 600_000),
+        "how long a gRPC call held back by unread answers waits before it is RESOURCE_EXHAUSTED, ms",
     ),
     "maxUnboundBrokerSessionsPerPeer": _Key(
         "max_unbound_broker_sessions_per_peer",

@@ -36,8 +36,10 @@ at scrape time, so they are never stale. Rule ids (S13, S15, ...) are those of d
   reason: ``access_denied``, ``bad_signature``, ``unknown_access_key``, ``stale_date_time``
 - ``namesrv_grpc_refusals_total{reason}`` (counter): gRPC calls refused and streams ended by a bound
   of what one peer may make a serving process hold (docs/limits.md, "gRPC door"), by reason
-  (:data:`GRPC_REFUSAL_REASONS`); ``namesrv_grpc_unsent_answer_bytes`` (gauge): bytes of unary
-  answers handed to gRPC and not yet sent (:mod:`namesrv_grpc.grpc_api.unsent_answers`)
+  (:data:`GRPC_REFUSAL_REASONS`); ``namesrv_grpc_calls_paused_total{reason}`` (counter): calls held
+  back before being handled by those bounds (``write_buffer``, ``write_buffer_total``);
+  ``namesrv_grpc_unsent_answer_bytes`` (gauge): bytes of unary answers handed to gRPC and not yet
+  sent (:mod:`namesrv_grpc.grpc_api.unsent_answers`)
 - ``namesrv_tls_certificate_expiry_timestamp_seconds`` (gauge) and ``namesrv_tls_reloads_total{result}``
   (counter, ``ok``/``failed``): only with TLS on, see :class:`namesrv_grpc.security.tls.TlsCollector`
 - ``namesrv_build_info{version}`` (gauge): always 1
@@ -125,7 +127,8 @@ GRPC_REFUSAL_REASONS = (
     "stream_resets",
 )
 """Values of the ``reason`` label of ``namesrv_grpc_refusals_total`` (initialised to 0), one per bound:
-``write_buffer``/``write_buffer_total`` (``grpcWriteBufferHighWaterMark``/``grpcWriteBufferMaxTotalBytes``),
+``write_buffer``/``write_buffer_total`` (a call held back by ``grpcWriteBufferHighWaterMark``/
+``grpcWriteBufferMaxTotalBytes`` for ``grpcWriteBufferWaitMillis``),
 ``watch_topics_per_peer``/``watch_topics`` (``routeWatchMaxTopicsPerPeer``/``routeWatchMaxTopicsTotal``),
 ``watch_unread`` (a watch ended after ``routeWatchMaxUnreadMillis`` unread), ``unbound_sessions_per_peer``/
 ``unbound_sessions`` (``maxUnboundBrokerSessionsPerPeer``/``maxUnboundBrokerSessions``) and
@@ -354,6 +357,15 @@ class NamesrvMetrics:
         )
         for reason in GRPC_REFUSAL_REASONS:
             self.grpc_refusals.labels(reason)
+        self.grpc_calls_paused = Counter(
+            "namesrv_grpc_calls_paused",
+            "gRPC calls held back before being handled because their connection (write_buffer) or all "
+            "connections (write_buffer_total) have too many answers not read yet.",
+            ["reason"],
+            registry=self.registry,
+        )
+        for reason in ("write_buffer", "write_buffer_total"):
+            self.grpc_calls_paused.labels(reason)
         self.grpc_unsent_answer_bytes = Gauge(
             "namesrv_grpc_unsent_answer_bytes",
             "Bytes of gRPC answers handed to gRPC and not sent yet (the client has not read them).",

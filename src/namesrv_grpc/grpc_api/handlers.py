@@ -10,8 +10,9 @@ that does what three ``grpc.aio`` interceptors used to do on every call:
   once, count the call and observe its handling time;
 - pre-encoded responses: the response serializer passes ``bytes`` through unchanged, so a method may
   return (or yield) a serialized response;
-- unsent answers (unary methods): a call of a connection whose answers are not read is refused
-  before it is handled, and each answer is counted until its call is done
+- unsent answers (unary methods): a call of a connection whose answers are not read waits before
+  it is handled (and is refused if they stay unread), and each answer is counted until its call is
+  done
   (:class:`~namesrv_grpc.grpc_api.unsent_answers.UnsentAnswers`, ``grpcWriteBufferHighWaterMark``);
 - request decoding (unary methods): gRPC hands over the raw bytes and the wrapper parses them, so a
   request that is not a valid protobuf message is INVALID_ARGUMENT (``MALFORMED_REQUEST``) rather
@@ -62,8 +63,8 @@ def _code_name(context: Context, error: BaseException | None) -> str:
 
 def wrap_unary_response(behavior: Behavior, metrics: MethodMetrics, unsent: UnsentAnswers | None = None) -> Behavior:
     """Wrap a method that returns one response (unary or client-streaming): a coroutine function,
-    or a plain one returning a response or an awaitable. ``unsent``: refuse calls of connections
-    that do not read their answers, and count each answer until its call is done."""
+    or a plain one returning a response or an awaitable. ``unsent``: hold back (then refuse) calls of
+    connections that do not read their answers, and count each answer until its call is done."""
     perf_counter = time.perf_counter
     if not inspect.iscoroutinefunction(behavior):
         plain = behavior
@@ -79,7 +80,8 @@ def wrap_unary_response(behavior: Behavior, metrics: MethodMetrics, unsent: Unse
         try:
             if unsent is not None:
                 peer = context.peer()
-                unsent.check(peer)
+                if unsent.blocked(peer) is not None:
+                    await unsent.admit(peer)
             response = await behavior(request, context)
         except NamesrvError as error:
             metrics.finish(status_code_of(error).name, perf_counter() - started)

@@ -85,6 +85,8 @@ class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[mis
             lambda: nameserver.config.grpc_write_buffer_high_water_mark,
             lambda: nameserver.config.grpc_write_buffer_max_total_bytes,
             lambda reason: metrics.grpc_refusals.labels(reason).inc(),
+            wait_seconds=lambda: nameserver.config.grpc_write_buffer_wait_millis / 1000,
+            paused=lambda reason: metrics.grpc_calls_paused.labels(reason).inc(),
         )
         """Unread answers of every service's unary calls (:func:`~namesrv_grpc.grpc_api.handlers.add_services`
         shares it among the services)."""

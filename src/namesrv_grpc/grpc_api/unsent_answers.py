@@ -16,15 +16,19 @@ the sizes of its answers whose calls are not done, which :class:`UnsentAnswers` 
 wrapper every handler goes through (:mod:`namesrv_grpc.grpc_api.handlers`):
 
 - **per connection** (``grpcWriteBufferHighWaterMark``, default 16 MiB, the largest answer gRPC
-  may send by default): while a connection's unsent answers reach it, its new calls are refused
-  with RESOURCE_EXHAUSTED (``LIMIT_EXCEEDED``, ``limit=grpcWriteBufferHighWaterMark``) before they
-  are handled, the gRPC twin of remoting's ``writeBufferHighWaterMark`` (remoting stops reading
-  the connection instead; gRPC's Python API cannot pause one connection's reads). One answer is
-  always allowed, however large: the check is made before a call is handled.
-- **per serving process** (``grpcWriteBufferMaxTotalBytes``, default 256 MiB): above it, a call is
-  refused when its connection holds more than its share (the total bound divided by the
-  connections holding unsent answers), so the connections that do not read are refused and one
-  that reads its answers keeps getting them.
+  may send by default): while a connection's unsent answers reach it, its new calls wait before
+  being handled (nothing is built for them), the gRPC twin of remoting's
+  ``writeBufferHighWaterMark``, which stops reading such a connection (gRPC's Python API cannot
+  pause one connection's reads). A call goes on as soon as the connection's answers fall below the
+  mark; one that waited ``grpcWriteBufferWaitMillis`` (default 10 s) is refused with
+  RESOURCE_EXHAUSTED (``LIMIT_EXCEEDED``, ``limit=grpcWriteBufferHighWaterMark``). So a client that
+  reads gets every answer, however many large ones it asks for at once (50 topic lists of 3.6 MB in
+  flight on one connection were refused when calls did not wait), and one that does not read gets
+  refusals. One answer is always allowed, however large: the check is made before a call is handled.
+- **per serving process** (``grpcWriteBufferMaxTotalBytes``, default 256 MiB): above it, a call
+  waits (then is refused, the same way) when its connection holds more than its share (the total
+  bound divided by the connections holding unsent answers), so the connections that do not read
+  are held back and one that reads its answers keeps getting them.
 
 A connection is ``context.peer()`` (``ipv4:IP:PORT``): each TCP connection has its own. Streams
 (``WatchTopicRoutes``, ``OpenBrokerSession``) hold at most the one message they are waiting to send
@@ -34,13 +38,15 @@ route-watch bounds and the session bounds.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
 from namesrv_grpc.core.errors import LimitExceededError
 
 RefusalCounter = Callable[[str], None]
-"""Called with the ``reason`` of each refusal (``write_buffer`` or ``write_buffer_total``)."""
+"""Called with the ``reason`` of each refusal or wait (``write_buffer`` or ``write_buffer_total``)."""
 
 
 def answer_size(response: object) -> int:
@@ -61,40 +67,76 @@ class UnsentAnswers:
         high_water_mark: Callable[[], int],
         max_total: Callable[[], int],
         refused: RefusalCounter | None = None,
+        *,
+        wait_seconds: Callable[[], float] = lambda: 10.0,
+        paused: RefusalCounter | None = None,
     ) -> None:
-        """``high_water_mark`` and ``max_total`` return the current bounds in bytes (read per call,
-        so ``UpdateNamesrvConfig`` changes them at once)."""
+        """``high_water_mark`` and ``max_total`` return the current bounds in bytes, ``wait_seconds``
+        how long a call may wait for them (read per call, so ``UpdateNamesrvConfig`` changes them at
+        once); ``refused(reason)`` and ``paused(reason)`` count refusals and waits."""
         self._high_water_mark = high_water_mark
         self._max_total = max_total
+        self._wait_seconds = wait_seconds
         self._refused = refused
+        self._paused = paused
         self.by_peer: dict[str, int] = {}
         """Connection (``context.peer()``) -> bytes of its answers not sent yet (no entry at 0)."""
         self.total = 0
         """Bytes of every connection's answers not sent yet."""
+        self._waiting: dict[str, asyncio.Event] = {}
+        """Connection -> set when its held answers go down (its waiting calls look again)."""
 
-    def check(self, peer: str) -> None:
-        """Before a call of ``peer`` is handled. Raises LimitExceededError (RESOURCE_EXHAUSTED) when
-        the connection's unsent answers reach ``grpcWriteBufferHighWaterMark``, or when all
-        connections' reach ``grpcWriteBufferMaxTotalBytes`` and this one holds more than its share."""
+    def blocked(self, peer: str) -> str | None:
+        """Why a call of ``peer`` may not be handled now: ``write_buffer`` (its connection's unsent
+        answers reach ``grpcWriteBufferHighWaterMark``), ``write_buffer_total`` (all connections'
+        reach ``grpcWriteBufferMaxTotalBytes`` and this one holds more than its share), or None."""
         held = self.by_peer.get(peer, 0)
         if not held:
-            return
-        mark = self._high_water_mark()
-        if held >= mark:
-            self._refuse("write_buffer")
-            raise LimitExceededError(
-                "grpcWriteBufferHighWaterMark",
-                f"{held} bytes of answers on this connection are not read yet, the most allowed is {mark} "
-                "(grpcWriteBufferHighWaterMark); read them, then call again",
-            )
+            return None
+        if held >= self._high_water_mark():
+            return "write_buffer"
         max_total = self._max_total()
         if self.total >= max_total and held * len(self.by_peer) >= max_total:
-            self._refuse("write_buffer_total")
+            return "write_buffer_total"
+        return None
+
+    async def admit(self, peer: str) -> None:
+        """Before a call of ``peer`` is handled: at once when :meth:`blocked` says nothing, else
+        after the connection's answers went down enough. Raises LimitExceededError
+        (RESOURCE_EXHAUSTED) when that took ``grpcWriteBufferWaitMillis``."""
+        reason = self.blocked(peer)
+        if reason is None:
+            return
+        self._count(self._paused, reason)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._wait_seconds()
+        while reason is not None:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                self._refuse(peer, reason)
+            event = self._waiting.get(peer)
+            if event is None:
+                event = self._waiting[peer] = asyncio.Event()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(event.wait(), remaining)
+            reason = self.blocked(peer)
+
+    def _refuse(self, peer: str, reason: str) -> None:
+        self._count(self._refused, reason)
+        held = self.by_peer.get(peer, 0)
+        waited = self._wait_seconds()
+        if reason == "write_buffer":
             raise LimitExceededError(
-                "grpcWriteBufferMaxTotalBytes",
-                f"{self.total} bytes of answers to all clients are not read yet, the most allowed is {max_total} "
-                f"(grpcWriteBufferMaxTotalBytes), and this connection holds {held} of them; read them, then call again",
+                "grpcWriteBufferHighWaterMark",
+                f"{held} bytes of answers on this connection have not been read for {waited:.0f} s, the most "
+                f"allowed is {self._high_water_mark()} (grpcWriteBufferHighWaterMark); read them, then call again",
             )
+        raise LimitExceededError(
+            "grpcWriteBufferMaxTotalBytes",
+            f"{self.total} bytes of answers to all clients are not read, the most allowed is {self._max_total()} "
+            f"(grpcWriteBufferMaxTotalBytes), and this connection's {held} of them have not been read for "
+            f"{waited:.0f} s; read them, then call again",
+        )
 
     def hold(self, peer: str, response: object, context: Any) -> None:
         """``response`` was handed to gRPC for ``peer``: count its bytes until the call is done
@@ -107,14 +149,26 @@ class UnsentAnswers:
         context.add_done_callback(lambda _: self.release(peer, size))
 
     def release(self, peer: str, size: int) -> None:
-        """``size`` bytes of ``peer`` were sent (or dropped with the call)."""
+        """``size`` bytes of ``peer`` were sent (or dropped with the call); the calls waiting on
+        this connection (or, when the total fell below its bound, on any) look again."""
+        was_over_total = self.total >= self._max_total()
         self.total -= size
         left = self.by_peer.get(peer, 0) - size
         if left > 0:
             self.by_peer[peer] = left
         else:
             self.by_peer.pop(peer, None)
+        if not self._waiting:
+            return
+        event = self._waiting.pop(peer, None)
+        if event is not None:
+            event.set()
+        if was_over_total and self.total < self._max_total():
+            for other in self._waiting.values():
+                other.set()
+            self._waiting.clear()
 
-    def _refuse(self, reason: str) -> None:
-        if self._refused is not None:
-            self._refused(reason)
+    @staticmethod
+    def _count(counter: RefusalCounter | None, reason: str) -> None:
+        if counter is not None:
+            counter(reason)
