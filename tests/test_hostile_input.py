@@ -25,7 +25,7 @@ from bench import hostile
 from namesrv.v1 import admin_service_pb2 as admin_pb2
 from namesrv.v1 import kv_config_service_pb2 as kv_pb2
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
-from tests.support import NamesrvProcess, running_namesrv
+from tests.support import NamesrvProcess, register_request, running_namesrv
 
 LOOKUP_P99_BOUND_MS = 1_000.0
 """p99 of concurrent lookups during an attack. Unhardened, the 160 KiB body froze lookups for as
@@ -254,29 +254,34 @@ def test_a_session_without_hello_is_ended_after_the_deadline(tmp_path: Path) -> 
 
 
 def test_sessions_beyond_max_broker_sessions_are_refused(tmp_path: Path) -> None:
+    """maxBrokerSessions counts sessions bound to a registered broker (issue 30): with 2, the third
+    registered broker's hello is RESOURCE_EXHAUSTED, while a hello for a broker that is not registered
+    is still answered (register_required): it binds nothing, so it takes no slot."""
     import queue
 
     settings = {"maxBrokerSessions": 2, "brokerSessionHelloTimeoutMillis": 60_000}
     with _session_server(tmp_path, **settings) as process, process.channel() as channel:
         stubs = hostile.stubs_for(channel)
-        feeds: list[queue.Queue[ns_pb2.OpenBrokerSessionRequest | None]] = [queue.Queue() for _ in range(3)]
-        streams = [stubs.ns.OpenBrokerSession(iter(feed.get, None), timeout=30) for feed in feeds]
-        hello = ns_pb2.OpenBrokerSessionRequest(
-            hello=ns_pb2.SessionHello(
-                cluster_name="DefaultCluster", broker_name="broker-a", broker_id=0, broker_addr="127.0.0.1:10911"
+        names = ["broker-a", "broker-b", "broker-c", "broker-unregistered"]
+        for index, name in enumerate(names[:3]):
+            stubs.ns.RegisterBroker(
+                register_request(broker_name=name, broker_addr=f"127.0.0.1:{10911 + index}"), timeout=30
             )
-        )
+        feeds: list[queue.Queue[ns_pb2.OpenBrokerSessionRequest | None]] = [queue.Queue() for _ in names]
+        streams = [stubs.ns.OpenBrokerSession(iter(feed.get, None), timeout=30) for feed in feeds]
         codes = []
-        for feed, stream in zip(feeds, streams, strict=True):
-            feed.put(hello)
+        for index, (name, feed, stream) in enumerate(zip(names, feeds, streams, strict=True)):
+            hello = ns_pb2.SessionHello(
+                cluster_name="DefaultCluster", broker_name=name, broker_id=0, broker_addr=f"127.0.0.1:{10911 + index}"
+            )
+            feed.put(ns_pb2.OpenBrokerSessionRequest(hello=hello))
             try:
-                next(stream)
-                codes.append("OK")
+                codes.append(next(stream).WhichOneof("kind"))
             except grpc.RpcError as error:
                 codes.append(error.code().name)
         for feed in feeds:
             feed.put(None)
-        assert sorted(codes) == ["OK", "OK", "RESOURCE_EXHAUSTED"]
+        assert codes == ["accepted", "accepted", "RESOURCE_EXHAUSTED", "register_required"]
 
 
 def test_idle_connections_are_closed(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from namesrv_grpc.core.errors import InvalidFieldError, TooManyRouteWatchersError
+from namesrv_grpc.core.errors import InvalidFieldError, LimitExceededError, TooManyRouteWatchersError
 from namesrv_grpc.core.model import DataVersion, QueueData
 from namesrv_grpc.core.route_table import RouteInfoManager
 from namesrv_grpc.core.route_watch import RouteWatchHub, watched_topics
@@ -345,3 +345,90 @@ def test_routes_of_reads_many_topics_with_their_revision() -> None:
     assert routes["nope"] is None
     assert routes["T1"] is not None
     assert [q.broker_name for q in routes["T1"].queue_datas] == ["a"]
+
+
+# --------------------------------------------------------------------------- issue 30: pairs, unread watchers
+
+
+def bounded_hub(table: Table, per_peer: int, total: int, unread_seconds: float = 60.0) -> RouteWatchHub[str]:
+    return RouteWatchHub(
+        table.encode,
+        lambda: table.revision,
+        max_watchers=lambda: 100,
+        max_topics=lambda: 10,
+        max_topics_per_peer=lambda: per_peer,
+        max_topics_total=lambda: total,
+        max_unread_seconds=lambda: unread_seconds,
+    )
+
+
+def test_watcher_topic_pairs_are_bounded_per_peer_and_in_total() -> None:
+    async def scenario() -> None:
+        hub = bounded_hub(Table(), per_peer=5, total=8)
+        refused: list[str] = []
+        hub.refused = refused.append
+        first = hub.open(["A", "B", "C"], peer="10.0.0.1")
+        hub.open(["A", "B"], peer="10.0.0.1")
+        with pytest.raises(LimitExceededError, match="routeWatchMaxTopicsPerPeer") as per_peer:
+            hub.open(["D"], peer="10.0.0.1")
+        assert per_peer.value.limit == "routeWatchMaxTopicsPerPeer"
+        hub.open(["A", "B", "C"], peer="10.0.0.2")
+        with pytest.raises(LimitExceededError, match="routeWatchMaxTopicsTotal"):
+            hub.open(["D"], peer="10.0.0.3")
+        assert refused == ["watch_topics_per_peer", "watch_topics"]
+        assert (hub.watched_pairs, hub.pairs_of("10.0.0.1"), hub.pairs_of("10.0.0.3")) == (8, 5, 0)
+        hub.close(first)
+        assert (hub.watched_pairs, hub.pairs_of("10.0.0.1")) == (5, 2)
+        hub.open(["D", "E", "F"], peer="10.0.0.3")  # room again
+
+    run(scenario())
+
+
+def test_an_unsent_watcher_costs_nothing_per_change_and_gets_every_route_when_it_reads_again() -> None:
+    """A watcher whose message waits for its client is taken off its topics at the first change
+    (2,000 such watchers of 1,000 topics made each registration mark 2 million entries); when the
+    client reads, it gets the current route of every topic it watches."""
+
+    async def scenario() -> None:
+        table = Table()
+        hub = bounded_hub(table, per_peer=100, total=100)
+        stuck, reader = hub.open(["A", "B"], peer="p"), hub.open(["A"], peer="q")
+        hub.take(stuck), hub.take(reader)
+        hub.sending(stuck)  # its message is not read
+        table.change(hub, A="a1")
+        assert stuck.detached
+        assert not stuck.pending
+        assert hub.watched_topics == 1  # only the reader's A: B's only watcher is off it
+        for version in range(2, 100):
+            table.change(hub, A=f"a{version}", B=f"b{version}")
+        assert not stuck.pending  # nothing marked while off its topics
+        assert hub.take(reader) == (99, [("A", "A=a99")])
+        hub.sent(stuck)  # the client read it
+        assert not stuck.detached
+        assert stuck.wake.is_set()
+        assert hub.take(stuck) == (99, [("A", "A=a99"), ("B", "B=b99")])
+        table.change(hub, B="b100")
+        assert hub.take(stuck) == (100, [("B", "B=b100")])
+
+    run(scenario())
+
+
+def test_a_watcher_left_unsent_too_long_is_dropped_and_its_pairs_freed() -> None:
+    async def scenario() -> None:
+        hub = bounded_hub(Table(), per_peer=100, total=100, unread_seconds=0.01)
+        refused: list[str] = []
+        hub.refused = refused.append
+        dropped = asyncio.Event()
+        stuck = hub.open(["A", "B"], peer="p", on_unread=lambda watcher: dropped.set())
+        reader = hub.open(["A"], peer="q", on_unread=lambda watcher: pytest.fail("a reader is never dropped"))
+        hub.take(stuck), hub.take(reader)
+        hub.sending(stuck)
+        hub.sending(reader)
+        hub.sent(reader)  # read at once
+        await asyncio.wait_for(dropped.wait(), 5)
+        assert stuck.dropped
+        assert refused == ["watch_unread"]
+        assert (hub.watchers, hub.watched_pairs, hub.pairs_of("p")) == (1, 1, 0)
+        assert await hub.next(stuck) is None  # its stream ends
+
+    run(scenario())

@@ -109,6 +109,25 @@ class NamesrvConfig:
     """Open WatchTopicRoutes streams one NameServer serves at most (``routeWatchMaxWatchers``)."""
     route_watch_max_topics: int = 1_000
     """Topics per WatchTopicRoutes or PickupTopicRoutes request at most (``routeWatchMaxTopics``)."""
+    route_watch_max_topics_per_peer: int = 10_000
+    """Watched topics (summed over the open watches) of one client IP address, per serving process."""
+    route_watch_max_topics_total: int = 200_000
+    """Watched topics (summed over the open watches) of all clients, per serving process."""
+    route_watch_max_unread_millis: int = 30_000
+    """A watch whose last message has waited this long for its client to read it is ended."""
+    grpc_write_buffer_high_water_mark: int = 16 * 1024 * 1024
+    """Bytes of unread gRPC answers of one connection at which its new calls wait (then are refused)."""
+    grpc_write_buffer_max_total_bytes: int = 256 * 1024 * 1024
+    """Bytes of unread gRPC answers of all connections (per serving process) above which the
+    connections holding more than their share have their calls held back."""
+    grpc_write_buffer_wait_millis: int = 10_000
+    """How long a call held back by the unread-answer bounds waits before it is refused."""
+    max_unbound_broker_sessions_per_peer: int = 128
+    """Broker sessions of one client IP address not bound to a registered broker, per serving process."""
+    max_unbound_broker_sessions: int = 1_000
+    """Broker sessions not bound to a registered broker, all clients, per serving process."""
+    grpc_max_stream_resets_per_second: int = 1_000
+    """A gRPC connection whose client resets more streams than this per second is closed (0 = never)."""
     server_channel_max_idle_time_seconds: int = 120
     """Remoting connections silent this long are closed (RocketMQ ``NettyServerConfig``)."""
     remoting_frame_max_length: int = 16 * 1024 * 1024
@@ -396,6 +415,52 @@ KEYS: dict[str, _Key] = {
     ),
     "routeWatchMaxTopics": _Key(
         "route_watch_max_topics", _int_parser(1, 100_000), "topics per WatchTopicRoutes / PickupTopicRoutes at most"
+    ),
+    "routeWatchMaxTopicsPerPeer": _Key(
+        "route_watch_max_topics_per_peer",
+        _int_parser(1, 100_000_000),
+        "watched topics (over all its open watches) of one client IP address, per serving process",
+    ),
+    "routeWatchMaxTopicsTotal": _Key(
+        "route_watch_max_topics_total",
+        _int_parser(1, 100_000_000),
+        "watched topics (over all open watches) of all clients, per serving process",
+    ),
+    "routeWatchMaxUnreadMillis": _Key(
+        "route_watch_max_unread_millis",
+        _int_parser(100, 3_600_000),
+        "a watch whose last message has waited this long for its client to read it is ended, ms",
+    ),
+    "grpcWriteBufferHighWaterMark": _Key(
+        "grpc_write_buffer_high_water_mark",
+        _int_parser(64 * 1024, 2**31 - 1),
+        "bytes of unread gRPC answers of one connection at which its new calls wait (then are refused)",
+    ),
+    "grpcWriteBufferMaxTotalBytes": _Key(
+        "grpc_write_buffer_max_total_bytes",
+        _int_parser(1024 * 1024, 2**40),
+        "bytes of unread gRPC answers of all connections (per serving process) above which those "
+        "holding more than their share have their calls wait (then refused)",
+    ),
+    "grpcWriteBufferWaitMillis": _Key(
+        "grpc_write_buffer_wait_millis",
+        _int_parser(0, 600_000),
+        "how long a gRPC call held back by unread answers waits before it is RESOURCE_EXHAUSTED, ms",
+    ),
+    "maxUnboundBrokerSessionsPerPeer": _Key(
+        "max_unbound_broker_sessions_per_peer",
+        _int_parser(1, 1_000_000),
+        "broker sessions of one client IP address not bound to a registered broker, per serving process",
+    ),
+    "maxUnboundBrokerSessions": _Key(
+        "max_unbound_broker_sessions",
+        _int_parser(1, 1_000_000),
+        "broker sessions not bound to a registered broker, all clients, per serving process",
+    ),
+    "grpcMaxStreamResetsPerSecond": _Key(
+        "grpc_max_stream_resets_per_second",
+        _int_parser(0, 10_000_000),
+        "a gRPC connection whose client resets more streams a second is closed (HTTP/2 rapid reset; 0 = never)",
     ),
     "serverChannelMaxIdleTimeSeconds": _Key(
         "server_channel_max_idle_time_seconds", _int_parser(1, 86_400), "close idle remoting connections, seconds"

@@ -31,6 +31,8 @@ PEER_LOGGERS = (
     "namesrv_grpc.remoting.notifier",
     "namesrv_grpc.remoting.tls_sniff",
     "namesrv_grpc.grpc_api.sessions",
+    "namesrv_grpc.grpc_api.servicers",
+    "namesrv_grpc.grpc_api.connections",
     "namesrv_grpc.core.processor",
     "namesrv_grpc.processes.route_table_process",
     "namesrv_grpc.processes.kv_group_commit",

@@ -41,6 +41,12 @@ at scrape time, so they are never stale. Rule ids (S13, S15, ...) are those of d
   (identical events within ``auditRepeatWindowSeconds``, summarised), ``refusals`` (over 10 refusals
   a minute of one identity and RPC), ``rate`` (over ``auditLogLinesPerSecond``)
   (:mod:`namesrv_grpc.security.audit`)
+- ``namesrv_grpc_refusals_total{reason}`` (counter): gRPC calls refused and streams ended by a bound
+  of what one peer may make a serving process hold (docs/limits.md, "gRPC door"), by reason
+  (:data:`GRPC_REFUSAL_REASONS`); ``namesrv_grpc_calls_paused_total{reason}`` (counter): calls held
+  back before being handled by those bounds (``write_buffer``, ``write_buffer_total``);
+  ``namesrv_grpc_unsent_answer_bytes`` (gauge): bytes of unary answers handed to gRPC and not yet
+  sent (:mod:`namesrv_grpc.grpc_api.unsent_answers`)
 - ``namesrv_tls_certificate_expiry_timestamp_seconds`` (gauge) and ``namesrv_tls_reloads_total{result}``
   (counter, ``ok``/``failed``): only with TLS on, see :class:`namesrv_grpc.security.tls.TlsCollector`
 - ``namesrv_build_info{version}`` (gauge): always 1
@@ -73,6 +79,7 @@ from prometheus_client import (
     PROCESS_COLLECTOR,
     CollectorRegistry,
     Counter,
+    Gauge,
     Histogram,
     Info,
 )
@@ -117,6 +124,28 @@ KV_WRITES_PER_FLUSH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 
 AUTH_REFUSAL_REASONS = ("access_denied", "bad_signature", "unknown_access_key", "stale_date_time")
 """Values of the ``reason`` label of ``namesrv_auth_refusals_total`` (initialised to 0)."""
+
+
+GRPC_REFUSAL_REASONS = (
+    "write_buffer",
+    "write_buffer_total",
+    "watch_topics_per_peer",
+    "watch_topics",
+    "watch_unread",
+    "unbound_sessions_per_peer",
+    "unbound_sessions",
+    "unbound_session_ended",
+    "stream_resets",
+)
+"""Values of the ``reason`` label of ``namesrv_grpc_refusals_total`` (initialised to 0), one per bound:
+``write_buffer``/``write_buffer_total`` (a call held back by ``grpcWriteBufferHighWaterMark``/
+``grpcWriteBufferMaxTotalBytes`` for ``grpcWriteBufferWaitMillis``),
+``watch_topics_per_peer``/``watch_topics`` (``routeWatchMaxTopicsPerPeer``/``routeWatchMaxTopicsTotal``),
+``watch_unread`` (a watch ended after ``routeWatchMaxUnreadMillis`` unread), ``unbound_sessions_per_peer``/
+``unbound_sessions`` (``maxUnboundBrokerSessionsPerPeer``/``maxUnboundBrokerSessions``) and
+``unbound_session_ended`` (a session ended for not binding to a registered broker within
+``brokerSessionHelloTimeoutMillis``), ``stream_resets`` (a connection closed for resetting more
+than ``grpcMaxStreamResetsPerSecond`` streams a second: HTTP/2 rapid reset)."""
 
 
 def package_version() -> str:
@@ -364,6 +393,28 @@ class NamesrvMetrics:
         for reason in AUTH_REFUSAL_REASONS:
             self.auth_refusals.labels(reason)
         self.registry.register(_AuditCollector())
+        self.grpc_refusals = Counter(
+            "namesrv_grpc_refusals",
+            "gRPC calls refused and streams ended by a bound of what one peer may make the server hold, by reason.",
+            ["reason"],
+            registry=self.registry,
+        )
+        for reason in GRPC_REFUSAL_REASONS:
+            self.grpc_refusals.labels(reason)
+        self.grpc_calls_paused = Counter(
+            "namesrv_grpc_calls_paused",
+            "gRPC calls held back before being handled because their connection (write_buffer) or all "
+            "connections (write_buffer_total) have too many answers not read yet.",
+            ["reason"],
+            registry=self.registry,
+        )
+        for reason in ("write_buffer", "write_buffer_total"):
+            self.grpc_calls_paused.labels(reason)
+        self.grpc_unsent_answer_bytes = Gauge(
+            "namesrv_grpc_unsent_answer_bytes",
+            "Bytes of gRPC answers handed to gRPC and not sent yet (the client has not read them).",
+            registry=self.registry,
+        )
         Info("namesrv_build", "Build information.", registry=self.registry).info({"version": package_version()})
 
     @contextmanager

@@ -20,10 +20,24 @@ thread. A route read after a change's revision was published contains that chang
 notification that arrives after the watcher already sent a route at least that new is skipped
 (no duplicate, no loss).
 
-Bounds (configuration, read when a watch opens): ``routeWatchMaxWatchers`` open watches per
-NameServer (default 20,000), ``routeWatchMaxTopics`` topics per watch (default 1,000). Beyond them a
-watch is refused with :class:`~namesrv_grpc.core.errors.TooManyRouteWatchersError` or
+Bounds (configuration, read when a watch opens; each serving process has its own hub, so each
+bound is per serving process): ``routeWatchMaxWatchers`` open watches (default 20,000),
+``routeWatchMaxTopics`` topics per watch (default 1,000), and the watcher-topic pairs, the unit of
+what a watch costs (memory and work per change): ``routeWatchMaxTopicsPerPeer`` of one client IP
+address (default 10,000) and ``routeWatchMaxTopicsTotal`` of all clients (default 200,000). Beyond
+them a watch is refused with :class:`~namesrv_grpc.core.errors.TooManyRouteWatchersError`,
+:class:`~namesrv_grpc.core.errors.LimitExceededError` or
 :class:`~namesrv_grpc.core.errors.InvalidFieldError` before anything is kept.
+
+Watchers that do not read: the stream marks its watcher *unsent* (:meth:`RouteWatchHub.sending`)
+while a message waits for the client to take it, and clears the mark when it does
+(:meth:`RouteWatchHub.sent`). The first change that finds a watcher unsent takes it off every topic
+it watches (once, O(its topics)); from then on changes cost it nothing (2,000 watchers of the same
+1,000 topics that never read made each registration take 1.5 s, marking 2 million pending entries).
+When its client reads again it is put back with every topic pending, so it gets the current route of
+each (nothing is lost, as with any coalesced change). A watcher left unsent for
+``routeWatchMaxUnreadMillis`` (default 30 s) is dropped: the hub forgets it (its pairs are free for
+others) and calls the ``on_unread`` given to :meth:`RouteWatchHub.open`, which ends its stream.
 """
 
 from __future__ import annotations
@@ -34,7 +48,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from namesrv_grpc.core.errors import InvalidFieldError, TooManyRouteWatchersError
+from namesrv_grpc.core.errors import InvalidFieldError, LimitExceededError, TooManyRouteWatchersError
 from namesrv_grpc.core.validation import require_name
 from namesrv_grpc.core.zones import zone_requested
 
@@ -75,6 +89,17 @@ class RouteWatcher:
     """The server is shutting down: the stream should end."""
     zone_name: str = ""
     """Zone mode (S39): routes filtered to this zone; "" = whole routes."""
+    peer: str = ""
+    """Who opened it (the client's IP address): ``routeWatchMaxTopicsPerPeer`` counts per peer."""
+    unsent: bool = False
+    """A message taken by the stream waits for the client to read it (:meth:`RouteWatchHub.sending`)."""
+    detached: bool = False
+    """Taken off its topics while unsent: changes skip it; put back with every topic pending."""
+    unread_timer: asyncio.TimerHandle | None = None
+    on_unread: Callable[[RouteWatcher], None] | None = None
+    """Called when the watcher is dropped for being unsent ``routeWatchMaxUnreadMillis``."""
+    dropped: bool = False
+    """Dropped for not reading: its stream should end."""
 
 
 class RouteWatchHub(Generic[T]):
@@ -89,11 +114,19 @@ class RouteWatchHub(Generic[T]):
         max_watchers: Callable[[], int],
         max_topics: Callable[[], int],
         encode_in_zone: Callable[[str, str], T] | None = None,
+        max_topics_per_peer: Callable[[], int] | None = None,
+        max_topics_total: Callable[[], int] | None = None,
+        max_unread_seconds: Callable[[], float] | None = None,
+        refused: Callable[[str], None] | None = None,
     ) -> None:
         """``encode(topic)`` returns what a watcher is sent for the topic's current route (it must
         read the route table, which is at least at ``revision()`` when called); ``max_watchers`` and
         ``max_topics`` return the current bounds. ``encode_in_zone(topic, zone name)`` does the same
-        for a watch in zone mode (S39); without it zone-mode watches are refused."""
+        for a watch in zone mode (S39); without it zone-mode watches are refused.
+        ``max_topics_per_peer``/``max_topics_total``: watcher-topic pairs of one peer / of all (None:
+        no bound); ``max_unread_seconds``: how long a watcher may stay unsent before it is dropped
+        (None: never); ``refused(reason)`` counts each refusal and drop (``watch_topics_per_peer``,
+        ``watch_topics``, ``watch_unread``)."""
         self._encode = encode
         self._encode_in_zone = encode_in_zone
         self._zones: dict[str, dict[str, int]] = {}
@@ -105,6 +138,14 @@ class RouteWatchHub(Generic[T]):
         self._encoded: dict[tuple[str, str], tuple[int, T]] = {}
         """(topic, lower-case zone or "") -> (revision the value is at least as new as, value)."""
         self._watchers: set[RouteWatcher] = set()
+        self._max_topics_per_peer = max_topics_per_peer
+        self._max_topics_total = max_topics_total
+        self._max_unread_seconds = max_unread_seconds
+        self.refused = refused
+        """Counts refusals and drops by reason; settable after construction (the metrics' owner)."""
+        self._pairs = 0
+        """Watcher-topic pairs of the open watches."""
+        self._pairs_by_peer: dict[str, int] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread = 0
 
@@ -115,8 +156,17 @@ class RouteWatchHub(Generic[T]):
 
     @property
     def watched_topics(self) -> int:
-        """Distinct topics watched now."""
+        """Distinct topics watched now (by watchers that read)."""
         return len(self._by_topic)
+
+    @property
+    def watched_pairs(self) -> int:
+        """Watcher-topic pairs of the open watches (what ``routeWatchMaxTopicsTotal`` bounds)."""
+        return self._pairs
+
+    def pairs_of(self, peer: str) -> int:
+        """Watcher-topic pairs of ``peer``'s open watches."""
+        return self._pairs_by_peer.get(peer, 0)
 
     def attach(self, loop: asyncio.AbstractEventLoop) -> None:
         """Deliver changes to ``loop`` (the server's); called once the loop runs."""
@@ -125,11 +175,20 @@ class RouteWatchHub(Generic[T]):
 
     # ------------------------------------------------------------------ watches
 
-    def open(self, topics: Sequence[str], zone_name: str = "") -> RouteWatcher:
-        """Start a watch of ``topics``: every topic is pending, so the first :meth:`take` returns
-        the current route of each. ``zone_name`` not blank = the routes filtered to that zone (S39).
-        Raises InvalidFieldError (see :func:`watched_topics`; ``zone_name`` not a name) and
-        TooManyRouteWatchersError, keeping nothing."""
+    def open(
+        self,
+        topics: Sequence[str],
+        zone_name: str = "",
+        peer: str = "",
+        on_unread: Callable[[RouteWatcher], None] | None = None,
+    ) -> RouteWatcher:
+        """Start a watch of ``topics`` for ``peer`` (the client's IP address): every topic is
+        pending, so the first :meth:`take` returns the current route of each. ``zone_name`` not
+        blank = the routes filtered to that zone (S39). ``on_unread(watcher)``: called when the
+        watcher is dropped for leaving a message unread ``routeWatchMaxUnreadMillis`` (it should end
+        the stream). Raises InvalidFieldError (see :func:`watched_topics`; ``zone_name`` not a name),
+        TooManyRouteWatchersError and LimitExceededError (``routeWatchMaxTopicsPerPeer``,
+        ``routeWatchMaxTopicsTotal``), keeping nothing."""
         unique = watched_topics(topics, self._max_topics())
         zone = ""
         if zone_requested(zone_name):
@@ -143,11 +202,14 @@ class RouteWatchHub(Generic[T]):
                 f"(routeWatchMaxWatchers={limit}); try another NameServer or later",
                 {"max_watchers": str(limit)},
             )
+        self._check_pairs(peer, len(unique))
         if self._loop is None:
             self.attach(asyncio.get_running_loop())
-        watcher = RouteWatcher(unique, pending=dict.fromkeys(unique, 0), zone_name=zone)
+        watcher = RouteWatcher(unique, pending=dict.fromkeys(unique, 0), zone_name=zone, peer=peer, on_unread=on_unread)
         watcher.wake.set()
         self._watchers.add(watcher)
+        self._pairs += len(unique)
+        self._pairs_by_peer[peer] = self._pairs_by_peer.get(peer, 0) + len(unique)
         for topic in unique:
             self._by_topic.setdefault(topic, set()).add(watcher)
             if zone:
@@ -155,11 +217,47 @@ class RouteWatchHub(Generic[T]):
                 zones[zone.lower()] = zones.get(zone.lower(), 0) + 1
         return watcher
 
+    def _check_pairs(self, peer: str, count: int) -> None:
+        """Raise LimitExceededError when ``count`` more pairs of ``peer`` would pass a bound."""
+        if self._max_topics_per_peer is not None:
+            limit = self._max_topics_per_peer()
+            held = self._pairs_by_peer.get(peer, 0)
+            if held + count > limit:
+                self._refuse("watch_topics_per_peer")
+                raise LimitExceededError(
+                    "routeWatchMaxTopicsPerPeer",
+                    f"{peer or 'this client'} watches {held} topics in its open watches; {count} more would pass "
+                    f"the {limit} one client address may watch (routeWatchMaxTopicsPerPeer); "
+                    "end a watch or watch fewer topics",
+                )
+        if self._max_topics_total is not None:
+            limit = self._max_topics_total()
+            if self._pairs + count > limit:
+                self._refuse("watch_topics")
+                raise LimitExceededError(
+                    "routeWatchMaxTopicsTotal",
+                    f"open watches watch {self._pairs} topics in all; {count} more would pass the {limit} this "
+                    "NameServer process serves (routeWatchMaxTopicsTotal); try another NameServer or later",
+                )
+
+    def _refuse(self, reason: str) -> None:
+        if self.refused is not None:
+            self.refused(reason)
+
     def close(self, watcher: RouteWatcher) -> None:
         """End a watch (its stream ended for any reason); forget everything it held."""
         if watcher not in self._watchers:
             return
         self._watchers.discard(watcher)
+        self._pairs -= len(watcher.topics)
+        left = self._pairs_by_peer.get(watcher.peer, 0) - len(watcher.topics)
+        if left > 0:
+            self._pairs_by_peer[watcher.peer] = left
+        else:
+            self._pairs_by_peer.pop(watcher.peer, None)
+        if watcher.unread_timer is not None:
+            watcher.unread_timer.cancel()
+            watcher.unread_timer = None
         zone = watcher.zone_name.lower()
         for topic in watcher.topics:
             if zone:
@@ -179,6 +277,55 @@ class RouteWatchHub(Generic[T]):
                     self._encoded.pop((topic, ""), None)
         watcher.pending.clear()
         watcher.sent.clear()
+
+    def sending(self, watcher: RouteWatcher) -> None:
+        """The stream hands the watcher's message to gRPC: until :meth:`sent`, the watcher is
+        unsent (changes take it off its topics; after ``routeWatchMaxUnreadMillis`` it is dropped)."""
+        watcher.unsent = True
+        if self._max_unread_seconds is not None and self._loop is not None:
+            watcher.unread_timer = self._loop.call_later(self._max_unread_seconds(), self._unread, watcher)
+
+    def sent(self, watcher: RouteWatcher) -> None:
+        """The client took the message (gRPC asks for the next one): the watcher reads again; if it
+        was taken off its topics meanwhile, it is put back with every topic pending."""
+        watcher.unsent = False
+        if watcher.unread_timer is not None:
+            watcher.unread_timer.cancel()
+            watcher.unread_timer = None
+        if watcher.detached and watcher in self._watchers:
+            watcher.detached = False
+            for topic in watcher.topics:
+                self._by_topic.setdefault(topic, set()).add(watcher)
+            # Every topic, at least as new as now: an encoding older than that is made again.
+            watcher.pending = dict.fromkeys(watcher.topics, self._revision())
+            watcher.sent.clear()
+            watcher.wake.set()
+
+    def _detach(self, watchers: Iterable[RouteWatcher]) -> None:
+        """Take unsent watchers off their topics (changes skip them until :meth:`sent`)."""
+        for watcher in watchers:
+            watcher.detached = True
+            watcher.pending.clear()
+            for topic in watcher.topics:
+                same = self._by_topic.get(topic)
+                if same is not None:
+                    same.discard(watcher)
+                    if not same:  # changes of it are not seen any more: its encodings would go stale
+                        del self._by_topic[topic]
+                        self._encoded.pop((topic, ""), None)
+                        for zone in self._zones.get(topic, ()):
+                            self._encoded.pop((topic, zone), None)
+
+    def _unread(self, watcher: RouteWatcher) -> None:
+        watcher.unread_timer = None
+        if not watcher.unsent or watcher not in self._watchers:
+            return
+        self._refuse("watch_unread")
+        self.close(watcher)
+        watcher.dropped = True
+        watcher.wake.set()
+        if watcher.on_unread is not None:
+            watcher.on_unread(watcher)
 
     def close_all(self) -> None:
         """Server shutdown: mark every watch closed and wake it, so its stream ends."""
@@ -226,7 +373,7 @@ class RouteWatchHub(Generic[T]):
         closed by :meth:`close_all`."""
         while True:
             await watcher.wake.wait()
-            if watcher.closed:
+            if watcher.closed or watcher.dropped:
                 return None
             taken = self.take(watcher)
             if taken is not None:
@@ -246,12 +393,19 @@ class RouteWatchHub(Generic[T]):
         self._mark(revision, topics)
 
     def _mark(self, revision: int, topics: Iterable[str] | None) -> None:
+        unsent: list[RouteWatcher] = []
         if topics is None:
             self._encoded.clear()
             for watcher in self._watchers:
+                if watcher.detached:
+                    continue
+                if watcher.unsent:
+                    unsent.append(watcher)
+                    continue
                 for topic in watcher.topics:
                     watcher.pending[topic] = max(revision, watcher.pending.get(topic, 0))
                 watcher.wake.set()
+            self._detach(unsent)
             return
         by_topic = self._by_topic
         for topic in topics:
@@ -262,7 +416,12 @@ class RouteWatchHub(Generic[T]):
             for zone in self._zones.get(topic, ()):
                 self._encoded.pop((topic, zone), None)
             for watcher in watchers:
+                if watcher.unsent:
+                    unsent.append(watcher)
+                    continue
                 pending = watcher.pending
                 if pending.get(topic, 0) < revision:
                     pending[topic] = revision
                 watcher.wake.set()
+        if unsent:
+            self._detach(set(unsent))

@@ -10,6 +10,10 @@ that does what three ``grpc.aio`` interceptors used to do on every call:
   once, count the call and observe its handling time;
 - pre-encoded responses: the response serializer passes ``bytes`` through unchanged, so a method may
   return (or yield) a serialized response;
+- unsent answers (unary methods): a call of a connection whose answers are not read waits before
+  it is handled (and is refused if they stay unread), and each answer is counted until its call is
+  done
+  (:class:`~namesrv_grpc.grpc_api.unsent_answers.UnsentAnswers`, ``grpcWriteBufferHighWaterMark``);
 - request decoding (unary methods): gRPC hands over the raw bytes and the wrapper parses them, so a
   request that is not a valid protobuf message is INVALID_ARGUMENT (``MALFORMED_REQUEST``) rather
   than the UNKNOWN gRPC gives when its own deserializer fails. (A bad message on a client stream
@@ -43,6 +47,7 @@ from namesrv_grpc.grpc_api.grpc_metrics import (
     final_code,
     rpc_type,
 )
+from namesrv_grpc.grpc_api.unsent_answers import UnsentAnswers
 
 Behavior = Callable[..., Any]
 
@@ -56,9 +61,10 @@ def _code_name(context: Context, error: BaseException | None) -> str:
     return CODE_NAMES[final_code(context, error)]
 
 
-def wrap_unary_response(behavior: Behavior, metrics: MethodMetrics) -> Behavior:
+def wrap_unary_response(behavior: Behavior, metrics: MethodMetrics, unsent: UnsentAnswers | None = None) -> Behavior:
     """Wrap a method that returns one response (unary or client-streaming): a coroutine function,
-    or a plain one returning a response or an awaitable."""
+    or a plain one returning a response or an awaitable. ``unsent``: hold back (then refuse) calls of
+    connections that do not read their answers, and count each answer until its call is done."""
     perf_counter = time.perf_counter
     if not inspect.iscoroutinefunction(behavior):
         plain = behavior
@@ -70,7 +76,12 @@ def wrap_unary_response(behavior: Behavior, metrics: MethodMetrics) -> Behavior:
     async def handle(request: Any, context: Context) -> Any:
         metrics.started += 1
         started = perf_counter()
+        peer = ""
         try:
+            if unsent is not None:
+                peer = context.peer()
+                if unsent.blocked(peer) is not None:
+                    await unsent.admit(peer)
             response = await behavior(request, context)
         except NamesrvError as error:
             metrics.finish(status_code_of(error).name, perf_counter() - started)
@@ -81,6 +92,8 @@ def wrap_unary_response(behavior: Behavior, metrics: MethodMetrics) -> Behavior:
             raise
         code = context.code()
         metrics.finish("OK" if code is None else _code_name(context, None), perf_counter() - started)
+        if unsent is not None:
+            unsent.hold(peer, response, context)
         return response
 
     return handle
@@ -182,10 +195,14 @@ def decoding_requests(behavior: Behavior, parse: Callable[[bytes], Any], type_na
 
 
 def method_handler(
-    method: MethodDescriptor, behavior: Behavior, metrics: GrpcServerMetrics, service_name: str
+    method: MethodDescriptor,
+    behavior: Behavior,
+    metrics: GrpcServerMetrics,
+    service_name: str,
+    unsent: UnsentAnswers | None = None,
 ) -> grpc.RpcMethodHandler[Any, Any]:
     """The handler of one method: wrapped behavior, the request message's parser, a serializer that
-    passes ``bytes`` through."""
+    passes ``bytes`` through; ``unsent`` bounds the unsent answers of unary methods."""
     request_class = message_factory.GetMessageClass(method.input_type)
     response_class = message_factory.GetMessageClass(method.output_type)
     labels = (rpc_type(method.client_streaming, method.server_streaming), service_name, method.name)
@@ -203,24 +220,40 @@ def method_handler(
             grpc.stream_stream_rpc_method_handler if method.client_streaming else grpc.unary_stream_rpc_method_handler
         )
     else:
-        wrapped = wrap_unary_response(behavior, method_metrics)
+        wrapped = wrap_unary_response(behavior, method_metrics, unsent)
         factory = (
             grpc.stream_unary_rpc_method_handler if method.client_streaming else grpc.unary_unary_rpc_method_handler
         )
     return factory(wrapped, **kwargs)
 
 
-def service_handler(service: ServiceDescriptor, servicer: object, metrics: GrpcServerMetrics) -> grpc.GenericRpcHandler:
+def service_handler(
+    service: ServiceDescriptor, servicer: object, metrics: GrpcServerMetrics, unsent: UnsentAnswers | None = None
+) -> grpc.GenericRpcHandler:
     """Every method of ``service`` served by the servicer's method of the same name."""
     handlers = {
-        method.name: method_handler(method, getattr(servicer, method.name), metrics, service.full_name)
+        method.name: method_handler(method, getattr(servicer, method.name), metrics, service.full_name, unsent)
         for method in service.methods
     }
     return grpc.method_handlers_generic_handler(service.full_name, handlers)
 
 
 def add_services(
-    server: grpc.aio.Server, metrics: GrpcServerMetrics, services: list[tuple[ServiceDescriptor, object]]
+    server: grpc.aio.Server,
+    metrics: GrpcServerMetrics,
+    services: list[tuple[ServiceDescriptor, object]],
+    unsent: UnsentAnswers | None = None,
 ) -> None:
-    """Register ``(service descriptor, servicer)`` pairs on ``server``."""
-    server.add_generic_rpc_handlers(tuple(service_handler(s, servicer, metrics) for s, servicer in services))
+    """Register ``(service descriptor, servicer)`` pairs on ``server``. ``unsent`` (default: the
+    ``unsent_answers`` of the first servicer that has one, the NameServerServicer's) bounds the
+    unsent answers of every unary method of every service, all sharing one count per connection."""
+    if unsent is None:
+        unsent = next(
+            (
+                found
+                for _, servicer in services
+                if isinstance(found := getattr(servicer, "unsent_answers", None), UnsentAnswers)
+            ),
+            None,
+        )
+    server.add_generic_rpc_handlers(tuple(service_handler(s, servicer, metrics, unsent) for s, servicer in services))

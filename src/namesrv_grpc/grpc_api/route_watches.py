@@ -20,7 +20,9 @@ RouteWatches = RouteWatchHub[bytes]
 
 def new_route_watches(nameserver: NameServer) -> RouteWatches:
     """A hub for ``nameserver``, subscribed to its route table's changes. Its bounds are the config
-    keys ``routeWatchMaxWatchers`` and ``routeWatchMaxTopics``, read when a watch opens."""
+    keys ``routeWatchMaxWatchers``, ``routeWatchMaxTopics``, ``routeWatchMaxTopicsPerPeer`` and
+    ``routeWatchMaxTopicsTotal``, read when a watch opens, and ``routeWatchMaxUnreadMillis``, read
+    when a message is handed to gRPC."""
 
     def encode(topic: str) -> bytes:
         return route_change_bytes(topic, nameserver.topic_route_encoded(topic, encode_route_response))
@@ -34,6 +36,9 @@ def new_route_watches(nameserver: NameServer) -> RouteWatches:
         max_watchers=lambda: nameserver.config.route_watch_max_watchers,
         max_topics=lambda: nameserver.config.route_watch_max_topics,
         encode_in_zone=encode_in_zone,
+        max_topics_per_peer=lambda: nameserver.config.route_watch_max_topics_per_peer,
+        max_topics_total=lambda: nameserver.config.route_watch_max_topics_total,
+        max_unread_seconds=lambda: nameserver.config.route_watch_max_unread_millis / 1000,
     )
     nameserver.route_table.route_listeners.append(hub.routes_changed)
     return hub
@@ -41,8 +46,8 @@ def new_route_watches(nameserver: NameServer) -> RouteWatches:
 
 class RouteWatchCollector(Collector):
     """``namesrv_route_watchers`` (open WatchTopicRoutes streams), ``namesrv_route_watched_topics``
-    (distinct topics they watch) and ``namesrv_route_revision`` (route changes since start), read at
-    scrape time."""
+    (distinct topics they watch), ``namesrv_route_watched_pairs`` (watcher-topic pairs) and
+    ``namesrv_route_revision`` (route changes since start), read at scrape time."""
 
     def __init__(self, hub: RouteWatches, nameserver: NameServer) -> None:
         self._hub = hub
@@ -54,6 +59,11 @@ class RouteWatchCollector(Collector):
             "namesrv_route_watched_topics",
             "Distinct topics watched by WatchTopicRoutes streams.",
             self._hub.watched_topics,
+        )
+        yield GaugeMetricFamily(
+            "namesrv_route_watched_pairs",
+            "Watcher-topic pairs of the open WatchTopicRoutes streams (routeWatchMaxTopicsTotal bounds them).",
+            self._hub.watched_pairs,
         )
         yield GaugeMetricFamily(
             "namesrv_route_revision",

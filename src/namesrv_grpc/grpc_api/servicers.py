@@ -4,6 +4,9 @@ and results back. No rules live here; domain errors become statuses in
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
 from collections.abc import AsyncIterator
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
@@ -18,6 +21,7 @@ from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv.v1 import name_server_service_pb2_grpc as ns_grpc
 from namesrv_grpc.core.processor import BrokerIdentity, NameServer
 from namesrv_grpc.core.writes import Registration, RouteTableWrites
+from namesrv_grpc.grpc_api.connections import close_connections
 from namesrv_grpc.grpc_api.convert import broker_live_entry_to_proto, cluster_info_to_proto, queue_data_from_proto
 from namesrv_grpc.grpc_api.encoded_responses import (
     encode_route_response,
@@ -32,15 +36,27 @@ from namesrv_grpc.grpc_api.register_body import (
 )
 from namesrv_grpc.grpc_api.route_watches import RouteWatches, new_route_watches
 from namesrv_grpc.grpc_api.sessions import BrokerSessions
+from namesrv_grpc.grpc_api.stream_resets import StreamResetGuard
+from namesrv_grpc.grpc_api.unsent_answers import UnsentAnswers
 from namesrv_grpc.metrics import NamesrvMetrics
 from namesrv_grpc.policy import checksum
 from namesrv_grpc.security.audit import AuditLog
-from namesrv_grpc.security.authz import Action, Guard
+from namesrv_grpc.security.authz import Action, Guard, grpc_peer_address
 
 if TYPE_CHECKING:
     pass
 
+log = logging.getLogger(__name__)
+
 Context = grpc.aio.ServicerContext[Any, Any]
+
+# Keys of the answers built once per change of the route table or the configuration
+# (NameServer.answer_per_change), gRPC encodings; the remoting door has its own.
+_TOPICS_BY_CLUSTER = "grpc topics by cluster"
+_SYSTEM_TOPICS = "grpc system topics"
+_UNIT = "grpc unit topics"
+_UNIT_SUB = "grpc unit sub topics"
+_UNIT_SUB_UNUNIT = "grpc unit sub ununit topics"
 
 
 class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[misc]
@@ -65,6 +81,28 @@ class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[mis
         self._sessions = sessions
         self.route_watches = route_watches if route_watches is not None else new_route_watches(nameserver)
         self._guard = guard or Guard(None, AuditLog())
+        self.unsent_answers = UnsentAnswers(
+            lambda: nameserver.config.grpc_write_buffer_high_water_mark,
+            lambda: nameserver.config.grpc_write_buffer_max_total_bytes,
+            lambda reason: metrics.grpc_refusals.labels(reason).inc(),
+            wait_seconds=lambda: nameserver.config.grpc_write_buffer_wait_millis / 1000,
+            paused=lambda reason: metrics.grpc_calls_paused.labels(reason).inc(),
+        )
+        """Unread answers of every service's unary calls (:func:`~namesrv_grpc.grpc_api.handlers.add_services`
+        shares it among the services)."""
+        metrics.grpc_unsent_answer_bytes.set_function(lambda: self.unsent_answers.total)
+        if self.route_watches.refused is None:
+            self.route_watches.refused = lambda reason: metrics.grpc_refusals.labels(reason).inc()
+        self._to_close: set[str] = set()
+        """Peers whose connections close at the end of this turn (unread watches)."""
+        self._closing: set[asyncio.Future[None]] = set()
+        self.stream_resets = StreamResetGuard(
+            lambda: nameserver.config.grpc_max_stream_resets_per_second, self._reset_too_often
+        )
+        """Closes connections that reset streams too fast (HTTP/2 rapid reset); runs from here since
+        the servicer is made in the serving process's event loop, when its gRPC server starts."""
+        with contextlib.suppress(RuntimeError):  # no event loop (methods called directly): no guard
+            self.stream_resets.start(asyncio.get_running_loop())
 
     def OpenBrokerSession(
         self, request_iterator: AsyncIterator[ns_pb2.OpenBrokerSessionRequest], context: Context
@@ -186,17 +224,62 @@ class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[mis
         self._guard.require(context, Action.READ_ROUTES)
         self._ns.check_serving()
         hub = self.route_watches
-        watcher = hub.open(request.topics, request.zone_name)
+        peer = context.peer()
+        watcher = hub.open(request.topics, request.zone_name, grpc_peer_address(peer), lambda _: self._unread(peer))
         try:
             while True:
                 taken = await hub.next(watcher)
                 if taken is None:
+                    if watcher.dropped:  # its client read again just as it was dropped
+                        limit = self._ns.config.route_watch_max_unread_millis
+                        await context.abort(
+                            grpc.StatusCode.RESOURCE_EXHAUSTED,
+                            f"a message of this watch waited {limit} ms to be read (routeWatchMaxUnreadMillis)",
+                        )
                     await context.abort(grpc.StatusCode.UNAVAILABLE, "the NameServer is shutting down; watch another")
                     return
                 revision, changes = taken
-                yield watch_response_bytes(revision, [change for _, change in changes])
+                message = watch_response_bytes(revision, [change for _, change in changes])
+                hub.sending(watcher)  # until gRPC asks for the next message, the client has not read it
+                yield message
+                hub.sent(watcher)
         finally:
             hub.close(watcher)
+
+    def _reset_too_often(self, peer: str, resets_per_second: float) -> None:
+        self._metrics.grpc_refusals.labels("stream_resets").inc()
+        log.warning(
+            "gRPC connection of %s reset %.0f streams a second, more than grpcMaxStreamResetsPerSecond=%d "
+            "(HTTP/2 rapid reset): connection closed",
+            peer,
+            resets_per_second,
+            self._ns.config.grpc_max_stream_resets_per_second,
+        )
+
+    def _unread(self, peer: str) -> None:
+        """A watch of ``peer`` left a message unread ``routeWatchMaxUnreadMillis``: its stream cannot
+        be ended in order (the status would wait behind the unread message, and gRPC's core keeps
+        both), so its connection is closed: gRPC ends every call of it and frees what it held, and
+        the client sees UNAVAILABLE and reconnects. The connections of the watches dropped in one
+        turn of the event loop are closed together, in a worker thread (one scan of the sockets)."""
+        if not self._to_close:
+            task = asyncio.ensure_future(self._close_unread())
+            self._closing.add(task)
+            task.add_done_callback(self._closing.discard)
+        self._to_close.add(peer)
+
+    async def _close_unread(self) -> None:
+        await asyncio.sleep(0)  # let the other watches dropped in this turn join
+        peers, self._to_close = self._to_close, set()
+        closed = await asyncio.to_thread(close_connections, peers)
+        limit = self._ns.config.route_watch_max_unread_millis
+        for peer in sorted(peers):
+            log.warning(
+                "route watch of %s left a message unread for %d ms (routeWatchMaxUnreadMillis): watch dropped%s",
+                peer,
+                limit,
+                ", connection closed" if peer in closed else "",
+            )
 
     async def GetBrokerClusterInfo(
         self, request: ns_pb2.GetBrokerClusterInfoRequest, context: Context
@@ -219,35 +302,66 @@ class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[mis
 
     async def GetTopicsByCluster(
         self, request: ns_pb2.GetTopicsByClusterRequest, context: Context
-    ) -> ns_pb2.GetTopicsByClusterResponse:
+    ) -> ns_pb2.GetTopicsByClusterResponse | bytes:
         self._guard.require(context, Action.READ_ROUTES)
-        return ns_pb2.GetTopicsByClusterResponse(topics=self._ns.get_topics_by_cluster(request.cluster_name))
+        cluster = request.cluster_name
+        topics = self._ns.get_topics_by_cluster  # S41 and the name checked on every call
+        if cluster not in self._ns.route_table.cluster_addr_table:
+            # No cache entry per made-up name (as on remoting): an unknown cluster's list is empty.
+            return ns_pb2.GetTopicsByClusterResponse(topics=topics(cluster))
+        self._ns.check_topic_list_enabled()
+        return self._ns.answer_per_change(
+            (_TOPICS_BY_CLUSTER, cluster),
+            lambda: ns_pb2.GetTopicsByClusterResponse(topics=topics(cluster)).SerializeToString(),
+        )
 
     async def GetSystemTopicList(
         self, request: ns_pb2.GetSystemTopicListRequest, context: Context
-    ) -> ns_pb2.GetSystemTopicListResponse:
+    ) -> ns_pb2.GetSystemTopicListResponse | bytes:
         self._guard.require(context, Action.READ_ROUTES)
-        topics, broker_addr = self._ns.get_system_topic_list()
-        return ns_pb2.GetSystemTopicListResponse(topics=topics, broker_addr=broker_addr)
+
+        def build() -> bytes:
+            topics, broker_addr = self._ns.get_system_topic_list()
+            return ns_pb2.GetSystemTopicListResponse(topics=topics, broker_addr=broker_addr).SerializeToString()
+
+        return self._ns.answer_per_change(_SYSTEM_TOPICS, build)
 
     async def GetUnitTopicList(
         self, request: ns_pb2.GetUnitTopicListRequest, context: Context
-    ) -> ns_pb2.GetUnitTopicListResponse:
+    ) -> ns_pb2.GetUnitTopicListResponse | bytes:
         self._guard.require(context, Action.READ_ROUTES)
-        return ns_pb2.GetUnitTopicListResponse(topics=self._ns.get_unit_topic_list())
+        self._ns.check_topic_list_enabled()  # S41, on every call: the cached answer does not know it
+        table = self._ns.route_table
+        return self._ns.answer_per_change(
+            _UNIT,
+            lambda: ns_pb2.GetUnitTopicListResponse(topics=table.get_unit_topic_list()).SerializeToString(),
+        )
 
     async def GetHasUnitSubTopicList(
         self, request: ns_pb2.GetHasUnitSubTopicListRequest, context: Context
-    ) -> ns_pb2.GetHasUnitSubTopicListResponse:
+    ) -> ns_pb2.GetHasUnitSubTopicListResponse | bytes:
         self._guard.require(context, Action.READ_ROUTES)
-        return ns_pb2.GetHasUnitSubTopicListResponse(topics=self._ns.get_has_unit_sub_topic_list())
+        self._ns.check_topic_list_enabled()
+        table = self._ns.route_table
+        return self._ns.answer_per_change(
+            _UNIT_SUB,
+            lambda: ns_pb2.GetHasUnitSubTopicListResponse(
+                topics=table.get_has_unit_sub_topic_list()
+            ).SerializeToString(),
+        )
 
     async def GetHasUnitSubUnUnitTopicList(
         self, request: ns_pb2.GetHasUnitSubUnUnitTopicListRequest, context: Context
-    ) -> ns_pb2.GetHasUnitSubUnUnitTopicListResponse:
+    ) -> ns_pb2.GetHasUnitSubUnUnitTopicListResponse | bytes:
         self._guard.require(context, Action.READ_ROUTES)
-        topics = self._ns.get_has_unit_sub_ununit_topic_list()
-        return ns_pb2.GetHasUnitSubUnUnitTopicListResponse(topics=topics)
+        self._ns.check_topic_list_enabled()
+        table = self._ns.route_table
+        return self._ns.answer_per_change(
+            _UNIT_SUB_UNUNIT,
+            lambda: ns_pb2.GetHasUnitSubUnUnitTopicListResponse(
+                topics=table.get_has_unit_sub_ununit_topic_list()
+            ).SerializeToString(),
+        )
 
 
 class KVConfigServicer(kv_grpc.KVConfigServiceServicer):  # type: ignore[misc]

@@ -14,10 +14,29 @@ One session, as the server sees it::
 Outbound messages go through a bounded queue per session; a master-change notice that does not fit
 is dropped (the slave also learns its master from every registration answer, S10).
 
-Limits: the hello must arrive within ``brokerSessionHelloTimeoutMillis`` (else the stream ends
-with INVALID_ARGUMENT), at most ``maxBrokerSessions`` streams are open at once (more are refused
-with RESOURCE_EXHAUSTED), and a message that is not an ``OpenBrokerSessionRequest`` ends the stream
-with INVALID_ARGUMENT.
+Limits (each serving process has its own sessions, so each bound is per serving process):
+
+- **Bound sessions** (an authorized hello bound to a registration in the route-table process) are at
+  most ``maxBrokerSessions``; past it, a hello for a broker this process's replica holds is refused
+  with RESOURCE_EXHAUSTED before it binds (one for a broker it does not hold cannot bind, takes no
+  slot, and is answered ``register_required``).
+- **Unbound sessions** (no hello yet, or a hello for a broker that is not registered here) cost the
+  server a stream and a task but protect nothing, so they are bounded on their own: at most
+  ``maxUnboundBrokerSessionsPerPeer`` per client IP address (more are refused with
+  RESOURCE_EXHAUSTED at once), and ``maxUnboundBrokerSessions`` of all clients, where a new session
+  takes the place of the oldest unbound one (ended with RESOURCE_EXHAUSTED): a broker connecting
+  while a flood holds them all still gets its session, and binds it with its hello at once. An
+  unbound session must bind within ``brokerSessionHelloTimeoutMillis`` of opening (or of being told
+  ``register_required``), else it is ended: INVALID_ARGUMENT when no hello came, NOT_FOUND
+  (``BROKER_NOT_REGISTERED``) when its hello named no registered broker. (Before, a hello for a
+  broker that never registered kept its stream forever: 11,000 of them locked real brokers out.)
+- **With an ACL**, a caller whose account may open no session at all (anonymous, or an account with
+  neither broker names nor the admin role) is refused with PERMISSION_DENIED when it opens the
+  stream, not after the hello timeout (anonymous streams reopened every 10 s held the slots).
+- A message that is not an ``OpenBrokerSessionRequest`` ends the stream with INVALID_ARGUMENT.
+
+Refusals and ends are counted in ``namesrv_grpc_refusals_total{reason}`` (``unbound_sessions_per_peer``,
+``unbound_sessions``, ``unbound_session_ended``: ended for not binding in time).
 """
 
 from __future__ import annotations
@@ -33,14 +52,21 @@ import grpc
 from google.protobuf.message import DecodeError
 
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
-from namesrv_grpc.core.errors import InvalidFieldError, LimitExceededError, MalformedRequestError, NamesrvError
+from namesrv_grpc.core.errors import (
+    AccessDeniedError,
+    BrokerNotRegisteredError,
+    InvalidFieldError,
+    LimitExceededError,
+    MalformedRequestError,
+    NamesrvError,
+)
 from namesrv_grpc.core.model import MASTER_ID, RemovedBroker
 from namesrv_grpc.core.processor import NameServer
 from namesrv_grpc.core.writes import RouteTableWrites
 from namesrv_grpc.grpc_api.grpc_errors import to_status
 from namesrv_grpc.metrics import NamesrvMetrics
 from namesrv_grpc.security.audit import AuditLog
-from namesrv_grpc.security.authz import ANONYMOUS, Action, Guard, Principal
+from namesrv_grpc.security.authz import ANONYMOUS, Action, Guard, Principal, grpc_peer_address
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +83,11 @@ class _Session:
     session_id: int = 0
     principal: Principal = ANONYMOUS
     peer: str = ""
+    address: str = ""
+    """The client's IP address (``maxUnboundBrokerSessionsPerPeer`` counts per address)."""
+    error: NamesrvError | None = None
+    """Why the server ended the session (the stream ends with its status)."""
+    unbound_timer: asyncio.TimerHandle | None = None
 
 
 class BrokerSessions:
@@ -74,6 +105,9 @@ class BrokerSessions:
         self._metrics = metrics
         self._guard = guard or Guard(None, AuditLog())
         self._open: set[_Session] = set()
+        self._unbound: dict[_Session, None] = {}
+        """Open sessions not bound to a registration, oldest first."""
+        self._unbound_by_address: dict[str, int] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._slaves: dict[str, set[_Session]] = {}
         self._by_addr: dict[str, set[_Session]] = {}
@@ -84,6 +118,92 @@ class BrokerSessions:
     def open_sessions(self) -> int:
         """Streams open now (bound or not)."""
         return len(self._open)
+
+    @property
+    def bound_sessions(self) -> int:
+        """Sessions bound to a registration now (what ``maxBrokerSessions`` bounds)."""
+        return len(self._open) - len(self._unbound)
+
+    @property
+    def unbound_sessions(self) -> int:
+        """Sessions open now that are not bound to a registration."""
+        return len(self._unbound)
+
+    def _refused(self, reason: str) -> None:
+        self._metrics.grpc_refusals.labels(reason).inc()
+
+    def _admit_unbound(self, address: str) -> None:
+        """A new session of ``address`` is about to be unbound: refuse it (LimitExceededError) past
+        ``maxUnboundBrokerSessionsPerPeer``; past ``maxUnboundBrokerSessions`` end the oldest
+        unbound session to make room."""
+        config = self._ns.config
+        per_peer = config.max_unbound_broker_sessions_per_peer
+        held = self._unbound_by_address.get(address, 0)
+        if held >= per_peer:
+            self._refused("unbound_sessions_per_peer")
+            raise LimitExceededError(
+                "maxUnboundBrokerSessionsPerPeer",
+                f"{address} has {held} broker sessions open that are bound to no registered broker, the most one "
+                "address may have (maxUnboundBrokerSessionsPerPeer); say hello on them or close them",
+            )
+        limit = config.max_unbound_broker_sessions
+        while len(self._unbound) >= limit:
+            oldest = next(iter(self._unbound))
+            self._refused("unbound_sessions")
+            log.warning(
+                "%d broker sessions bound to no registered broker are open (maxUnboundBrokerSessions): "
+                "the oldest, of %s, ended to make room",
+                len(self._unbound),
+                oldest.peer,
+            )
+            self._end_session(
+                oldest,
+                LimitExceededError(
+                    "maxUnboundBrokerSessions",
+                    f"{len(self._unbound)} broker sessions bound to no registered broker are open, the most "
+                    "allowed (maxUnboundBrokerSessions); this one, the oldest, was ended to make room",
+                ),
+            )
+
+    def _mark_unbound(self, session: _Session, error: NamesrvError) -> None:
+        """``session`` is not bound (new, or told ``register_required``): it must bind within
+        ``brokerSessionHelloTimeoutMillis``, else it is ended with ``error``."""
+        if session not in self._unbound:
+            self._unbound[session] = None
+            self._unbound_by_address[session.address] = self._unbound_by_address.get(session.address, 0) + 1
+        if session.unbound_timer is not None:
+            session.unbound_timer.cancel()
+        if self._loop is not None:
+            timeout = self._ns.config.broker_session_hello_timeout_millis / 1000
+            session.unbound_timer = self._loop.call_later(timeout, self._unbound_too_long, session, error)
+
+    def _mark_bound(self, session: _Session) -> None:
+        if session.unbound_timer is not None:
+            session.unbound_timer.cancel()
+            session.unbound_timer = None
+        if self._unbound.pop(session, ()) is None:
+            left = self._unbound_by_address.get(session.address, 0) - 1
+            if left > 0:
+                self._unbound_by_address[session.address] = left
+            else:
+                self._unbound_by_address.pop(session.address, None)
+
+    def _unbound_too_long(self, session: _Session, error: NamesrvError) -> None:
+        session.unbound_timer = None
+        if session in self._unbound and session in self._open:
+            self._refused("unbound_session_ended")
+            self._end_session(session, error)
+
+    def _end_session(self, session: _Session, error: NamesrvError) -> None:
+        """End ``session``'s stream with ``error``'s status (it is forgotten when its stream ends)."""
+        self._mark_bound(session)  # no longer counted as unbound
+        session.error = error
+        while True:
+            try:
+                session.outbound.put_nowait(None)
+                return
+            except asyncio.QueueFull:
+                session.outbound.get_nowait()  # a client that does not read loses its pending notices
 
     def _in_loop(self) -> bool:
         try:
@@ -125,7 +245,7 @@ class BrokerSessions:
         for session in self._by_addr.get(removed.broker_addr, ()):
             if session.hello is None or session.hello.instance_id == removed.instance_id:
                 continue
-            session.session_id = 0
+            self._unbind(session, reason)
             try:
                 session.outbound.put_nowait(notice)
             except asyncio.QueueFull:
@@ -137,23 +257,26 @@ class BrokerSessions:
         """The ``OpenBrokerSession`` handler: yields responses until the stream ends, then ends the
         session (S15)."""
         self._loop = asyncio.get_running_loop()
-        limit = self._ns.config.max_broker_sessions
-        if len(self._open) >= limit:
-            status = to_status(
-                LimitExceededError(
-                    "maxBrokerSessions",
-                    f"{len(self._open)} broker sessions are open, the most allowed (maxBrokerSessions)",
-                )
-            )
-            await context.abort(status.code, status.details, status.trailing_metadata)
         session = _Session()
         try:  # who opens the stream; each hello is checked against its broker name (ACL)
             session.principal = self._guard.identify_grpc(context)
+            if not self._guard.may_open_broker_sessions(session.principal):
+                self._guard.check(session.principal, Action.OPEN_BROKER_SESSION, peer=context.peer())
+                raise AccessDeniedError(f"{session.principal.name} may not open broker sessions (--acl-file)")
+            session.peer = context.peer()
+            session.address = grpc_peer_address(session.peer)
+            self._admit_unbound(session.address)
         except NamesrvError as refused:
             status = to_status(refused)
             await context.abort(status.code, status.details, status.trailing_metadata)
-        session.peer = context.peer()
         self._open.add(session)
+        timeout_ms = self._ns.config.broker_session_hello_timeout_millis
+        self._mark_unbound(
+            session,
+            InvalidFieldError(
+                "hello", f"no hello within {timeout_ms} ms of opening the session (brokerSessionHelloTimeoutMillis)"
+            ),
+        )
         reader = asyncio.create_task(self._read(requests, session))
         try:
             while True:
@@ -161,32 +284,24 @@ class BrokerSessions:
                 if response is None:
                     break
                 yield response
-            error = reader.exception() if reader.done() else None
-            if isinstance(error, NamesrvError):
+            error = session.error
+            if error is None and reader.done() and not reader.cancelled():
+                exception = reader.exception()
+                error = exception if isinstance(exception, NamesrvError) else None
+            if error is not None:
                 status = to_status(error)
                 await context.abort(status.code, status.details, status.trailing_metadata)
         finally:
             reader.cancel()
+            self._mark_bound(session)
             self._open.discard(session)
             self._end(session)
 
     async def _read(self, requests: AsyncIterator[ns_pb2.OpenBrokerSessionRequest], session: _Session) -> None:
         """Handle incoming messages; put None on the outbound queue when the stream ends or fails.
-        The first message must come within ``brokerSessionHelloTimeoutMillis``."""
+        (The session must bind within ``brokerSessionHelloTimeoutMillis``: :meth:`_mark_unbound`.)"""
         iterator = aiter(requests)
-        timeout_ms = self._ns.config.broker_session_hello_timeout_millis
         try:
-            try:
-                first = await asyncio.wait_for(anext(iterator), timeout_ms / 1000)
-            except StopAsyncIteration:
-                await session.outbound.put(None)
-                return
-            except TimeoutError:
-                raise InvalidFieldError(
-                    "hello", f"no hello within {timeout_ms} ms of opening the session (brokerSessionHelloTimeoutMillis)"
-                ) from None
-            for response in await self._handle(session, first):
-                await session.outbound.put(response)
             async for request in iterator:
                 for response in await self._handle(session, request):
                     await session.outbound.put(response)
@@ -210,12 +325,32 @@ class BrokerSessions:
             raise InvalidFieldError("hello", "the first message of a session must be a hello")
         if session.session_id and await self._writes.session_heartbeat(session.hello.broker_addr, session.session_id):
             return []
-        session.session_id = 0
         reason = "this broker instance is not registered here any more (removed, expired or replaced)"
+        self._unbind(session, reason)
         return [Response(register_required=ns_pb2.SessionRegisterRequired(reason=reason))]
+
+    def _unbind(self, session: _Session, reason: str) -> None:
+        """The session lost (or never got) its registration: it is unbound until its next hello binds
+        it, which must come within ``brokerSessionHelloTimeoutMillis``."""
+        session.session_id = 0
+        timeout_ms = self._ns.config.broker_session_hello_timeout_millis
+        self._mark_unbound(
+            session,
+            BrokerNotRegisteredError(
+                f"{reason}; no hello bound this session to a registration within {timeout_ms} ms "
+                "(brokerSessionHelloTimeoutMillis): register, then open a session"
+            ),
+        )
 
     async def _hello(self, session: _Session, hello: ns_pb2.SessionHello) -> list[Response]:
         self._guard.check(session.principal, Action.OPEN_BROKER_SESSION, hello.broker_name, peer=session.peer)
+        limit = self._ns.config.max_broker_sessions
+        if session in self._unbound and self.bound_sessions >= limit and self._registered(hello):
+            raise LimitExceededError(
+                "maxBrokerSessions",
+                f"{self.bound_sessions} broker sessions are bound to registered brokers, the most allowed "
+                "(maxBrokerSessions)",
+            )
         self._forget(session)
         bound = await self._writes.bind_session(
             hello.cluster_name, hello.broker_name, hello.broker_id, hello.broker_addr, hello.instance_id
@@ -223,9 +358,14 @@ class BrokerSessions:
         session.hello = hello
         self._by_addr.setdefault(hello.broker_addr, set()).add(session)
         if bound is None:
-            session.session_id = 0
             reason = f"{hello.broker_addr} is not registered here as {hello.broker_name} id {hello.broker_id}"
+            self._unbind(session, reason)
             return [Response(register_required=ns_pb2.SessionRegisterRequired(reason=reason))]
+        if session not in self._open:  # its stream ended while it was being bound: S15 applies at once
+            session.session_id = bound[0]
+            self._end(session)
+            return []
+        self._mark_bound(session)
         session.session_id, timeout = bound
         self._guard.audit_log.ok(
             session.principal.name,
@@ -242,6 +382,11 @@ class BrokerSessions:
             notice = ns_pb2.SessionMasterChanged(master_addr=master_addr, ha_server_addr=ha_addr)
             responses.append(Response(master_changed=notice))
         return responses
+
+    def _registered(self, hello: ns_pb2.SessionHello) -> bool:
+        """Whether this process's replica holds the broker ``hello`` names (a hello that cannot bind
+        needs no ``maxBrokerSessions`` slot: it is answered ``register_required``)."""
+        return self._ns.route_table.broker_addrs_of(hello.broker_name).get(hello.broker_id) == hello.broker_addr
 
     def _forget(self, session: _Session) -> None:
         if session.hello is not None:

@@ -279,6 +279,13 @@ def grpc_options(config: NamesrvConfig, workers: int = 1) -> list[tuple[str, Any
             "grpc.max_allowed_incoming_connections",
             share(config.grpc_max_connections, workers) or default_grpc_max_connections(),
         ),
+        # HTTP/2 rapid reset (issue 30): grpc-core keeps reset streams counted against
+        # max_concurrent_streams until freed (its default, made explicit), but closes no connection;
+        # its per-connection stream counters (channelz, on by default) let
+        # grpc_api/stream_resets.py close the connections that reset faster than
+        # grpcMaxStreamResetsPerSecond.
+        ("grpc.http.overload_protection", 1),
+        ("grpc.enable_channelz", 1),
     ]
 
 

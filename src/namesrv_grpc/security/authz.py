@@ -178,6 +178,15 @@ class Guard:
         self.check(principal, action, broker_name, peer=context.peer())
         return principal
 
+    def may_open_broker_sessions(self, principal: Principal) -> bool:
+        """Whether ``principal`` may open a broker session for some broker name (without an ACL,
+        anyone): a caller that may not is refused when it opens the stream, not after its hello."""
+        acl = self._acl
+        if acl is None or principal.white:
+            return True
+        account = principal.account
+        return account is not None and (account.admin or bool(account.broker_names))
+
     def audit(self, context: Any, principal: Principal, rpc: str, **changed: object) -> None:
         """Write the audit line of an applied state-changing gRPC call (see :mod:`.audit`)."""
         self.audit_log.ok(principal.name, context.peer(), rpc, **changed)

@@ -1,0 +1,457 @@
+"""What one peer can make the gRPC door hold is bounded (issue 30): each attack of the issue, scaled
+down, against real NameServer processes over loopback, with the HTTP/2 clients of
+:mod:`tests.grpc_attacks` (``h2``) where grpcio's own client cannot misbehave enough.
+
+Each test asserts the bound acted (the attacker's statuses, the refusal counters
+``namesrv_grpc_refusals_total{reason}``, closed connections), that what the server holds stayed small,
+and that a well-behaved client kept getting answers (generous timeouts, no latency figures). Bounds
+counted per client address use the other loopback addresses (``127.0.0.2``, ``127.0.0.3``) as other
+clients. The serving-process count is the default (the CPUs) unless a test says why it needs one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import grpc
+import psutil
+import pytest
+
+from namesrv.v1 import name_server_service_pb2 as ns_pb2
+from namesrv.v1 import name_server_service_pb2_grpc as ns_grpc
+from namesrv_grpc.config import NamesrvConfig
+from namesrv_grpc.core.kvconfig import KVConfigManager
+from namesrv_grpc.core.model import DataVersion, QueueData
+from namesrv_grpc.core.processor import NameServer
+from namesrv_grpc.core.route_table import RouteInfoManager
+from namesrv_grpc.grpc_api.servicers import NameServerServicer
+from namesrv_grpc.metrics import NamesrvMetrics
+from tests.grpc_attacks import H2Client, close_all
+from tests.metrics_support import Scrape, free_port, parse
+from tests.support import NamesrvProcess, error_info, poll_until, register_request, running_namesrv, topic
+
+MIB = 1024 * 1024
+RESOURCE_EXHAUSTED = str(grpc.StatusCode.RESOURCE_EXHAUSTED.value[0])
+NOT_FOUND = str(grpc.StatusCode.NOT_FOUND.value[0])
+INVALID_ARGUMENT = str(grpc.StatusCode.INVALID_ARGUMENT.value[0])
+NS = "/namesrv.v1.NameServerService/"
+
+
+class Server:
+    def __init__(self, process: NamesrvProcess, metrics_port: int) -> None:
+        self.process = process
+        self.metrics_port = metrics_port
+        self.address = process.address
+
+    def scrape(self) -> Scrape:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=10) as response:
+            return parse(response.read().decode())
+
+    def refusals(self, reason: str) -> float:
+        return self.scrape().value("namesrv_grpc_refusals_total", reason=reason)
+
+    def serving_rss(self) -> int:
+        """Resident bytes of the serving processes together (where the gRPC door's memory is)."""
+        total = 0
+        for child in psutil.Process(self.process.process.pid).children():
+            try:
+                if "serving" in " ".join(child.cmdline()):
+                    total += child.memory_info().rss
+            except psutil.NoSuchProcess:
+                continue
+        return total
+
+    def log(self) -> str:
+        return self.process.stderr_path.read_text(errors="replace")
+
+
+@contextmanager
+def start(tmp_path: Path, settings: dict[str, str], *flags: str) -> Iterator[Server]:
+    config = tmp_path / "namesrv.conf"
+    config.write_text("".join(f"{key}={value}\n" for key, value in settings.items()))
+    metrics_port = free_port()
+    with running_namesrv(tmp_path, "-c", str(config), "--metrics-port", str(metrics_port), *flags) as process:
+        yield Server(process, metrics_port)
+
+
+def register_topics(server: Server, names: list[str], *, broker_name: str = "broker-a", queues: int = 4) -> None:
+    """Register (again) ``broker_name`` with ``names``, each with ``queues`` queues: a new DataVersion
+    each time, so the topics are applied (S06)."""
+    with grpc.insecure_channel(server.address) as channel:
+        request = register_request(
+            broker_name=broker_name,
+            broker_addr="127.0.0.1:10911",
+            topics=[topic(name, read=queues, write=queues) for name in names],
+            version=DataVersion(0, time.time_ns() // 1000, queues),
+        )
+        ns_grpc.NameServerServiceStub(channel).RegisterBroker(request, timeout=60)
+
+
+# --------------------------------------------------------------------------- unread answers
+
+
+@pytest.mark.parametrize(
+    ("settings", "connections", "reason"),
+    [
+        ({"grpcWriteBufferHighWaterMark": str(MIB), "grpcWriteBufferWaitMillis": "1000"}, 1, "write_buffer"),
+        ({"grpcWriteBufferMaxTotalBytes": str(MIB), "grpcWriteBufferWaitMillis": "1000"}, 4, "write_buffer_total"),
+    ],
+)
+def test_answers_a_client_never_reads_are_bounded(
+    tmp_path: Path, settings: dict[str, str], connections: int, reason: str
+) -> None:
+    """Clients that set their HTTP/2 window to 0 and never read ask 600 times in all for a 20,000-topic
+    list (about 290 KB each, 170 MB unbounded: gRPC's core kept every answer). Once 1 MiB of
+    answers waits on a connection (grpcWriteBufferHighWaterMark), or on all of them together with
+    each connection holding more than its share (grpcWriteBufferMaxTotalBytes), their calls wait
+    before being handled and are RESOURCE_EXHAUSTED after grpcWriteBufferWaitMillis (1 s here); a
+    client that reads keeps getting the list, and the count returns to 0 when the attackers leave."""
+    with start(tmp_path, settings) as server:
+        register_topics(server, [f"Topic-{index:06d}" for index in range(20_000)])
+        before = server.serving_rss()
+        attackers = [H2Client(server.address, window=0) for _ in range(connections)]
+        for attacker in attackers:
+            attacker.start_calls(NS + "GetAllTopicList", b"", 600 // connections)
+        deadline = time.monotonic() + 30
+        while sum(a.statuses().count(RESOURCE_EXHAUSTED) for a in attackers) < 450 and time.monotonic() < deadline:
+            for attacker in attackers:
+                attacker.pump(0.2)
+        with grpc.insecure_channel(server.address, options=[("grpc.max_receive_message_length", 64 * MIB)]) as channel:
+            answer = ns_grpc.NameServerServiceStub(channel).GetAllTopicList(ns_pb2.GetAllTopicListRequest(), timeout=30)
+        assert len(answer.topics) == 20_000
+        refused = sum(attacker.statuses().count(RESOURCE_EXHAUSTED) for attacker in attackers)
+        assert refused >= 450
+        assert server.refusals(reason) >= 450
+        assert server.scrape().value("namesrv_grpc_calls_paused_total", reason=reason) >= 450
+        held = server.scrape().value("namesrv_grpc_unsent_answer_bytes")
+        assert 0 < held < 4 * MIB  # 1 MiB and one answer per connection, at most
+        assert server.serving_rss() - before < 80 * MIB
+        close_all(attackers)
+        poll_until(lambda: server.scrape().value("namesrv_grpc_unsent_answer_bytes") == 0, 20, 0.2)
+
+
+def test_a_client_that_reads_gets_every_answer_however_many_large_ones_it_asks_at_once(tmp_path: Path) -> None:
+    """A client that reads, through HTTP/2's default 64 KiB windows, asks for 40 topic lists of about
+    290 KB at once (11 MB): past a grpcWriteBufferHighWaterMark of 64 KiB the calls wait until it has
+    read the answers before them, and all 40 are answered (refused at once, most would fail)."""
+    with start(tmp_path, {"grpcWriteBufferHighWaterMark": "65536"}) as server:
+        register_topics(server, [f"Topic-{index:06d}" for index in range(20_000)])
+        client = H2Client(server.address, window=None, reads=True)
+        calls = client.start_calls(NS + "GetAllTopicList", b"", 40)
+        deadline = time.monotonic() + 60
+        while any(client.ended(call) is None for call in calls) and time.monotonic() < deadline:
+            client.pump(0.05)
+        assert [client.ended(call) for call in calls] == ["0"] * 40
+        assert server.scrape().value("namesrv_grpc_calls_paused_total", reason="write_buffer") >= 1
+        assert server.refusals("write_buffer") == 0
+        client.close()
+
+
+# --------------------------------------------------------------------------- topic lists
+
+
+def test_grpc_topic_lists_are_built_once_per_change() -> None:
+    """GetUnitTopicList, GetHasUnitSub*, GetSystemTopicList and GetTopicsByCluster of a known cluster
+    build their answer once per change of the route table (they took ~100 ms per call with 200,000
+    topics: 50 calls in flight made lookups wait 3 s); an unknown cluster gets its empty list
+    without a cache entry."""
+    nameserver = NameServer(NamesrvConfig(), RouteInfoManager(), KVConfigManager(None))
+    table = nameserver.route_table
+    table.register_broker(
+        cluster_name="c1",
+        broker_name="b1",
+        broker_id=0,
+        broker_addr="127.0.0.1:10911",
+        topic_configs={"U": topic("U", sys_flag=1), "S": topic("S", sys_flag=2), "P": topic("P")},
+    )
+    servicer = NameServerServicer(nameserver, None, NamesrvMetrics(table, standard=False), None)  # type: ignore[arg-type]
+    builds: dict[str, int] = {}
+    for name in (
+        "get_unit_topic_list",
+        "get_has_unit_sub_topic_list",
+        "get_has_unit_sub_ununit_topic_list",
+        "get_system_topic_list",
+        "get_topics_by_cluster",
+    ):
+        original = getattr(table, name)
+
+        def counting(*args: object, _name: str = name, _original: object = original) -> object:
+            builds[_name] = builds.get(_name, 0) + 1
+            return _original(*args)  # type: ignore[operator]
+
+        setattr(table, name, counting)
+
+    async def ask_all() -> list[object]:
+        return [
+            await servicer.GetUnitTopicList(ns_pb2.GetUnitTopicListRequest(), None),  # type: ignore[arg-type]
+            await servicer.GetHasUnitSubTopicList(ns_pb2.GetHasUnitSubTopicListRequest(), None),  # type: ignore[arg-type]
+            await servicer.GetHasUnitSubUnUnitTopicList(ns_pb2.GetHasUnitSubUnUnitTopicListRequest(), None),  # type: ignore[arg-type]
+            await servicer.GetSystemTopicList(ns_pb2.GetSystemTopicListRequest(), None),  # type: ignore[arg-type]
+            await servicer.GetTopicsByCluster(ns_pb2.GetTopicsByClusterRequest(cluster_name="c1"), None),  # type: ignore[arg-type]
+        ]
+
+    first = asyncio.run(ask_all())
+    for _ in range(5):
+        assert asyncio.run(ask_all()) == first
+    assert builds == dict.fromkeys(builds, 1)
+    assert len(builds) == 5
+    assert ns_pb2.GetUnitTopicListResponse.FromString(first[0]).topics == ["U"]  # type: ignore[arg-type]
+    assert ns_pb2.GetTopicsByClusterResponse.FromString(first[4]).topics == ["P", "S", "U"]  # type: ignore[arg-type]
+    table.register_topic("U2", [QueueData("b1", 4, 4, 6, 1)])  # a change: every list is built again, once
+    second = asyncio.run(ask_all())
+    assert asyncio.run(ask_all()) == second
+    assert builds == dict.fromkeys(builds, 2)
+    assert ns_pb2.GetUnitTopicListResponse.FromString(second[0]).topics == ["U", "U2"]  # type: ignore[arg-type]
+    unknown = asyncio.run(
+        servicer.GetTopicsByCluster(ns_pb2.GetTopicsByClusterRequest(cluster_name="made-up"), None)  # type: ignore[arg-type]
+    )
+    assert list(unknown.topics) == []  # type: ignore[union-attr]
+    assert not any("made-up" in str(key) for key in nameserver._answers)
+
+
+# --------------------------------------------------------------------------- route watches
+
+
+class Watch:
+    """A well-behaved WatchTopicRoutes stream read in a thread."""
+
+    def __init__(self, address: str, topics: list[str]) -> None:
+        self.channel = grpc.insecure_channel(address)
+        self.call = ns_grpc.NameServerServiceStub(self.channel).WatchTopicRoutes(
+            ns_pb2.WatchTopicRoutesRequest(topics=topics), timeout=120
+        )
+        self.messages: list[ns_pb2.WatchTopicRoutesResponse] = []
+        self.error: grpc.RpcError | None = None
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self) -> None:
+        try:
+            for message in self.call:
+                self.messages.append(message)
+        except grpc.RpcError as error:
+            self.error = error
+
+    def close(self) -> None:
+        self.call.cancel()
+        self.channel.close()
+
+
+def test_route_watches_are_bounded_per_client_and_unread_ones_dropped(tmp_path: Path) -> None:
+    """A client (127.0.0.2) that never reads opens 3 watches of 100 topics: with
+    routeWatchMaxTopicsPerPeer 250 the third is RESOURCE_EXHAUSTED; a well-behaved client at another
+    address still watches. While routes change, the unread watches are taken off their topics (the
+    distinct topics watched fall to the reader's), and after routeWatchMaxUnreadMillis they are
+    dropped and their connection closed, their pairs freed; the reader gets every change."""
+    settings = {"routeWatchMaxTopicsPerPeer": "250", "routeWatchMaxUnreadMillis": "2000"}
+    with start(tmp_path, settings) as server:
+        watched_by_attacker = [f"A-{index:03d}" for index in range(100)]
+        watched_by_reader = [f"B-{index:03d}" for index in range(50)]
+        register_topics(server, watched_by_attacker + watched_by_reader)
+        attacker = H2Client(server.address, window=0, source="127.0.0.2")
+        request = ns_pb2.WatchTopicRoutesRequest(topics=watched_by_attacker).SerializeToString()
+        streams = attacker.start_calls(NS + "WatchTopicRoutes", request, 3)
+        reader = Watch(server.address, watched_by_reader)
+        poll_until(lambda: len(reader.messages) == 1, 20)
+        attacker.pump(0.5)
+        assert attacker.ended(streams[2]) == RESOURCE_EXHAUSTED
+        assert attacker.ended(streams[0]) is None
+        assert attacker.ended(streams[1]) is None
+        assert server.refusals("watch_topics_per_peer") == 1
+        metrics = server.scrape()
+        assert metrics.value("namesrv_route_watched_pairs") == 250
+        assert metrics.value("namesrv_route_watched_topics") == 150
+        register_topics(server, watched_by_attacker + watched_by_reader, queues=8)  # every route changes
+        poll_until(lambda: len(reader.messages) >= 2, 20)
+        assert server.scrape().value("namesrv_route_watched_topics") == 50  # the unread ones are off theirs
+        assert attacker.wait_closed(15)
+        poll_until(lambda: server.scrape().value("namesrv_route_watched_pairs") == 50, 10, 0.2)
+        assert server.refusals("watch_unread") == 2
+        assert "routeWatchMaxUnreadMillis" in server.log()
+        register_topics(server, watched_by_attacker + watched_by_reader, queues=6)
+        poll_until(lambda: len(reader.messages) >= 3, 20)
+        assert reader.error is None
+        assert {route.topic for route in reader.messages[-1].changes} == set(watched_by_reader)
+        reader.close()
+        attacker.close()
+
+
+def test_watched_topics_of_all_clients_are_bounded(tmp_path: Path) -> None:
+    """routeWatchMaxTopicsTotal 150: a second watch of 100 topics is RESOURCE_EXHAUSTED naming the key."""
+    with start(tmp_path, {"routeWatchMaxTopicsTotal": "150"}) as server:
+        topics = [f"T-{index:03d}" for index in range(100)]
+        first = Watch(server.address, topics)
+        poll_until(lambda: len(first.messages) == 1, 20)
+        with grpc.insecure_channel(server.address) as channel:
+            second = ns_grpc.NameServerServiceStub(channel).WatchTopicRoutes(
+                ns_pb2.WatchTopicRoutesRequest(topics=topics), timeout=20
+            )
+            with pytest.raises(grpc.RpcError) as refused:
+                next(iter(second))
+        assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert error_info(refused.value).metadata["limit"] == "routeWatchMaxTopicsTotal"
+        assert server.refusals("watch_topics") == 1
+        first.close()
+
+
+# --------------------------------------------------------------------------- broker sessions
+
+
+def hello(broker_name: str, broker_addr: str = "127.0.0.1:10911") -> ns_pb2.OpenBrokerSessionRequest:
+    return ns_pb2.OpenBrokerSessionRequest(
+        hello=ns_pb2.SessionHello(
+            cluster_name="DefaultCluster", broker_name=broker_name, broker_id=0, broker_addr=broker_addr
+        )
+    )
+
+
+class Session:
+    """A broker's OpenBrokerSession stream (grpcio's client): says hello, then stays open."""
+
+    def __init__(self, address: str, broker_name: str) -> None:
+        self.channel = grpc.insecure_channel(address)
+        self.done = threading.Event()
+
+        def requests() -> Iterator[ns_pb2.OpenBrokerSessionRequest]:
+            yield hello(broker_name)
+            self.done.wait()
+
+        self.call = ns_grpc.NameServerServiceStub(self.channel).OpenBrokerSession(requests(), timeout=120)
+        self.first = next(iter(self.call))
+
+    def close(self) -> None:
+        self.done.set()
+        self.call.cancel()
+        self.channel.close()
+
+
+def test_unbound_broker_sessions_cannot_lock_brokers_out(tmp_path: Path) -> None:
+    """Sessions that never bind to a registered broker are bounded on their own: 3 per client address
+    (a fourth is RESOURCE_EXHAUSTED), 5 in all (a new one ends the oldest unbound one), and each
+    ends when it has not bound within brokerSessionHelloTimeoutMillis (NOT_FOUND after a hello for
+    a broker that is not registered, INVALID_ARGUMENT without a hello). A real broker opening its
+    session meanwhile is accepted. One serving process (--workers 1): these bounds are per serving
+    process and the kernel spreads connections over the processes, so one must hold all of them."""
+    settings = {
+        "maxUnboundBrokerSessionsPerPeer": "3",
+        "maxUnboundBrokerSessions": "5",
+        "brokerSessionHelloTimeoutMillis": "8000",
+    }
+    with start(tmp_path, settings, "--workers", "1") as server:
+        path = NS + "OpenBrokerSession"
+        ghost = hello("broker-ghost", "127.0.0.9:10911").SerializeToString()
+        flood = H2Client(server.address, window=None, source="127.0.0.2")
+        flooded = [flood.open_stream(path, ghost) for _ in range(4)]
+        flood.pump(1)
+        assert flood.ended(flooded[3]) == RESOURCE_EXHAUSTED  # the 4th of one address
+        assert [flood.ended(stream) for stream in flooded[:3]] == [None, None, None]
+        silent = H2Client(server.address, window=None, source="127.0.0.3")
+        quiet = [silent.open_stream(path) for _ in range(3)]
+        silent.pump(1)
+        flood.pump(0.5)
+        assert flood.ended(flooded[0]) == RESOURCE_EXHAUSTED  # the oldest unbound made room
+        register_topics(server, ["SessionTopic"], broker_name="broker-real")
+        broker = Session(server.address, "broker-real")
+        assert broker.first.WhichOneof("kind") == "accepted"
+
+        def all_ended() -> bool:
+            flood.pump(0)
+            silent.pump(0)
+            return all(flood.ended(s) for s in flooded) and all(silent.ended(s) for s in quiet)
+
+        poll_until(all_ended, 20, 0.1)
+        assert flood.ended(flooded[2]) == NOT_FOUND  # hello for a broker not registered: ended in time
+        assert INVALID_ARGUMENT in {silent.ended(stream) for stream in quiet}  # no hello: ended in time
+        assert server.refusals("unbound_sessions_per_peer") == 1
+        assert server.refusals("unbound_sessions") >= 2
+        assert server.refusals("unbound_session_ended") >= 2
+        assert not broker.call.done()  # the bound session stays open
+        with grpc.insecure_channel(server.address) as channel:
+            clusters = ns_grpc.NameServerServiceStub(channel).GetBrokerClusterInfo(
+                ns_pb2.GetBrokerClusterInfoRequest(), timeout=10
+            )
+        assert "broker-real" in clusters.broker_addr_table
+        broker.close()
+        close_all([flood, silent])
+
+
+def test_with_an_acl_a_caller_that_may_open_no_session_is_refused_at_once(tmp_path: Path) -> None:
+    """An anonymous OpenBrokerSession is PERMISSION_DENIED when it opens, not held until the hello
+    timeout (60 s here; anonymous streams reopened every 10 s used to hold every slot)."""
+    acl = tmp_path / "acl.yml"
+    acl.write_text(
+        "anonymousRead: true\naccounts:\n"
+        "  - accessKey: broker-a-ak\n    secretKey: secret-a-123\n    brokerNames: [broker-a]\n"
+    )
+    with (
+        start(tmp_path, {"brokerSessionHelloTimeoutMillis": "60000"}, "--acl-file", str(acl)) as server,
+        grpc.insecure_channel(server.address) as channel,
+    ):
+        never = threading.Event()
+
+        def no_hello() -> Iterator[ns_pb2.OpenBrokerSessionRequest]:
+            never.wait(30)
+            yield from ()
+
+        call = ns_grpc.NameServerServiceStub(channel).OpenBrokerSession(no_hello(), timeout=20)
+        with pytest.raises(grpc.RpcError) as refused:
+            next(iter(call))
+        never.set()
+        assert refused.value.code() == grpc.StatusCode.PERMISSION_DENIED
+        assert server.scrape().value("namesrv_auth_refusals_total", reason="access_denied") >= 1
+
+
+# --------------------------------------------------------------------------- HTTP/2 rapid reset
+
+
+def test_a_connection_that_resets_streams_as_fast_as_it_can_is_closed(tmp_path: Path) -> None:
+    """HTTP/2 rapid reset (CVE-2023-44487): one connection sends HEADERS + RST_STREAM pairs as fast as
+    the socket takes them (thousands a second; grpc-core refuses and frees them but never closes the
+    connection). Past grpcMaxStreamResetsPerSecond (1,000, the default) the connection is closed,
+    and a well-behaved client's lookups keep being answered. One serving process (--workers 1): the
+    well-behaved client must share the attacked process for its answers to mean anything."""
+    with start(tmp_path, {}, "--workers", "1") as server:
+        register_topics(server, ["ProbeTopic"])
+        outcomes: list[tuple[float, str]] = []
+        stop = threading.Event()
+
+        def probe() -> None:
+            with grpc.insecure_channel(server.address) as channel:
+                stub = ns_grpc.NameServerServiceStub(channel)
+                request = ns_pb2.PickupTopicRouteRequest(topic="ProbeTopic")
+                while not stop.is_set():
+                    try:
+                        stub.PickupTopicRoute(request, timeout=10)
+                        outcomes.append((time.monotonic(), "OK"))
+                    except grpc.RpcError as error:
+                        outcomes.append((time.monotonic(), error.code().name))
+                    time.sleep(0.05)
+
+        prober = threading.Thread(target=probe, daemon=True)
+        prober.start()
+        poll_until(lambda: len(outcomes) >= 3, 20)
+        attacker = H2Client(server.address, window=None)
+        request = ns_pb2.PickupTopicRouteRequest(topic="ProbeTopic").SerializeToString()
+        deadline = time.monotonic() + 30
+        sent = 0
+        while not attacker.closed and time.monotonic() < deadline:
+            sent += attacker.rapid_reset(NS + "PickupTopicRoute", request, 2_000)
+        closed_at = time.monotonic()
+        assert attacker.closed, f"still open after {sent} resets"
+        poll_until(lambda: sum(1 for at, _ in outcomes if at > closed_at) >= 5, 20)
+        stop.set()
+        prober.join(15)
+        assert server.refusals("stream_resets") == 1
+        assert "grpcMaxStreamResetsPerSecond" in server.log()
+        assert [code for at, code in outcomes if at > closed_at] == ["OK"] * len(
+            [at for at, _ in outcomes if at > closed_at]
+        )
+        failed = [code for _, code in outcomes if code != "OK"]
+        assert len(failed) <= 2, outcomes  # at most a lookup or two cut short while the flood lasted
+        attacker.close()
