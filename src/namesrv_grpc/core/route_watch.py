@@ -408,8 +408,9 @@ class RouteWatchHub(Generic[T]):
             self._detach(unsent)
             return
         by_topic = self._by_topic
-        for topic in topics:
-            watchers = by_topic.get(topic)
+        changed = topics if isinstance(topics, set | frozenset) else frozenset(topics)
+        for topic in by_topic.keys() & changed:  # walks the smaller of the two (a registration may change 100,000)
+            watchers = by_topic[topic]
             if not watchers:
                 continue
             self._encoded.pop((topic, ""), None)
