@@ -35,7 +35,7 @@ from typing import Any
 
 from google.protobuf.message import Message
 
-from bench.harness import ROOT, grpc_frame, namesrv, register_request, topic_configs
+from bench.harness import ROOT, grpc_frame, namesrv, register_request, topic_configs, tree_pids
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
 
 PICKUP_TOPIC_ROUTE = "/namesrv.v1.NameServerService/PickupTopicRoute"
@@ -43,9 +43,16 @@ CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process so far, from /proc/PID/stat."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+    """User + system CPU time so far of a process and every live process under it (``namesrv``'s
+    route-table and serving processes), from /proc/PID/stat."""
+    total = 0
+    for one in tree_pids(pid):
+        try:
+            fields = Path(f"/proc/{one}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # it exited meanwhile
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / CLOCK_TICKS
 
 
 @dataclass(frozen=True)
