@@ -270,8 +270,11 @@ class ImageScenario(Scenario):
         )  # fmt: skip
         self.wait_healthy([self.namesrv], self.start_timeout)
         boot = next((line for line in self.podman_run("logs", self.namesrv).splitlines() if "boot success" in line), "")
-        if parse_boot_line(boot) != {"remoting": REMOTING_PORT, "gRPC": GRPC_PORT}:
-            raise StepFailed(f"boot line {boot!r}: expected remoting port {REMOTING_PORT}, gRPC port {GRPC_PORT}")
+        ports = parse_boot_line(boot) if boot else {}
+        if (ports.get("remoting"), ports.get("gRPC")) != (REMOTING_PORT, GRPC_PORT) or ports.get("serving processes", 0) < 1:
+            raise StepFailed(
+                f"boot line {boot!r}: expected remoting port {REMOTING_PORT}, gRPC port {GRPC_PORT} and the serving processes"
+            )
         self.step(f"healthy (HEALTHCHECK grpc-health-check 127.0.0.1:8081): {boot}")
         self.check_from_host()
         self.check_remoting(expect_route=False)
