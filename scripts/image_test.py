@@ -271,9 +271,11 @@ class ImageScenario(Scenario):
         self.wait_healthy([self.namesrv], self.start_timeout)
         boot = next((line for line in self.podman_run("logs", self.namesrv).splitlines() if "boot success" in line), "")
         ports = parse_boot_line(boot) if boot else {}
-        if (ports.get("remoting"), ports.get("gRPC")) != (REMOTING_PORT, GRPC_PORT) or ports.get("serving processes", 0) < 1:
+        expected = (REMOTING_PORT, GRPC_PORT)
+        if (ports.get("remoting"), ports.get("gRPC")) != expected or ports.get("serving processes", 0) < 1:
             raise StepFailed(
-                f"boot line {boot!r}: expected remoting port {REMOTING_PORT}, gRPC port {GRPC_PORT} and the serving processes"
+                f"boot line {boot!r}: expected remoting port {REMOTING_PORT}, gRPC port {GRPC_PORT} "
+                "and the number of serving processes"
             )
         self.step(f"healthy (HEALTHCHECK grpc-health-check 127.0.0.1:8081): {boot}")
         self.check_from_host()
