@@ -24,7 +24,7 @@ from __future__ import annotations
 import hashlib
 import sys
 from array import array
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Final
 
 from namesrv_grpc.core.model import BrokerData, QueueData, TopicQueueMappingInfo
@@ -76,6 +76,21 @@ def queue_nums_hash_sum(topics: Sequence[str], broker_name: str, nums: Sequence[
     return sum(values) & DIGEST_MASK
 
 
+def queue_nums_digest_change(
+    topics: Sequence[str],
+    broker_name: str,
+    nums: Sequence[tuple[int, int, int, int]],
+    old_topics: Sequence[str] = (),
+    old_nums: Sequence[tuple[int, int, int, int]] = (),
+) -> int:
+    """What a registration changes in the digest: the QueueData ``(topics[i], broker_name, nums[i])``
+    added, ``(old_topics[i], broker_name, old_nums[i])`` removed (modulo 2**52)."""
+    change = queue_nums_hash_sum(topics, broker_name, nums)
+    if old_topics:
+        change -= queue_nums_hash_sum(old_topics, broker_name, old_nums)
+    return change & DIGEST_MASK
+
+
 def broker_data_hash(broker_data: BrokerData) -> int:
     """Hash of one BrokerData (52 bits); the address map is taken in broker id order."""
     b = broker_data
@@ -110,21 +125,41 @@ def full_digest(
 
 
 class RouteDigest:
-    """The running digest: callers report every element added to or removed from the tables."""
+    """The running digest: callers report every element added to or removed from the tables, at once
+    (:meth:`add`, :meth:`remove`) or as work to do later (:meth:`add_later`: a registration's
+    thousands of hashes, worked out once its change is on its way to the replicas)."""
 
-    __slots__ = ("value",)
+    __slots__ = ("_pending", "_value")
 
     def __init__(self) -> None:
-        self.value = 0
-        """The current digest, 0 <= value < 2**52 (0 for an empty table)."""
+        self._value = 0
+        self._pending: list[Callable[[], int]] = []
+
+    @property
+    def value(self) -> int:
+        """The current digest, 0 <= value < 2**52 (0 for an empty table); settles pending work."""
+        if self._pending:
+            self.settle()
+        return self._value
 
     def add(self, element_hash: int) -> None:
         """An element with this hash entered the table."""
-        self.value = (self.value + element_hash) & DIGEST_MASK
+        self._value = (self._value + element_hash) & DIGEST_MASK
 
     def remove(self, element_hash: int) -> None:
         """An element with this hash left the table."""
-        self.value = (self.value - element_hash) & DIGEST_MASK
+        self._value = (self._value - element_hash) & DIGEST_MASK
+
+    def add_later(self, change: Callable[[], int]) -> None:
+        """``change()`` (a sum of element hashes, modulo 2**52) is added at the next :meth:`settle`
+        or read of :attr:`value`: the sum does not depend on the order of its terms."""
+        self._pending.append(change)
+
+    def settle(self) -> None:
+        """Do the work :meth:`add_later` left."""
+        pending, self._pending = self._pending, []
+        for change in pending:
+            self.add(change())
 
     def replace(self, old_hash: int | None, new_hash: int | None) -> None:
         """An element was replaced (either side None = absent)."""

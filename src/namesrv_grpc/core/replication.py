@@ -38,8 +38,6 @@ class TableChange:
 
     route_revision: int
     """The writer's route revision after the change (watchers see the writer's numbers)."""
-    digest: int
-    """The writer's route digest after the change (``namesrv_route_table_digest``)."""
     records: dict[str, TopicQueues] = field(default_factory=dict)
     """topic -> its QueueData record (``topic_queue_nums``)."""
     removed_topics: list[str] = field(default_factory=list)

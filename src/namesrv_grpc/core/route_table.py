@@ -58,6 +58,7 @@ import time
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from itertools import compress, filterfalse, repeat
 from operator import is_, is_not, ne
 from typing import Any, TypeVar
@@ -75,12 +76,11 @@ from namesrv_grpc.core.capacity import (
 )
 from namesrv_grpc.core.compact_topics import CompactTopics
 from namesrv_grpc.core.digest import (
-    DIGEST_MASK,
     RouteDigest,
     broker_data_hash,
     mapping_hash,
     queue_data_hash,
-    queue_nums_hash_sum,
+    queue_nums_digest_change,
 )
 from namesrv_grpc.core.errors import (
     BrokerNameNotRegisteredError,
@@ -187,12 +187,12 @@ T = TypeVar("T")
 class PreparedTopics:
     """S07 of one registration worked out before it is written (:meth:`RouteInfoManager._prepare`):
     the topics whose QueueData change, each one's record before and after, and what they add to the
-    route digest (modulo 2**52)."""
+    route digest (modulo 2**52), as work to do once the change is published (``digest_change()``)."""
 
     topics: list[str]
     olds: list[TopicQueues | None]
     news: list[TopicQueues]
-    digest_change: int
+    digest_change: Callable[[], int]
 
 
 def _shared_copy(table: dict[T, T], value: T, limit: int) -> T:
@@ -858,18 +858,23 @@ class RouteInfoManager:
         if olds.count(None) == len(olds):
             records = {nums: self._new_record(None, broker_name, nums) for nums in set(all_nums)}
             news = list(map(records.__getitem__, all_nums))
-            return PreparedTopics(names, olds, news, queue_nums_hash_sum(names, broker_name, all_nums))
+            return PreparedTopics(names, olds, news, partial(queue_nums_digest_change, names, broker_name, all_nums))
         if olds.count(olds[0]) == len(olds):  # one record now (usual: a broker's topics share one)
             old, old_nums = olds[0], queues_get(olds[0], broker_name)
             changed = list(map(ne, all_nums, repeat(old_nums)))  # S07: equal QueueData is left alone
             if changed.count(False):
                 names, all_nums = list(compress(names, changed)), list(compress(all_nums, changed))
             by_nums = {nums: self._new_record(old, broker_name, nums) for nums in set(all_nums)}
-            digest_change = queue_nums_hash_sum(names, broker_name, all_nums)
-            if old_nums is not None:
-                digest_change -= queue_nums_hash_sum(names, broker_name, [old_nums] * len(names))
+            digest_change = partial(
+                queue_nums_digest_change,
+                names,
+                broker_name,
+                all_nums,
+                names if old_nums is not None else (),
+                [old_nums] * len(names) if old_nums is not None else (),
+            )
             news = list(map(by_nums.__getitem__, all_nums))
-            return PreparedTopics(names, [old] * len(names), news, digest_change & DIGEST_MASK)
+            return PreparedTopics(names, [old] * len(names), news, digest_change)
         # Records are compared by id: olds keeps every record alive, so no id is reused meanwhile.
         ids = list(map(id, olds))
         record_of = dict(zip(ids, olds, strict=True))
@@ -887,10 +892,10 @@ class RouteInfoManager:
         by_key = {key: self._new_record(record_of[key[0]], broker_name, key[1]) for key in set(keys)}
         replaced = list(map(is_not, nums_now, repeat(None)))
         replaced_nums: list[QueueNums] = list(compress(nums_now, replaced))  # type: ignore[arg-type]
-        digest_change = queue_nums_hash_sum(names, broker_name, all_nums) - queue_nums_hash_sum(
-            list(compress(names, replaced)), broker_name, replaced_nums
+        digest_change = partial(
+            queue_nums_digest_change, names, broker_name, all_nums, list(compress(names, replaced)), replaced_nums
         )
-        return PreparedTopics(names, olds, list(map(by_key.__getitem__, keys)), digest_change & DIGEST_MASK)
+        return PreparedTopics(names, olds, list(map(by_key.__getitem__, keys)), digest_change)
 
     def _new_record(self, old: TopicQueues | None, broker_name: str, nums: QueueNums) -> TopicQueues:
         """The shared record of ``old`` with ``broker_name``'s QueueData set to ``nums``."""
@@ -907,7 +912,7 @@ class RouteInfoManager:
         self._records_written(prepared.topics)
         self._index_add(broker_name, prepared.topics)
         self._routes_changed(prepared.topics)
-        self._digest.add(prepared.digest_change)
+        self._digest.add_later(prepared.digest_change)  # worked out by settle_digest()
 
     def _intern_nums(self, nums: QueueNums) -> QueueNums:
         """The shared copy of ``nums`` (bounded: past :data:`MAX_INTERNED_QUEUE_NUMS` distinct values
@@ -1587,7 +1592,6 @@ class RouteInfoManager:
                 return None
             change = TableChange(
                 route_revision=self.route_revision,
-                digest=self._digest.value,
                 index_log=self._index_log,
                 invalidated=list(self._invalidated),
                 all_routes=self._all_routes_invalidated,
@@ -1627,7 +1631,6 @@ class RouteInfoManager:
         with self._lock:
             return TableChange(
                 route_revision=self.route_revision,
-                digest=self._digest.value,
                 records=dict(self.topic_queue_nums),
                 index_log=[(name, list(topics), True) for name, topics in self.topics_by_broker_name.items()],
                 broker_datas={name: data.copy() for name, data in self.broker_addr_table.items()},
@@ -1687,7 +1690,6 @@ class RouteInfoManager:
                 elif cache:
                     for topic in cache.keys() & changed if len(cache) > len(changed) else changed & cache.keys():
                         del cache[topic]
-            self._digest.value = change.digest
             self.version += 1
             revision_moved = change.route_revision != self.route_revision
             self.route_revision = change.route_revision
@@ -1727,8 +1729,18 @@ class RouteInfoManager:
         """Content digest of the routes (every QueueData, BrokerData and static-topic mapping;
         :mod:`namesrv_grpc.core.digest`):
         equal on two NameServers exactly when they would answer every route lookup alike (filter
-        servers aside). O(1): kept up to date by every change; a 52-bit integer."""
-        return self._digest.value
+        servers aside). Kept up to date by every change (a registration's per-topic hashes are worked
+        out at the next :meth:`settle_digest`, or here); a 52-bit integer. A replica keeps none (0):
+        the route-table process reports it."""
+        with self._lock:
+            return self._digest.value
+
+    def settle_digest(self) -> None:
+        """Work out the digest's share of the registrations applied since the last call (the
+        route-table process calls it once a change is on its way to the serving processes, so their
+        applying it and this overlap)."""
+        with self._lock:
+            self._digest.settle()
 
     def stats(self) -> RouteTableStats:
         """Table sizes for metrics. The QueueData count takes a pass over every topic, made once per

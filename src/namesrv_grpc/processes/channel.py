@@ -40,6 +40,11 @@ class RemoteError(RuntimeError):
     """An error of the other end that could not be sent as itself (not picklable)."""
 
 
+def encode(message: tuple[Any, ...]) -> bytes:
+    """One message as :meth:`Channel.send_encoded` sends it (pickled)."""
+    return pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+
+
 class Channel:
     """One end of the link: :meth:`send` a message, :meth:`call` a method of the other end and await
     its reply, :meth:`serve` to read messages until the link closes."""
@@ -61,9 +66,13 @@ class Channel:
 
     def send(self, message: tuple[Any, ...]) -> None:
         """Queue one message (never blocks; the transport buffers it). Raises ChannelClosedError."""
+        self.send_encoded(encode(message))
+
+    def send_encoded(self, data: bytes) -> None:
+        """Queue one message :func:`encode` made (the same bytes for every serving process: a
+        change is pickled once). Raises ChannelClosedError."""
         if self.closed:
             raise ChannelClosedError(f"the {self.name} is gone")
-        data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
         self._writer.write(_LENGTH.pack(len(data)))
         self._writer.write(data)
 

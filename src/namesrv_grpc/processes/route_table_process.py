@@ -35,7 +35,7 @@ from namesrv_grpc.core.route_table import RouteInfoManager
 from namesrv_grpc.log_limits import RateLimitFilter, suppressed_lines_counter
 from namesrv_grpc.log_limits import install as install_log_filter
 from namesrv_grpc.metrics import NamesrvMetrics
-from namesrv_grpc.processes.channel import Channel
+from namesrv_grpc.processes.channel import Channel, encode
 from namesrv_grpc.processes.child import ROUTE_TABLE_SOCKET, ControlLink, ProcessParams, run_child
 from namesrv_grpc.processes.route_table_service import WRITES, RouteTableService
 from namesrv_grpc.remoting.notifier import BrokerNotifier
@@ -87,14 +87,17 @@ class Publisher:
             return False
         self.seq = change.seq
         now = time.monotonic()
+        data = encode(("change", change))
         for link in list(self.links.values()):
             try:
-                link.channel.send(("change", change))
+                link.channel.send_encoded(data)
             except ConnectionError:
                 continue
             link.sent = change.seq
             if link.waiting_since is None:
                 link.waiting_since = now
+        # While the serving processes apply the change, the digest's share of it is worked out here.
+        self.nameserver.route_table.settle_digest()
         return True
 
     def join(self, link: ServingLink) -> None:
