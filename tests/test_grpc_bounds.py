@@ -1,6 +1,6 @@
 """What one peer can make the gRPC door hold is bounded (issue 30): each attack of the issue, scaled
 down, against real NameServer processes over loopback, with the HTTP/2 clients of
-:mod:`tests.grpc_attacks` (``h2``) where grpcio's own client cannot misbehave enough.
+:mod:`bench.grpc_attacks` (``h2``) where grpcio's own client cannot misbehave enough.
 
 Each test asserts the bound acted (the attacker's statuses, the refusal counters
 ``namesrv_grpc_refusals_total{reason}``, closed connections), that what the server holds stayed small,
@@ -23,6 +23,7 @@ import grpc
 import psutil
 import pytest
 
+from bench.grpc_attacks import H2Client, close_all
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv.v1 import name_server_service_pb2_grpc as ns_grpc
 from namesrv_grpc.config import NamesrvConfig
@@ -32,7 +33,6 @@ from namesrv_grpc.core.processor import NameServer
 from namesrv_grpc.core.route_table import RouteInfoManager
 from namesrv_grpc.grpc_api.servicers import NameServerServicer
 from namesrv_grpc.metrics import NamesrvMetrics
-from tests.grpc_attacks import H2Client, close_all
 from tests.metrics_support import Scrape, free_port, parse
 from tests.support import NamesrvProcess, error_info, poll_until, register_request, running_namesrv, topic
 

@@ -292,6 +292,27 @@ def test_the_oldest_never_active_then_the_least_recently_active_connection_makes
     assert len(server.connections) == 3
 
 
+def test_at_the_per_address_bound_the_least_recently_active_connection_makes_room(
+    loop: asyncio.AbstractEventLoop,
+) -> None:
+    """remotingMaxConnectionsPerIp: the connection that goes is the one whose *last* request is the
+    oldest, not the one whose first request is (a client looking a topic up every 50 ms from the
+    same address as a flood of connections that each sent one lookup was closed: scenario 12n)."""
+    server, _ = listener(loop, max_connections_per_ip=3)
+    client, client_transport = connect(loop, server)
+    client.data_received(frames(1))
+    others = [connect(loop, server) for _ in range(2)]
+    for connection, _ in others:
+        connection.data_received(frames(1))
+    client.data_received(frames(1))  # the client asks again: now the most recently active
+    _, newcomer_transport = connect(loop, server)
+    assert not client_transport.aborted
+    assert others[0][1].aborted
+    assert not others[1][1].aborted
+    assert not newcomer_transport.aborted
+    assert server.budget.metrics.connections_refused.labels("per_ip_evicted")._value.get() == 1
+
+
 def test_an_active_connection_stays_while_another_serving_process_holds_never_active_ones(
     loop: asyncio.AbstractEventLoop, tmp_path: Path
 ) -> None:

@@ -272,9 +272,13 @@ class RemotingBudget:
         elif self._never_active.pop(connection, 0) is None:
             activity[connection] = None
             self.shared.publish("remoting_never_active", len(self._never_active))
-            same_ip = self._by_ip.get(connection.peer_ip)
-            if same_ip is not None and same_ip.pop(connection, 0) is None:
-                same_ip[connection] = None
+        else:
+            return
+        # Its address's order too, at every request (not only the first): the per-address bound
+        # closes the least recently active, not the one that first asked longest ago.
+        same_ip = self._by_ip.get(connection.peer_ip)
+        if same_ip is not None and same_ip.pop(connection, 0) is None:
+            same_ip[connection] = None
 
     def trim(self) -> None:
         """Over ``maxConnections`` (another serving process admitted a connection for which this one
