@@ -454,17 +454,25 @@ def huge_counter_query(opaque: int = 1) -> bytes:
 # --------------------------------------------------------------------------- the bench
 
 
-def _peak_rss(pid: int) -> int:
-    """The peak resident set size (``VmHWM``) of ``pid`` and every process under it, summed: for
-    ``namesrv``, the supervisor, the route-table process and every serving process (each one's own
-    peak; their sum bounds the peak of the whole)."""
-    total = 0
+def _peak_rss(pid: int) -> dict[int, int]:
+    """The peak resident set size (``VmHWM``, bytes) of ``pid`` and of every process under it, by pid:
+    for ``namesrv``, the supervisor, the route-table process and every serving process."""
+    peaks: dict[int, int] = {}
     for one in _tree_pids(pid):
         with contextlib.suppress(OSError):
             for line in Path(f"/proc/{one}/status").read_text().splitlines():
                 if line.startswith("VmHWM:"):
-                    total += int(line.split()[1]) * 1024
-    return total
+                    peaks[one] = int(line.split()[1]) * 1024
+    return peaks
+
+
+def _peak_growth(before: dict[int, int], after: dict[int, int]) -> int:
+    """How far the peaks of :func:`_peak_rss` grew, in bytes, summed: a process there before counts its
+    own peak's growth, one started since its whole peak, one gone since nothing (its exit freed it).
+    Linux reports ``VmHWM`` as the larger of the recorded peak and the current RSS, and memory that
+    ``malloc`` hands back with ``madvise`` does not record a peak, so a process's ``VmHWM`` can drop by a
+    few pages; a drop counts as no growth."""
+    return sum(max(0, peak - before.get(one, 0)) for one, peak in after.items())
 
 
 # Each attack as run by scenario 12: a module-level function of the remoting address (and its
@@ -995,7 +1003,7 @@ def s12_hostile_clients(p: Profile) -> Result:
                             seconds = time.monotonic() - started
                         note, check_ok = (saw, True) if isinstance(saw, str) else saw
                         alive = alive and server.process.poll() is None
-                        growth = (_peak_rss(server.pid) - before) / MIB if alive else 0.0
+                        growth = _peak_growth(before, _peak_rss(server.pid)) / MIB if alive else 0.0
                         recovery = recovery_seconds(doors, server.pid, rss_before) if alive else RECOVERY_GIVE_UP
                         missing = lost(doors, key) if alive else ["server gone"]
                         if attack.after is not None and alive:
