@@ -1223,8 +1223,47 @@ class RouteInfoManager:
                 self._dirty_clusters = True
             if not names:
                 del self.cluster_addr_table[cluster_name]
-        for topic in list(self.topics_by_broker_name.get(broker_name, ())):
-            self._remove_queue_data(topic, broker_name)
+        self._remove_broker_name_topics(broker_name)
+
+    def _remove_broker_name_topics(self, broker_name: str) -> None:
+        """Every QueueData of ``broker_name`` leaves (its last address left, S15/S16/S13): what
+        :meth:`_remove_queue_data` does for each of its topics, in bulk (a 1,600-topic broker whose
+        connection closed took ~15 ms of per-topic steps; the digest's share is worked out later,
+        :meth:`settle_digest`, as for a registration)."""
+        index = self.topics_by_broker_name.pop(broker_name, None)
+        if not index:
+            return
+        topics = list(index)
+        self._routes_changed(topics)
+        table = self.topic_queue_nums
+        removed_topics: list[str] = []
+        removed_nums: list[QueueNums] = []
+        olds: list[TopicQueues] = []  # keeps every old record alive, so that no id is reused meanwhile
+        remaining_of: dict[int, TopicQueues | None] = {}
+        for topic in topics:
+            queues = table.get(topic)
+            old = queues_get(queues, broker_name) if queues is not None else None
+            if queues is None or old is None:
+                continue
+            removed_topics.append(topic)
+            removed_nums.append(old)
+            key = id(queues)
+            if key in remaining_of:
+                remaining = remaining_of[key]
+            else:
+                olds.append(queues)
+                remaining = queues_remove(queues, broker_name)
+                remaining = remaining_of[key] = None if remaining is None else self._intern_record(remaining)
+            if remaining is None:
+                del table[topic]
+                if self._topic_list_bytes is not None:
+                    self._topic_list_bytes -= topic_entry_bytes(topic)
+            else:
+                table[topic] = remaining
+        self._records_written(removed_topics)
+        self._digest.add_later(partial(queue_nums_digest_change, (), broker_name, (), removed_topics, removed_nums))
+        if self._tracking:
+            self._index_log.append((broker_name, topics, False))
 
     def _forget_topics_fingerprints(self, broker_name: str) -> None:
         """This broker name's QueueData changed other than by S07: its next registration decodes."""
