@@ -128,9 +128,15 @@ def dumps(obj: Any, *, standard: bool = False) -> bytes:
 
     Raises TypeError for a value or map key it cannot write.
     """
+    return dumps_text(obj, standard=standard).encode("utf-8", "replace")
+
+
+def dumps_text(obj: Any, *, standard: bool = False) -> str:
+    """:func:`dumps` before its UTF-8 encoding: texts of parts can be joined and encoded once (or
+    encoded apart: lone surrogates become ``?`` alike). Raises TypeError as :func:`dumps` does."""
     out: list[str] = []
     _write(obj, out, standard)
-    return "".join(out).encode("utf-8", "replace")
+    return "".join(out)
 
 
 class FastjsonDecodeError(ValueError):
