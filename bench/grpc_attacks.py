@@ -26,6 +26,7 @@ import h2.events
 import h2.exceptions
 import h2.settings
 
+from bench.harness import run_threads
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv.v1 import name_server_service_pb2_grpc as ns_grpc
 from namesrv_grpc.core.model import DataVersion, TopicConfig
@@ -434,9 +435,5 @@ def attack_rapid_reset(address: str, connections: int, topic: str, seconds: floa
             closed[index] += client.closed
             client.close()
 
-    threads = [threading.Thread(target=flood, args=(i,), daemon=True) for i in range(connections)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(seconds + 30)
+    run_threads(flood, connections, seconds + 30)
     return f"{sum(sent):,} resets sent, {sum(closed)} connections closed by the server"

@@ -17,6 +17,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -426,6 +427,16 @@ def verify_sample(target: GrpcTarget, calls: int = 10) -> None:
             except grpc.RpcError as error:
                 raise BenchError(f"{target.name} {target.path}: the load generator's request fails: {error}") from None
             target.check(response)
+
+
+def run_threads(target: Callable[[int], None], count: int, timeout: float) -> None:
+    """``target(i)`` for each i in ``range(count)``, each in a daemon thread of its own, all at once;
+    returns once each ended or ``timeout`` seconds passed waiting for it."""
+    threads = [threading.Thread(target=target, args=(i,), daemon=True) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout)
 
 
 def h2load(

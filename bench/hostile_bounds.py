@@ -22,7 +22,8 @@ from concurrent.futures import Future
 
 import grpc
 
-from bench.remoting_hostile import MIB, PROBE_TOPIC, call, connect, frame, open_count
+from bench.harness import run_threads
+from bench.remoting_hostile import MIB, PROBE_TOPIC, call, close_after, connect, frame, open_count
 from namesrv.v1 import kv_config_service_pb2 as kv_pb2
 from namesrv.v1 import kv_config_service_pb2_grpc as kv_grpc
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
@@ -97,10 +98,7 @@ def attack_lookup_then_idle(remoting: str, count: int, seconds: float) -> str:
         socks.append(sock)
         with contextlib.suppress(OSError, ConnectionError):
             call(sock, lookup, timeout=10)
-    time.sleep(seconds)
-    alive = open_count(socks)
-    for sock in socks:
-        sock.close()
+    alive = close_after(socks, seconds)
     return f"{len(socks):,} connected ({failed} failed), {alive:,} still open after {seconds:g} s"
 
 
@@ -208,11 +206,7 @@ def attack_kv_flood(remoting: str, connections: int, pipelined: int, seconds: fl
                             refused[index] += 1
         sock.close()
 
-    threads = [threading.Thread(target=flood, args=(i,), daemon=True) for i in range(connections)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(seconds + 60)
+    run_threads(flood, connections, seconds + 60)
     return (
         f"{sum(acknowledged):,} KV writes acknowledged ({sum(acknowledged) / seconds:,.0f}/s), {sum(refused)} refused"
     )
@@ -242,11 +236,7 @@ def attack_bad_signatures(remoting: str, connections: int, body_size: int, secon
                     break
         sock.close()
 
-    threads = [threading.Thread(target=send, daemon=True) for _ in range(connections)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(seconds + 120)
+    run_threads(lambda _: send(), connections, seconds + 120)
     return f"{sum(codes.values())} wrongly signed {body_size / MIB:.0f} MiB registrations answered, codes {codes}"
 
 

@@ -490,12 +490,18 @@ def attack_pipelined(
     return f"{connections} connections sent {bytes_each * connections // 1024:,} KiB"
 
 
-def attack_flood(remoting: str, count: int, hold: float) -> str:
-    socks = idle_flood(remoting, count)
-    time.sleep(hold)
+def close_after(socks: list[socket.socket], seconds: float) -> int:
+    """Hold ``socks`` open for ``seconds``, then close them; returns how many the server had not closed."""
+    time.sleep(seconds)
     alive = open_count(socks)
     for sock in socks:
         sock.close()
+    return alive
+
+
+def attack_flood(remoting: str, count: int, hold: float) -> str:
+    socks = idle_flood(remoting, count)
+    alive = close_after(socks, hold)
     return f"{len(socks):,} connected, {alive:,} still open after the flood"
 
 
