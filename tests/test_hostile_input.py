@@ -47,7 +47,9 @@ def state(server: NamesrvProcess) -> dict[str, bytes]:
     """Everything an attack could change, serialized."""
     with server.channel() as channel:
         stubs = hostile.stubs_for(channel)
-        result = {"cluster": stubs.ns.GetBrokerClusterInfo(ns_pb2.GetBrokerClusterInfoRequest()).SerializeToString()}
+        # deterministic: map fields are serialized in hash order, which differs between serving processes
+        cluster = stubs.ns.GetBrokerClusterInfo(ns_pb2.GetBrokerClusterInfoRequest())
+        result = {"cluster": cluster.SerializeToString(deterministic=True)}
         for topic in (hostile.PROBE_TOPIC, hostile.VICTIM_TOPIC):
             request = ns_pb2.PickupTopicRouteRequest(topic=topic)
             result[topic] = stubs.ns.PickupTopicRoute(request).SerializeToString(deterministic=True)
@@ -55,7 +57,8 @@ def state(server: NamesrvProcess) -> dict[str, bytes]:
         result["kv"] = table.SerializeToString(deterministic=True)
         config = stubs.admin.GetNamesrvConfig(admin_pb2.GetNamesrvConfigRequest())
         result["config"] = config.SerializeToString(deterministic=True)
-        result["topics"] = stubs.ns.GetAllTopicList(ns_pb2.GetAllTopicListRequest()).SerializeToString()
+        topics = stubs.ns.GetAllTopicList(ns_pb2.GetAllTopicListRequest())
+        result["topics"] = topics.SerializeToString(deterministic=True)
     return result
 
 

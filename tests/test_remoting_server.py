@@ -109,7 +109,7 @@ def state(stubs: Stubs) -> tuple[Any, ...]:
     config = dict(stubs.admin.GetNamesrvConfig(admin_pb2.GetNamesrvConfigRequest(), timeout=5).config)
     return (
         info.SerializeToString(deterministic=True),
-        {t: r.SerializeToString() for t, r in routes.items() if r},
+        {t: r.SerializeToString(deterministic=True) for t, r in routes.items() if r},
         config,
     )
 

@@ -1465,11 +1465,13 @@ class RouteInfoManager:
             return live.data_version, tuple(self.filter_server_table.get(broker_addr, ())), live.topics_fingerprint
 
     def get_cluster_info(self) -> ClusterInfo:
-        """S22: copies of brokerAddrTable and clusterAddrTable (broker names sorted)."""
+        """S22: copies of brokerAddrTable and clusterAddrTable, each in name order (broker names,
+        cluster names, and the broker names of each cluster sorted): every serving process answers
+        the same bytes, whatever order its replica learnt the brokers in."""
         with self._lock:
             return ClusterInfo(
-                {name: data.copy() for name, data in self.broker_addr_table.items()},
-                {cluster: tuple(sorted(names)) for cluster, names in self.cluster_addr_table.items()},
+                {name: self.broker_addr_table[name].copy() for name in sorted(self.broker_addr_table)},
+                {name: tuple(sorted(self.cluster_addr_table[name])) for name in sorted(self.cluster_addr_table)},
             )
 
     def filter_servers_of(self, broker_addr: str) -> tuple[str, ...]:
