@@ -73,8 +73,7 @@ class Channel:
         change is pickled once). Raises ChannelClosedError."""
         if self.closed:
             raise ChannelClosedError(f"the {self.name} is gone")
-        self._writer.write(_LENGTH.pack(len(data)))
-        self._writer.write(data)
+        self._writer.write(_LENGTH.pack(len(data)) + data)  # one send, not two
 
     @property
     def buffered_bytes(self) -> int:
