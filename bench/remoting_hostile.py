@@ -39,7 +39,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import grpc
 import psutil
@@ -826,25 +826,40 @@ def acknowledge(doors: Doors, key: str) -> None:
         )
 
 
+def _read_back(read: Callable[[], Any], attempts: int = 3) -> Any:
+    """``read()``, tried again a second later when gRPC answers CANCELLED or UNAVAILABLE (a connection
+    closed under it): a read that did not get through says nothing lost. Raises the last RpcError."""
+    for attempt in range(attempts):
+        try:
+            return read()
+        except grpc.RpcError as error:
+            transient = error.code() in (grpc.StatusCode.CANCELLED, grpc.StatusCode.UNAVAILABLE)
+            if not transient or attempt == attempts - 1:
+                raise
+            time.sleep(1)
+    raise AssertionError("unreachable")
+
+
 def lost(doors: Doors, key: str) -> list[str]:
-    """What of :func:`acknowledge`'s writes a new client cannot read back, on either door."""
+    """What of :func:`acknowledge`'s writes a new client cannot read back, on either door (a gRPC read
+    that fails three times is reported with its status code)."""
     from namesrv.v1 import kv_config_service_pb2 as kv_pb2
     from namesrv.v1 import kv_config_service_pb2_grpc as kv_grpc
 
     missing = []
     with grpc.insecure_channel(doors.grpc, options=[("grpc.use_local_subchannel_pool", 1)]) as channel:
+        ns = ns_grpc.NameServerServiceStub(channel)
+        kv = kv_grpc.KVConfigServiceStub(channel)
         try:
-            route = ns_grpc.NameServerServiceStub(channel).PickupTopicRoute(
-                ns_pb2.PickupTopicRouteRequest(topic=KEPT_TOPIC), timeout=30
-            )
+            lookup = ns_pb2.PickupTopicRouteRequest(topic=KEPT_TOPIC)
+            route = _read_back(lambda: ns.PickupTopicRoute(lookup, timeout=30))
             if KEPT_BROKER not in {b.broker_name for b in route.route.broker_datas}:
                 missing.append("broker (gRPC)")
         except grpc.RpcError as error:
             missing.append(f"broker (gRPC {error.code().name})")
         try:
-            value = kv_grpc.KVConfigServiceStub(channel).GetKVConfig(
-                kv_pb2.GetKVConfigRequest(namespace=KEPT_NAMESPACE, key=key), timeout=30
-            )
+            request = kv_pb2.GetKVConfigRequest(namespace=KEPT_NAMESPACE, key=key)
+            value = _read_back(lambda: kv.GetKVConfig(request, timeout=30))
             if value.value != f"value-{key}":
                 missing.append("KV entry (gRPC)")
         except grpc.RpcError as error:
