@@ -124,6 +124,10 @@ def full_digest(
     return total & DIGEST_MASK
 
 
+MAX_PENDING_CHANGES: Final = 64
+"""Changes :meth:`RouteDigest.add_later` keeps before it works them out at once."""
+
+
 class RouteDigest:
     """The running digest: callers report every element added to or removed from the tables, at once
     (:meth:`add`, :meth:`remove`) or as work to do later (:meth:`add_later`: a registration's
@@ -152,8 +156,12 @@ class RouteDigest:
 
     def add_later(self, change: Callable[[], int]) -> None:
         """``change()`` (a sum of element hashes, modulo 2**52) is added at the next :meth:`settle`
-        or read of :attr:`value`: the sum does not depend on the order of its terms."""
+        or read of :attr:`value`: the sum does not depend on the order of its terms. Past
+        :data:`MAX_PENDING_CHANGES` pending changes they are all worked out now (each holds its
+        registration's topic lists)."""
         self._pending.append(change)
+        if len(self._pending) >= MAX_PENDING_CHANGES:
+            self.settle()
 
     def settle(self) -> None:
         """Do the work :meth:`add_later` left."""

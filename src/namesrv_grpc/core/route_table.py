@@ -1765,8 +1765,8 @@ class RouteInfoManager:
 
     def settle_digest(self) -> None:
         """Work out the digest's share of the registrations applied since the last call (the
-        route-table process calls it once a change is on its way to the serving processes, so their
-        applying it and this overlap)."""
+        route-table process calls it once the writes waiting for the serving processes are answered,
+        so that it is off the path of their answers)."""
         with self._lock:
             self._digest.settle()
 
