@@ -132,6 +132,30 @@ def test_read_your_writes_over_50_other_connections_on_both_doors(two_workers: N
             assert response.route.queue_datas[0].read_queue_nums == 8
 
 
+def test_big_bodies_are_sent_by_fingerprint_and_every_change_still_applies(two_workers: NamesrvProcess) -> None:
+    """A 2,000-topic body (over ELIDED_BODY_MIN_BYTES) goes to the route-table process by fingerprint
+    first: a first registration, the same body again over connections on both serving processes,
+    and a changed body are each applied as with the body sent at once."""
+    topics = {f"BIG-{i}": TopicConfig(f"BIG-{i}", 4, 4) for i in range(2_000)}
+    with RemotingTestClient(two_workers.remoting_address) as broker:
+        register(broker, "broker-big", "10.1.0.9:10911", topics, 1)  # not registered yet: the body is asked for
+        register(broker, "broker-big", "10.1.0.9:10911", topics, 1)
+    holders = set()
+    for _ in range(12):
+        with RemotingTestClient(two_workers.remoting_address) as other:
+            register(other, "broker-big", "10.1.0.9:10911", topics, 1)  # the same body, from either process
+            holders.add(holder_of(two_workers, other))
+    assert len(holders) == 2, "the kernel spread the connections over both serving processes"
+    changed = {**topics, "BIG-7": TopicConfig("BIG-7", 16, 16)}
+    with RemotingTestClient(two_workers.remoting_address) as broker:
+        register(broker, "broker-big", "10.1.0.9:10911", changed, 2)
+        for _ in range(10):
+            route = remoting_route(two_workers.remoting_address, "BIG-7")
+            assert route is not None
+            assert route["queueDatas"][0]["readQueueNums"] == 16  # type: ignore[index]
+        assert remoting_route(two_workers.remoting_address, "BIG-1999") is not None
+
+
 def test_kill_9_of_a_serving_process_removes_only_its_brokers(two_workers: NamesrvProcess) -> None:
     """Brokers on the other serving process keep their registration; the ones on the killed process
     are removed as on a closed connection (S15) and come back with their next registration; both

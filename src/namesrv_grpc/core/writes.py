@@ -45,6 +45,10 @@ class Registration:
     """Remoting: the request's RocketMQ version (5.x bodies may carry static-topic mappings, S40)."""
     bind_session: bool = False
     """Remoting: bind a liveness session (S15) to the registering connection in the same step."""
+    body_elided: bool = False
+    """``body`` is left out (empty): the serving process sent this broker's body with the same
+    fingerprint before, so it is sent only when the route-table process asks for it
+    (:attr:`RegistrationReply.body_needed`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +60,9 @@ class RegistrationReply:
     result: RegisterBrokerResult
     kv_table: dict[str, str]
     session_id: int = 0
+    body_needed: bool = False
+    """The registration was not applied: its body was elided (:attr:`Registration.body_elided`)
+    and the table no longer holds a body with its fingerprint; send it again with the body."""
 
 
 class RouteTableWrites(Protocol):

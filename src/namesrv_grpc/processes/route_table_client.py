@@ -6,6 +6,7 @@ serving process (this one too) applied what the write changed. Raises what the r
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +17,10 @@ from namesrv_grpc.processes.channel import Channel, ChannelClosedError
 
 if TYPE_CHECKING:
     from namesrv_grpc.snapshot import SnapshotInfo
+
+
+ELIDED_BODY_MIN_BYTES = 64 * 1024
+"""Registration bodies at least this long are first sent by fingerprint alone."""
 
 
 class RouteTableClient:
@@ -33,7 +38,18 @@ class RouteTableClient:
             ) from None
 
     async def register_broker(self, registration: Registration) -> RegistrationReply:
-        reply: RegistrationReply = await self._call("register_broker", registration)
+        """Send the registration. A body of :data:`ELIDED_BODY_MIN_BYTES` or more is left out at first:
+        a broker's periodic re-registration carries the same body as last time (up to megabytes of
+        topics), which the route-table process would not decode; it asks for the body only when the
+        table holds another one (``body_needed``: new topics, or a broker not registered yet), and
+        then it is sent. Under load, 300 KB bodies had queued up in the link to the route-table
+        process (docs/performance.md)."""
+        if len(registration.body) >= ELIDED_BODY_MIN_BYTES:
+            elided = dataclasses.replace(registration, body=b"", body_elided=True)
+            reply: RegistrationReply = await self._call("register_broker", elided)
+            if not reply.body_needed:
+                return reply
+        reply = await self._call("register_broker", registration)
         return reply
 
     async def unregister_broker(

@@ -18,7 +18,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from namesrv_grpc.core.model import BrokerLiveInfo, DataVersion, QueueData, RemovedBroker
+from namesrv_grpc.core.model import BrokerLiveInfo, DataVersion, QueueData, RegisterBrokerResult, RemovedBroker
 from namesrv_grpc.core.processor import BrokerIdentity, DecodedBody, NameServer
 from namesrv_grpc.core.writes import Registration, RegistrationReply
 from namesrv_grpc.grpc_api.register_body import decode_protobuf_body
@@ -63,7 +63,9 @@ class RouteTableService:
     # ------------------------------------------------------------------ brokers
 
     def register_broker(self, process: int, registration: Registration) -> RegistrationReply:
-        """REGISTER_BROKER / RegisterBroker: decode (unless the same body as last time) and apply."""
+        """REGISTER_BROKER / RegisterBroker: decode (unless the same body as last time) and apply. An
+        elided body (:attr:`Registration.body_elided`) that is not the one the table holds is not
+        applied: the reply asks for the body (``body_needed``)."""
         r = registration
         ns = self.ns
         identity = r.identity
@@ -74,7 +76,11 @@ class RouteTableService:
             zone_name=r.zone_name,
             instance_id=r.instance_id,
         )
-        decoded = ns.same_body(identity, r.body_fingerprint) or self._decode(r)
+        decoded = ns.same_body(identity, r.body_fingerprint)
+        if decoded is None:
+            if r.body_elided:  # the table no longer holds that body: ask for it
+                return RegistrationReply(RegisterBrokerResult(), {}, body_needed=True)
+            decoded = self._decode(r)
         result, kv_table = ns.apply_registration(
             identity,
             decoded,
