@@ -47,3 +47,52 @@ def test_at_most_max_events_per_turn_and_the_rest_in_the_next_turns(monkeypatch:
         loop.close()
     assert [len(turn) for turn in turns] == [16, 16, 8]
     assert sorted(index for turn in turns for index in turn) == list(range(40))
+
+
+def test_a_prioritized_socket_is_handled_in_every_turn(monkeypatch: pytest.MonkeyPatch) -> None:
+    """40 busy sockets, 16 events a turn: the prioritized one (a serving process's link to the
+    route-table process) is reported in each of the turns, the others in turn; it stays prioritized
+    after asyncio unregistered it (its reading paused) and registered it again."""
+    monkeypatch.setattr(event_loop, "MAX_EVENTS_PER_TURN", 16)
+    loop = event_loop.new_event_loop()
+    pairs = [socket.socketpair() for _ in range(40)]
+    link, peer = socket.socketpair()
+    turns: list[list[int]] = []
+    try:
+        assert event_loop.prioritize(loop, link)
+        assert not event_loop.prioritize(asyncio.new_event_loop(), link)  # not a loop of ours
+
+        async def run() -> None:
+            current: list[int] = []
+            for index, (reader, writer) in enumerate(pairs):
+                reader.setblocking(False)
+
+                def readable(index: int = index, reader: socket.socket = reader) -> None:
+                    reader.recv(1)
+                    current.append(index)  # 99 bytes left: readable in the next turns too
+
+                loop.add_reader(reader, readable)
+                writer.send(b"x" * 100)
+            loop.add_reader(link, lambda: current.append(-1))
+            loop.remove_reader(link)  # unregistered ...
+            loop.add_reader(link, lambda: current.append(-1))  # ... and registered again
+            peer.send(b"y")  # never read: ready in every turn
+            for _ in range(6):
+                await asyncio.sleep(0)
+                turns.append(list(current))
+                current.clear()
+
+        loop.run_until_complete(asyncio.wait_for(run(), 10))
+    finally:
+        for reader, writer in pairs:
+            loop.remove_reader(reader)
+            reader.close()
+            writer.close()
+        loop.remove_reader(link)
+        link.close()
+        peer.close()
+        loop.close()
+    busy = [turn for turn in turns if turn]
+    assert len(busy) >= 3
+    assert all(turn.count(-1) == 1 and turn[0] == -1 for turn in busy), turns
+    assert all(len(turn) <= 17 for turn in busy), turns  # 16 others at most, and the link

@@ -8,15 +8,24 @@ back to this loop between turns) waited for it (issue 20, docs/benchmarks.md row
 :class:`BoundedEpollSelector` takes at most :data:`MAX_EVENTS_PER_TURN` ready sockets per turn; the
 kernel reports the others (level-triggered epoll) in the next turns, oldest first.
 
+A few descriptors are *prioritized* (:func:`prioritize`): a serving process's link to the
+route-table process. They sit in a second epoll, nested in the first, that is read at every turn
+before the bounded rest: under 512 busy client connections the link was reported every other turn
+and moved one socket buffer (~200 KB) each time, so 300 KB registration bodies queued up in it
+(145 MB, answers 3.8 s late; docs/performance.md).
+
 Where epoll is missing (not Linux) the default loop is used unchanged.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import select
 import selectors
+import socket
+import weakref
 from typing import Any
 
 MAX_EVENTS_PER_TURN = 256
@@ -26,8 +35,58 @@ if hasattr(selectors, "EpollSelector"):
 
     class BoundedEpollSelector(selectors.EpollSelector):
         """``selectors.EpollSelector`` returning at most :data:`MAX_EVENTS_PER_TURN` ready keys per
-        call (the rest stay ready in the kernel). ``select`` is CPython 3.11's with ``maxevents``
-        bounded."""
+        call (the rest stay ready in the kernel), plus every ready prioritized descriptor
+        (:meth:`prioritize`). ``select`` is CPython 3.11's with ``maxevents`` bounded."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self._main: Any = self._selector  # type: ignore[attr-defined]
+            self._priority = select.epoll()
+            self._priority_fds: set[int] = set()
+            self._main.register(self._priority.fileno(), select.EPOLLIN)  # readable when one of them is ready
+
+        def prioritize(self, fd: int) -> None:
+            """Report ``fd``'s events at every turn, before the others (moved to the nested epoll if
+            registered already). It stays so while the loop lives, registered or not (asyncio
+            unregisters a descriptor whose reading is paused): a link lives as long as its process."""
+            if fd in self._priority_fds:
+                return
+            key = self.get_map().get(fd)
+            if key is not None:
+                self._main.unregister(fd)
+                self._priority.register(fd, _poller_events(key.events))
+            self._priority_fds.add(fd)
+
+        def _epoll(self, fd: int) -> Any:
+            return self._priority if fd in self._priority_fds else self._main
+
+        def register(self, fileobj: Any, events: int, data: Any = None) -> selectors.SelectorKey:
+            key = selectors._BaseSelectorImpl.register(self, fileobj, events, data)
+            try:
+                self._epoll(key.fd).register(key.fd, _poller_events(events))
+            except BaseException:
+                selectors._BaseSelectorImpl.unregister(self, fileobj)
+                raise
+            return key
+
+        def unregister(self, fileobj: Any) -> selectors.SelectorKey:
+            key = selectors._BaseSelectorImpl.unregister(self, fileobj)
+            with contextlib.suppress(OSError):  # the descriptor was closed already
+                self._epoll(key.fd).unregister(key.fd)
+            return key
+
+        def modify(self, fileobj: Any, events: int, data: Any = None) -> selectors.SelectorKey:
+            key = self.get_key(fileobj)
+            if events != key.events:
+                try:
+                    self._epoll(key.fd).modify(key.fd, _poller_events(events))
+                except BaseException:
+                    selectors._BaseSelectorImpl.unregister(self, fileobj)
+                    raise
+            if events != key.events or data != key.data:
+                key = key._replace(events=events, data=data)
+                self._fd_to_key[key.fd] = key  # type: ignore[attr-defined]
+            return key
 
         def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
             if timeout is None:
@@ -39,10 +98,15 @@ if hasattr(selectors, "EpollSelector"):
             max_events = max(min(len(self.get_map()), MAX_EVENTS_PER_TURN), 1)
             ready: list[tuple[selectors.SelectorKey, int]] = []
             try:
-                fd_events: Any = self._selector.poll(timeout, max_events)  # type: ignore[attr-defined]
+                fd_events: Any = self._main.poll(timeout, max_events)
+                if self._priority_fds:
+                    fd_events = self._priority.poll(0) + fd_events
             except InterruptedError:
                 return ready
+            nested = self._priority.fileno()
             for fd, event in fd_events:
+                if fd == nested:
+                    continue  # only the wake-up: the prioritized descriptors were read above
                 events = 0
                 if event & ~select.EPOLLIN:
                     events |= selectors.EVENT_WRITE
@@ -53,9 +117,38 @@ if hasattr(selectors, "EpollSelector"):
                     ready.append((key, events & key.events))
             return ready
 
+        def close(self) -> None:
+            self._priority.close()
+            super().close()
+
+    def _poller_events(events: int) -> int:
+        poller_events = 0
+        if events & selectors.EVENT_READ:
+            poller_events |= select.EPOLLIN
+        if events & selectors.EVENT_WRITE:
+            poller_events |= select.EPOLLOUT
+        return poller_events
+
+
+_SELECTORS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
+"""The selector of each loop :func:`new_event_loop` made."""
+
 
 def new_event_loop() -> asyncio.AbstractEventLoop:
     """The server's loop: a selector loop on :class:`BoundedEpollSelector` where epoll exists."""
     if hasattr(selectors, "EpollSelector"):
-        return asyncio.SelectorEventLoop(BoundedEpollSelector())
+        selector = BoundedEpollSelector()
+        loop = asyncio.SelectorEventLoop(selector)
+        _SELECTORS[loop] = selector
+        return loop
     return asyncio.new_event_loop()
+
+
+def prioritize(loop: asyncio.AbstractEventLoop, sock: socket.socket | None) -> bool:
+    """Have ``loop`` handle ``sock``'s events at every turn, before the bounded rest (a loop of
+    :func:`new_event_loop`; any other loop is left as it is). Returns whether it was done."""
+    selector = _SELECTORS.get(loop)
+    if selector is None or sock is None:
+        return False
+    selector.prioritize(sock.fileno())
+    return True

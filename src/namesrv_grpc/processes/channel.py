@@ -17,9 +17,11 @@ Messages are tuples whose first item names the kind:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 import pickle
+import socket
 import struct
 from collections.abc import Callable
 from typing import Any
@@ -30,6 +32,11 @@ _LENGTH = struct.Struct("!I")
 
 MAX_MESSAGE_BYTES = 1 << 31
 """Largest message (a serving process's first change holds the whole table: ~100 bytes a topic)."""
+
+
+SEND_BUFFER_BYTES = 4 << 20
+"""Socket send buffer asked for (``SO_SNDBUF``, capped by ``net.core.wmem_max``): a busy event loop
+moves at most this much per turn (a registration body of megabytes in one turn, not in ten)."""
 
 
 class ChannelClosedError(ConnectionError):
@@ -52,6 +59,10 @@ class Channel:
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, name: str) -> None:
         self._reader = reader
         self._writer = writer
+        sock = writer.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):  # the kernel caps it at net.core.wmem_max
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER_BYTES)
         self.name = name
         """What the other end is, for log lines ("route-table process", "serving process 1")."""
         self._ids = itertools.count(1)
@@ -74,6 +85,12 @@ class Channel:
         if self.closed:
             raise ChannelClosedError(f"the {self.name} is gone")
         self._writer.write(_LENGTH.pack(len(data)) + data)  # one send, not two
+
+    @property
+    def socket(self) -> socket.socket | None:
+        """The link's socket (for the event loop's priority, :func:`namesrv_grpc.event_loop.prioritize`)."""
+        sock: socket.socket | None = self._writer.get_extra_info("socket")
+        return sock
 
     @property
     def buffered_bytes(self) -> int:

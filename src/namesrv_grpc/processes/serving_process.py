@@ -36,6 +36,7 @@ from namesrv_grpc.core.kvconfig import KVConfigManager
 from namesrv_grpc.core.processor import NameServer
 from namesrv_grpc.core.replication import Change
 from namesrv_grpc.core.route_table import RouteInfoManager
+from namesrv_grpc.event_loop import prioritize
 from namesrv_grpc.grpc_api.grpc_metrics import GrpcServerMetrics
 from namesrv_grpc.grpc_api.handlers import add_services
 from namesrv_grpc.grpc_api.route_watches import RouteWatchCollector, new_route_watches
@@ -305,6 +306,7 @@ def host_for_bind(host: str) -> str:
 async def _main(params: ProcessParams, control: ControlLink) -> int:
     loop = asyncio.get_running_loop()
     link = await Channel.connect(os.path.join(params.run_dir, ROUTE_TABLE_SOCKET), "route-table process")
+    prioritize(loop, link.socket)  # writes and changes are not held up by busy client connections
     link.send(("hello", params.index, os.getpid()))
     first: asyncio.Future[Change] = loop.create_future()
     serving: ServingProcess | None = None
