@@ -53,10 +53,25 @@ def stubs(server: NamesrvProcess) -> Iterator[Stubs]:
         yield Stubs(channel)
 
 
+_REGISTERED_OVER: dict[int, set[str]] = {}
+"""id of a test's client -> broker addresses it sent REGISTER_BROKER for (removed when it closes, S15)."""
+
+
 @pytest.fixture
-def client(server: NamesrvProcess) -> Iterator[RemotingTestClient]:
+def client(server: NamesrvProcess, stubs: Stubs) -> Iterator[RemotingTestClient]:
+    """A remoting connection for one test. Closing it removes the brokers registered over it (S15),
+    a moment later: the next test starts once they are gone, so that its "state before" holds."""
     with RemotingTestClient(server.remoting_address) as remoting:
+        addrs = _REGISTERED_OVER.setdefault(id(remoting), set())
         yield remoting
+    _REGISTERED_OVER.pop(id(remoting), None)
+
+    def removed() -> bool:
+        info = stubs.ns.GetBrokerClusterInfo(ns_pb2.GetBrokerClusterInfoRequest(), timeout=5)
+        held = {addr for data in info.broker_addr_table.values() for addr in data.broker_addrs.values()}
+        return not held & addrs
+
+    poll_until(removed, 10)
 
 
 def identity(cluster: str, name: str, broker_id: int, addr: str) -> dict[str, str]:
@@ -87,6 +102,7 @@ def register(
         "compressed": "true" if compressed else "false",
         "bodyCrc32": str(zlib.crc32(body) & 0x7FFFFFFF if crc is None else crc),
     }
+    _REGISTERED_OVER.get(id(client), set()).add(addr)
     return client.call(RequestCode.REGISTER_BROKER, fields, body, serialize_type=serialize_type)
 
 

@@ -1453,8 +1453,8 @@ class RouteInfoManager:
 
     def get_cluster_info(self) -> ClusterInfo:
         """S22: copies of brokerAddrTable and clusterAddrTable, each in name order (broker names,
-        cluster names, and the broker names of each cluster sorted): every serving process answers
-        the same bytes, whatever order its replica learnt the brokers in."""
+        cluster names, and the broker names of each cluster sorted): every serving process writes
+        the same GET_BROKER_CLUSTER_INFO body, whatever order its replica learnt the brokers in."""
         with self._lock:
             return ClusterInfo(
                 {name: self.broker_addr_table[name].copy() for name in sorted(self.broker_addr_table)},
