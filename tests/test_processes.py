@@ -88,13 +88,18 @@ def route_table_pid(server: NamesrvProcess) -> int:
 
 
 def holder_of(server: NamesrvProcess, client: RemotingTestClient) -> int:
-    """The pid of the serving process that holds ``client``'s connection."""
+    """The pid of the serving process that holds ``client``'s connection (a new connection waits in
+    the listen queue until a serving process accepts it: looked for up to 5 s)."""
     local_port = client.sock.getsockname()[1]
-    for pid in serving_pids(server):
-        for conn in psutil.Process(pid).net_connections(kind="tcp"):
-            if conn.raddr and conn.raddr.port == local_port:
-                return pid
-    raise AssertionError(f"no serving process holds the connection from port {local_port}")
+    deadline = time.monotonic() + 5
+    while True:
+        for pid in serving_pids(server):
+            for conn in psutil.Process(pid).net_connections(kind="tcp"):
+                if conn.raddr and conn.raddr.port == local_port:
+                    return pid
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no serving process holds the connection from port {local_port}")
+        time.sleep(0.01)
 
 
 @pytest.fixture
