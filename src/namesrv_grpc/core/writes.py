@@ -46,9 +46,10 @@ class Registration:
     bind_session: bool = False
     """Remoting: bind a liveness session (S15) to the registering connection in the same step."""
     body_elided: bool = False
-    """``body`` is left out (empty): the serving process sent this broker's body with the same
-    fingerprint before, so it is sent only when the route-table process asks for it
-    (:attr:`RegistrationReply.body_needed`)."""
+    """``body`` is left out (empty), ``body_fingerprint`` kept: applied only when the table holds a
+    body with that fingerprint for the broker, else answered with
+    :attr:`RegistrationReply.body_needed` (a serving process sends bodies of 64 KiB or more so at
+    first, :mod:`namesrv_grpc.processes.route_table_client`)."""
 
 
 @dataclass(frozen=True, slots=True)
