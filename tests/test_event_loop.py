@@ -13,6 +13,29 @@ from namesrv_grpc import event_loop
 pytestmark = pytest.mark.skipif(not hasattr(selectors, "EpollSelector"), reason="epoll is Linux's")
 
 
+def add_readers(
+    loop: asyncio.AbstractEventLoop, pairs: list[tuple[socket.socket, socket.socket]], seen: list[int], payload: bytes
+) -> None:
+    """Each pair's reader reads one byte per callback and notes its index in ``seen``; ``payload``
+    is written to each pair (more than one byte: readable in the next turns too)."""
+    for index, (reader, writer) in enumerate(pairs):
+        reader.setblocking(False)
+
+        def readable(index: int = index, reader: socket.socket = reader) -> None:
+            reader.recv(1)
+            seen.append(index)
+
+        loop.add_reader(reader, readable)
+        writer.send(payload)
+
+
+def close_readers(loop: asyncio.AbstractEventLoop, pairs: list[tuple[socket.socket, socket.socket]]) -> None:
+    for reader, writer in pairs:
+        loop.remove_reader(reader)
+        reader.close()
+        writer.close()
+
+
 def test_at_most_max_events_per_turn_and_the_rest_in_the_next_turns(monkeypatch: pytest.MonkeyPatch) -> None:
     """40 readable sockets, 16 events a turn: 16, 16 and 8 callbacks in three turns, each socket's once."""
     monkeypatch.setattr(event_loop, "MAX_EVENTS_PER_TURN", 16)
@@ -23,15 +46,7 @@ def test_at_most_max_events_per_turn_and_the_rest_in_the_next_turns(monkeypatch:
 
         async def run() -> None:
             current: list[int] = []
-            for index, (reader, writer) in enumerate(pairs):
-                reader.setblocking(False)
-
-                def readable(index: int = index, reader: socket.socket = reader) -> None:
-                    reader.recv(1)
-                    current.append(index)
-
-                loop.add_reader(reader, readable)
-                writer.send(b"x")
+            add_readers(loop, pairs, current, b"x")
             while sum(map(len, turns)) + len(current) < 40:
                 await asyncio.sleep(0)
                 if current:
@@ -40,10 +55,7 @@ def test_at_most_max_events_per_turn_and_the_rest_in_the_next_turns(monkeypatch:
 
         loop.run_until_complete(asyncio.wait_for(run(), 10))
     finally:
-        for reader, writer in pairs:
-            loop.remove_reader(reader)
-            reader.close()
-            writer.close()
+        close_readers(loop, pairs)
         loop.close()
     assert [len(turn) for turn in turns] == [16, 16, 8]
     assert sorted(index for turn in turns for index in turn) == list(range(40))
@@ -60,19 +72,13 @@ def test_a_prioritized_socket_is_handled_in_every_turn(monkeypatch: pytest.Monke
     turns: list[list[int]] = []
     try:
         assert event_loop.prioritize(loop, link)
-        assert not event_loop.prioritize(asyncio.new_event_loop(), link)  # not a loop of ours
+        other = asyncio.new_event_loop()
+        assert not event_loop.prioritize(other, link)  # not a loop of ours
+        other.close()
 
         async def run() -> None:
             current: list[int] = []
-            for index, (reader, writer) in enumerate(pairs):
-                reader.setblocking(False)
-
-                def readable(index: int = index, reader: socket.socket = reader) -> None:
-                    reader.recv(1)
-                    current.append(index)  # 99 bytes left: readable in the next turns too
-
-                loop.add_reader(reader, readable)
-                writer.send(b"x" * 100)
+            add_readers(loop, pairs, current, b"x" * 100)  # readable in every turn
             loop.add_reader(link, lambda: current.append(-1))
             loop.remove_reader(link)  # unregistered ...
             loop.add_reader(link, lambda: current.append(-1))  # ... and registered again
@@ -84,10 +90,7 @@ def test_a_prioritized_socket_is_handled_in_every_turn(monkeypatch: pytest.Monke
 
         loop.run_until_complete(asyncio.wait_for(run(), 10))
     finally:
-        for reader, writer in pairs:
-            loop.remove_reader(reader)
-            reader.close()
-            writer.close()
+        close_readers(loop, pairs)
         loop.remove_reader(link)
         link.close()
         peer.close()
