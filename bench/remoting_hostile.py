@@ -699,7 +699,8 @@ def sized_attacks(p: Profile) -> dict[str, Attack]:
         "12j": Attack(
             "grpc-unread-answers",
             f"gRPC, HTTP/2 receive window 0, never a WINDOW_UPDATE: one connection starts {lists:,} GetAllTopicList "
-            f"of a {big:,}-topic table, 4 more {lookups:,} PickupTopicRoute each",
+            f"of a {big:,}-topic table, 4 more {lookups:,} PickupTopicRoute each (as many as "
+            "grpcMaxConcurrentStreams lets in)",
             grpc_door(
                 g.attack_unread_answers,
                 lists=lists,
@@ -744,7 +745,8 @@ def sized_attacks(p: Profile) -> dict[str, Attack]:
         "12o": Attack(
             "grpc-unbound-sessions",
             f"gRPC: {session_connections} connections x {session_streams:,} OpenBrokerSession streams saying hello "
-            "for brokers not registered, from 127.0.0.2; meanwhile a real broker registers and opens its session",
+            "for brokers not registered, from 127.0.0.2 (as many as grpcMaxConcurrentStreams lets in); meanwhile "
+            "a real broker registers and opens its session",
             grpc_door(
                 g.attack_unbound_sessions,
                 connections=session_connections,

@@ -9,8 +9,12 @@ calls it started; ``grpc.http2.ping_on_rst_stream_percent`` (1) answers some res
 ``DEFAULT_MAX_PENDING_INDUCED_FRAMES`` (10,000) stops reading a connection whose induced frames
 (RST_STREAM, PING and SETTINGS answers) pile up. None of them closes the connection: two connections
 sent 186,000 HEADERS + RST_STREAM pairs in 20 s, kept a core busy, and lookups of other clients
-were CANCELLED or took 0.5 s. The reset calls never reach a handler (gRPC cancels them first), so no
-Python code sees them either.
+were CANCELLED or took 0.5 s. Those CANCELLED came from grpc-core's queue of calls Python has not
+taken yet: past 1,000 queued calls (``grpc.server.max_pending_requests``) it cancels new calls at
+random, and a reset call whose HEADERS came first waits in that queue like any other. So
+``grpcMaxConcurrentStreams`` (100) also bounds what one flooding connection puts in the queue; this
+guard ends the flood itself. Most reset calls never reach a handler (gRPC cancels them first), so no
+Python code can count them.
 
 What it does count, per connection: channelz (on by default, ``grpc.enable_channelz``) keeps
 ``streamsStarted``/``streamsSucceeded``/``streamsFailed`` for each server socket, where a stream the

@@ -270,8 +270,9 @@ def grpc_options(config: NamesrvConfig, workers: int = 1) -> list[tuple[str, Any
         ("grpc.keepalive_permit_without_calls", 1),
         ("grpc.http2.min_ping_interval_without_data_ms", 5_000),
         ("grpc.http2.max_pings_without_data", 0),
-        # Limits (docs/field-limits.md): calls in flight per connection, and idle connections closed
-        # (a broker's open session is a call, so its connection is never idle).
+        # Limits (docs/field-limits.md): calls in flight per connection (which also bounds what a
+        # rapid-reset flood puts in grpc-core's queue of calls not taken yet, docs/limits.md), and idle
+        # connections closed (a broker's open session is a call, so its connection is never idle).
         ("grpc.max_concurrent_streams", config.grpc_max_concurrent_streams),
         ("grpc.max_connection_idle_ms", config.grpc_max_connection_idle_millis),
         # Connections at once: beyond it new ones are closed, so a flood cannot take the file
