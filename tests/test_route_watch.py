@@ -384,6 +384,23 @@ def test_watcher_topic_pairs_are_bounded_per_peer_and_in_total() -> None:
     run(scenario())
 
 
+def test_a_watch_past_a_bound_is_refused_before_its_topic_names_are_checked() -> None:
+    """A flood of watches past the per-address bound costs no name checks (checking 1,000 names of
+    each of 2,000 refused watches kept a serving process busy, issue 30 row 12l); names are checked
+    once the bounds let the watch in, and a bad name then keeps nothing."""
+
+    async def scenario() -> None:
+        hub = bounded_hub(Table(), per_peer=3, total=100)
+        hub.open(["A", "B", "C"], peer="10.0.0.1")
+        with pytest.raises(LimitExceededError, match="routeWatchMaxTopicsPerPeer"):
+            hub.open(["D", " bad "], peer="10.0.0.1")
+        with pytest.raises(InvalidFieldError, match=r"topics\[1\]"):
+            hub.open(["D", " bad "], peer="10.0.0.2")
+        assert (hub.watched_pairs, hub.pairs_of("10.0.0.2")) == (3, 0)
+
+    run(scenario())
+
+
 def test_an_unsent_watcher_costs_nothing_per_change_and_gets_every_route_when_it_reads_again() -> None:
     """A watcher whose message waits for its client is taken off its topics at the first change
     (2,000 such watchers of 1,000 topics made each registration mark 2 million entries); when the
