@@ -131,7 +131,7 @@ def test_lines_past_the_rate_are_dropped_counted_and_summarised(clock: list[floa
         "audit": "AuditLinesSuppressed",
         "result": "suppressed",
         "lines": 150,
-        "auditLogLinesPerSecond": 100,
+        "lines_per_second": 100,
     }
     assert [line["brokerName"] for line in written[1:]] == [f"b{index}" for index in range(250, 260)]
     assert suppressed_lines()["rate"] - before["rate"] == 150
@@ -217,7 +217,7 @@ def test_a_replayed_signed_registration_writes_a_few_lines(acl_server: NamesrvPr
 
 def test_audit_line_rate_is_bounded_and_configurable(tmp_path: Path) -> None:
     """Anonymous registrations of ever new brokers (no ACL): distinct events, bounded by
-    auditLogLinesPerSecond (3 here) per serving process."""
+    auditLogLinesPerSecond (3 here, shared by the serving processes)."""
     config = tmp_path / "namesrv.conf"
     config.write_text("auditLogLinesPerSecond=3\n")
     metrics_port = free_port()

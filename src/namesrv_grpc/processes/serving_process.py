@@ -102,7 +102,7 @@ class ServingProcess:
         self.tls = server_tls(config)
         if self.tls is not None:
             self.metrics.registry.register(TlsCollector(self.tls))
-        self.guard = server_guard(config, self.metrics.auth_refusals)
+        self.guard = server_guard(config, self.metrics.auth_refusals, params.workers)
         self.sessions = BrokerSessions(self.nameserver, self.writes, self.metrics, self.guard)
         self.route_watches = new_route_watches(self.nameserver)
         self.metrics.registry.register(RouteWatchCollector(self.route_watches, self.nameserver))

@@ -26,10 +26,12 @@ of audit log), three ways, each counted in ``namesrv_audit_lines_suppressed_tota
   their fields); the next refusal line written for them carries ``"suppressed": N``;
 - ``rate``: past ``auditLogLinesPerSecond`` lines a second (a token bucket holding one second's
   worth), lines are dropped; at most once a second a line says how many:
-  ``{"audit": "AuditLinesSuppressed", "result": "suppressed", "lines": N, "auditLogLinesPerSecond": 100}``.
+  ``{"audit": "AuditLinesSuppressed", "result": "suppressed", "lines": N, "lines_per_second": 50}``
+  (``lines_per_second``: this serving process's share of ``auditLogLinesPerSecond``).
 
-Each serving process writes its own lines (every one appends to the same file), so the bounds are
-per serving process.
+Each serving process writes its own lines (every one appends to the same file), so the repeat and
+refusal bounds are per serving process; the rate is ``auditLogLinesPerSecond`` divided among them
+(each :class:`AuditLog` is built with its process's share, ``policy.share``).
 """
 
 from __future__ import annotations
@@ -58,7 +60,8 @@ DEFAULT_REPEAT_WINDOW_SECONDS = 60
 """``auditRepeatWindowSeconds``: identical events within this long write one line (0 = every one)."""
 
 DEFAULT_LINES_PER_SECOND = 100
-"""``auditLogLinesPerSecond``: audit lines one serving process writes per second at most."""
+"""``auditLogLinesPerSecond``: audit lines written per second at most, all serving processes together
+(an :class:`AuditLog` is given its process's share)."""
 
 MAX_REPEAT_WINDOWS = 4096
 """Distinct events whose repeat window is tracked; past it the oldest window ends early (summary written)."""
@@ -206,7 +209,7 @@ class AuditLog:
                 "audit": "AuditLinesSuppressed",
                 "result": "suppressed",
                 "lines": self._rate_suppressed,
-                "auditLogLinesPerSecond": self.lines_per_second,
+                "lines_per_second": self.lines_per_second,
             }
             self._rate_suppressed = 0
             self._rate_summarised = now

@@ -6,6 +6,7 @@ import logging
 from pathlib import Path
 
 from namesrv_grpc.config import NamesrvConfig
+from namesrv_grpc.policy import share
 from namesrv_grpc.properties import ConfigError
 from namesrv_grpc.security.acl import load_acl
 from namesrv_grpc.security.audit import AuditLog
@@ -45,14 +46,15 @@ def server_tls(config: NamesrvConfig) -> ServerTls | None:
     return ServerTls(settings)
 
 
-def server_guard(config: NamesrvConfig, refusals: RefusalCounter | None) -> Guard:
-    """The ACL check (ACL file loaded, raises ConfigError) and the audit trail."""
+def server_guard(config: NamesrvConfig, refusals: RefusalCounter | None, workers: int = 1) -> Guard:
+    """The ACL check (ACL file loaded, raises ConfigError) and the audit trail of one of ``workers``
+    serving processes (its share of ``auditLogLinesPerSecond``)."""
     acl = load_acl(Path(config.acl_file).expanduser()) if config.acl_file else None
     try:
         audit = AuditLog(
             Path(config.audit_log_file).expanduser() if config.audit_log_file else None,
             repeat_window_seconds=config.audit_repeat_window_seconds,
-            lines_per_second=config.audit_log_lines_per_second,
+            lines_per_second=share(config.audit_log_lines_per_second, workers),
         )
     except OSError as exc:
         raise ConfigError("auditLogFile", config.audit_log_file, f"cannot append: {exc.strerror or exc}") from None
