@@ -95,10 +95,10 @@ class NamesrvConfig:
     broker_session_hello_timeout_millis: int = 10_000
     max_broker_sessions: int = 10_000
     grpc_max_concurrent_streams: int = 100
-    """Calls in flight on one gRPC connection (HTTP/2 ``SETTINGS_MAX_CONCURRENT_STREAMS``). 100, as
-    nginx (128) and Envoy advise against HTTP/2 rapid reset: a flooding connection's reset streams
-    count until gRPC freed them, so it can fill gRPC's queue of calls not yet taken by Python with at
-    most this many (docs/limits.md, "Rapid reset")."""
+    """Calls in flight on one gRPC connection (HTTP/2 ``SETTINGS_MAX_CONCURRENT_STREAMS``). 100, what
+    Envoy's edge-proxy guidance sets (nginx: 128): a rapid-reset flood's streams count until gRPC
+    freed them, so one connection puts at most this many calls in gRPC's queue of calls not yet taken
+    by Python (docs/limits.md, "Rapid reset")."""
     grpc_max_connection_idle_millis: int = 600_000
     grpc_max_connections: int = 0
     grpc_max_concurrent_calls: int = 0
