@@ -49,7 +49,11 @@ async def one_broker(stub: ns_grpc.NameServerServiceStub, i: int, accepted: asyn
 
 async def main(addr: str, first: int, count: int) -> None:
     accepted: asyncio.Queue[int] = asyncio.Queue()
-    channels = [grpc.aio.insecure_channel(addr) for _ in range(max(1, count // 100))]
+    # One connection per 50 sessions: a session is a stream open for good, and a connection takes at
+    # most grpcMaxConcurrentStreams (100) of them; a local subchannel pool per channel, or gRPC would
+    # put every channel to the same address on one connection.
+    options = [("grpc.use_local_subchannel_pool", 1)]
+    channels = [grpc.aio.insecure_channel(addr, options=options) for _ in range(max(1, -(-count // 50)))]
     stubs = [ns_grpc.NameServerServiceStub(c) for c in channels]
     semaphore = asyncio.Semaphore(50)
 
