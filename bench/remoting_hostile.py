@@ -821,24 +821,21 @@ def acknowledge(doors: Doors, key: str) -> None:
     from namesrv.v1 import kv_config_service_pb2 as kv_pb2
     from namesrv.v1 import kv_config_service_pb2_grpc as kv_grpc
 
-    _retry_cancelled(
-        lambda: register_grpc(
-            doors.grpc, KEPT_BROKER, "127.0.0.1:10961", [KEPT_TOPIC], heartbeat_timeout_millis=3_600_000
-        )
-    )
+    register_grpc(doors.grpc, KEPT_BROKER, "127.0.0.1:10961", [KEPT_TOPIC], heartbeat_timeout_millis=3_600_000)
     with grpc.insecure_channel(doors.grpc) as channel:
-        put = kv_pb2.PutKVConfigRequest(namespace=KEPT_NAMESPACE, key=key, value=f"value-{key}")
-        _retry_cancelled(lambda: kv_grpc.KVConfigServiceStub(channel).PutKVConfig(put, timeout=30))
+        kv_grpc.KVConfigServiceStub(channel).PutKVConfig(
+            kv_pb2.PutKVConfigRequest(namespace=KEPT_NAMESPACE, key=key, value=f"value-{key}"), timeout=30
+        )
 
 
-def _retry_cancelled(call: Callable[[], Any], attempts: int = 3) -> Any:
-    """``call()`` (a read, or a write that may be repeated), tried again a second later when gRPC
-    answers CANCELLED or UNAVAILABLE (a connection closed under it, e.g. after the previous row's
-    attack on a shared server): a read that did not get through says nothing lost. Raises the last
-    RpcError."""
+def _read_back(read: Callable[[], Any], attempts: int = 3) -> Any:
+    """``read()``, tried again a second later when gRPC answers CANCELLED or UNAVAILABLE (a connection
+    closed under it): a read that did not get through says nothing lost. Raises the last RpcError.
+    Writes are not retried: a write a well-behaved client cannot make is a finding (a rapid-reset
+    flood made grpc-core cancel them, docs/limits.md)."""
     for attempt in range(attempts):
         try:
-            return call()
+            return read()
         except grpc.RpcError as error:
             transient = error.code() in (grpc.StatusCode.CANCELLED, grpc.StatusCode.UNAVAILABLE)
             if not transient or attempt == attempts - 1:
@@ -859,14 +856,14 @@ def lost(doors: Doors, key: str) -> list[str]:
         kv = kv_grpc.KVConfigServiceStub(channel)
         try:
             lookup = ns_pb2.PickupTopicRouteRequest(topic=KEPT_TOPIC)
-            route = _retry_cancelled(lambda: ns.PickupTopicRoute(lookup, timeout=30))
+            route = _read_back(lambda: ns.PickupTopicRoute(lookup, timeout=30))
             if KEPT_BROKER not in {b.broker_name for b in route.route.broker_datas}:
                 missing.append("broker (gRPC)")
         except grpc.RpcError as error:
             missing.append(f"broker (gRPC {error.code().name})")
         try:
             request = kv_pb2.GetKVConfigRequest(namespace=KEPT_NAMESPACE, key=key)
-            value = _retry_cancelled(lambda: kv.GetKVConfig(request, timeout=30))
+            value = _read_back(lambda: kv.GetKVConfig(request, timeout=30))
             if value.value != f"value-{key}":
                 missing.append("KV entry (gRPC)")
         except grpc.RpcError as error:
