@@ -20,10 +20,12 @@ from typing import Any
 
 import pytest
 
+from namesrv_grpc.config import NamesrvConfig
 from namesrv_grpc.remoting.codec import FrameDecoder, RemotingCommand, encode_command
 from namesrv_grpc.remoting.codes import RequestCode, ResponseCode
 from namesrv_grpc.security import audit as audit_module
 from namesrv_grpc.security.audit import AUDIT_LOGGER, AuditLog, peer_address, suppressed_lines
+from namesrv_grpc.security.setup import server_guard
 from tests.metrics_support import free_port, scrape
 from tests.support import NamesrvProcess, running_namesrv
 from tests.test_security_acl import write_acl
@@ -135,6 +137,15 @@ def test_lines_past_the_rate_are_dropped_counted_and_summarised(clock: list[floa
     }
     assert [line["brokerName"] for line in written[1:]] == [f"b{index}" for index in range(250, 260)]
     assert suppressed_lines()["rate"] - before["rate"] == 150
+
+
+@pytest.mark.parametrize(("workers", "share"), [(1, 100), (2, 50), (3, 34)])
+def test_the_line_rate_is_shared_by_the_serving_processes(workers: int, share: int) -> None:
+    """auditLogLinesPerSecond bounds the whole NameServer: each serving process's audit log takes its
+    share (rounded up), so a flood's audit trail does not grow with the cores."""
+    guard = server_guard(NamesrvConfig(audit_log_lines_per_second=100), None, workers)
+    assert guard.audit_log.lines_per_second == share
+    guard.audit_log.close()
 
 
 def test_refusals_are_limited_per_identity_then_as_identical_events(clock: list[float], lines: Lines) -> None:
