@@ -87,7 +87,9 @@ def test_large_table_is_not_tracked_by_the_collector() -> None:
 def test_startup_objects_are_frozen_out_of_collections() -> None:
     try:
         frozen = freeze_startup_objects()
-        assert frozen == gc.get_freeze_count() > 1_000
+        # Another thread of the test process may free a frozen object meanwhile (CI: 208,091 frozen,
+        # 208,090 a moment later); nothing joins the frozen generation but gc.freeze().
+        assert 1_000 < gc.get_freeze_count() <= frozen
         assert not any(obj is test_startup_objects_are_frozen_out_of_collections for obj in gc.get_objects())
     finally:
         gc.unfreeze()
