@@ -9,10 +9,16 @@ back to this loop between turns) waited for it (issue 20, docs/benchmarks.md row
 kernel reports the others (level-triggered epoll) in the next turns, oldest first.
 
 A few descriptors are *prioritized* (:func:`prioritize`): a serving process's link to the
-route-table process. They sit in a second epoll, nested in the first, that is read at every turn
-before the bounded rest: under 512 busy client connections the link was reported every other turn
-and moved one socket buffer (~200 KB) each time, so 300 KB registration bodies queued up in it
-(145 MB, answers 3.8 s late; docs/performance.md).
+route-table process, and the socket through which grpcio's asyncio server hears of its calls
+(:func:`prioritize_grpc_completions`). They sit in a second epoll, nested in the first, that is read
+at every turn before the bounded rest:
+- under 512 busy client connections the link was reported every other turn and moved one socket
+  buffer (~200 KB) each time, so 300 KB registration bodies queued up in it (145 MB, answers 3.8 s
+  late; docs/performance.md);
+- level-triggered epoll reports ready sockets oldest first, so when 10,000 connections of a flood
+  closed at once, each step of a gRPC call (a unary call takes several) waited until all of them
+  were handled: gRPC lookups took up to 385 ms, against ~20 ms with the socket prioritized
+  (docs/benchmarks.md row 12d).
 
 Where epoll is missing (not Linux) the default loop is used unchanged.
 """
@@ -28,8 +34,10 @@ import socket
 import weakref
 from typing import Any
 
-MAX_EVENTS_PER_TURN = 256
-"""Ready sockets handled per turn of the event loop at most (about 6 ms of closing connections)."""
+MAX_EVENTS_PER_TURN = 64
+"""Ready sockets handled per turn of the event loop at most: about 6 ms of closing connections on a
+2-core machine (~100 us each, mostly the kernel's close), the longest a prioritized socket waits.
+It was 256 (~25 ms a turn; a gRPC call's steps each waited one turn)."""
 
 if hasattr(selectors, "EpollSelector"):
 
@@ -152,3 +160,24 @@ def prioritize(loop: asyncio.AbstractEventLoop, sock: socket.socket | None) -> b
         return False
     selector.prioritize(sock.fileno())
     return True
+
+
+def prioritize_grpc_completions(loop: asyncio.AbstractEventLoop) -> int:
+    """Prioritize (:func:`prioritize`) the socket through which grpcio's asyncio stack hears from
+    gRPC's core: the reader it registered with a method of its ``PollerCompletionQueue`` (grpcio's
+    ``_cygrpc/aio/completion_queue.pyx.pxi``; it makes one per process, when its first server or
+    channel starts). Returns how many readers were prioritized: 0 on a loop not of
+    :func:`new_event_loop`, or when grpcio has not started (or no longer works so; a test checks)."""
+    selector = _SELECTORS.get(loop)
+    if selector is None:
+        return 0
+    found = 0
+    for key in list(selector.get_map().values()):
+        reader = key.data[0] if isinstance(key.data, tuple) and key.data else None
+        callback = getattr(reader, "_callback", None)
+        callback = getattr(callback, "func", callback)  # grpcio registers a functools.partial
+        owner = getattr(callback, "__self__", None)
+        if type(owner).__name__ == "PollerCompletionQueue":
+            selector.prioritize(key.fd)
+            found += 1
+    return found

@@ -36,7 +36,7 @@ from namesrv_grpc.core.kvconfig import KVConfigManager
 from namesrv_grpc.core.processor import NameServer
 from namesrv_grpc.core.replication import Change
 from namesrv_grpc.core.route_table import RouteInfoManager
-from namesrv_grpc.event_loop import prioritize
+from namesrv_grpc.event_loop import prioritize, prioritize_grpc_completions
 from namesrv_grpc.grpc_api.grpc_metrics import GrpcServerMetrics
 from namesrv_grpc.grpc_api.handlers import add_services
 from namesrv_grpc.grpc_api.route_watches import RouteWatchCollector, new_route_watches
@@ -194,6 +194,10 @@ class ServingProcess:
             raise RuntimeError(f"cannot listen on {address}: {exc}") from None
         await server.start()
         self._server = server
+        # Each step of a gRPC call comes back to this loop through one socket: not behind a flood's
+        # thousands of ready connections (namesrv_grpc.event_loop).
+        if not prioritize_grpc_completions(asyncio.get_running_loop()):
+            log.warning("grpcio's completion socket was not found: gRPC calls are not prioritized under floods")
         if params.health_port:
             await self._start_health_server(config)
         if self.tls is not None:

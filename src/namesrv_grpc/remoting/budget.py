@@ -83,7 +83,7 @@ class RemotingLimits:
     max_frames_per_turn: int = 64
     """``remotingMaxFramesPerTurn``: requests of all connections together handled per turn of the
     event loop; a connection that finds them spent waits for the next turn."""
-    accepts_per_turn: int = 64
+    accepts_per_turn: int = 16
     """``remotingAcceptsPerTurn``: connections accepted per turn of the event loop (asyncio accepts
     as many as its ``backlog`` per readiness event); the rest wait in the kernel's queue of
     :data:`~.server.LISTEN_BACKLOG` for the next turns."""
@@ -164,9 +164,8 @@ class RemotingBudget:
         self._activity: dict[BudgetedConnection, None] = {}
         """The others, least recently active first: each moved to the end when it sends requests
         (:meth:`touched`; TCP keepalives are not requests)."""
-        self._by_ip: dict[str, dict[BudgetedConnection, None]] = {}
-        """Every connection per peer IP address (``remotingMaxConnectionsPerIp``), never-active ones
-        and then the least recently active first, likewise."""
+        self._by_ip: dict[str, _AddressConnections] = {}
+        """Every connection per peer IP address (``remotingMaxConnectionsPerIp``), ordered likewise."""
         self._partial: dict[BudgetedConnection, int] = {}
         """connection -> bytes it holds in frames not yet decoded (only non-zero entries)."""
         self.partial_bytes = 0
@@ -236,9 +235,9 @@ class RemotingBudget:
         closed is the new one refused: a new client always gets in while idle ones can make room."""
         per_ip = self.limits.max_connections_per_ip
         if per_ip:
-            same_ip = self._by_ip.get(connection.peer_ip, {})
-            if len(same_ip) >= per_ip:
-                victim = _least_active({c: None for c in same_ip if not c.active}) or _least_active(same_ip)
+            same_ip = self._by_ip.get(connection.peer_ip)
+            if same_ip is not None and len(same_ip) >= per_ip:
+                victim = same_ip.victim()
                 if victim is None:
                     return self._refuse(connection, "max_connections_per_ip", "remotingMaxConnectionsPerIp")
                 self._evict(victim, "per_ip_evicted", "remotingMaxConnectionsPerIp")
@@ -250,7 +249,7 @@ class RemotingBudget:
                 return self._refuse(connection, "max_connections", "maxConnections")
         self.connections.add(connection)
         self._never_active[connection] = None
-        self._by_ip.setdefault(connection.peer_ip, {})[connection] = None
+        self._by_ip.setdefault(connection.peer_ip, _AddressConnections()).never_active[connection] = None
         self.metrics.connection_opened()
         self._publish_connections()
         return True
@@ -277,8 +276,8 @@ class RemotingBudget:
         # Its address's order too, at every request (not only the first): the per-address bound
         # closes the least recently active, not the one that first asked longest ago.
         same_ip = self._by_ip.get(connection.peer_ip)
-        if same_ip is not None and same_ip.pop(connection, 0) is None:
-            same_ip[connection] = None
+        if same_ip is not None:
+            same_ip.touched(connection)
 
     def trim(self) -> None:
         """Over ``maxConnections`` (another serving process admitted a connection for which this one
@@ -335,8 +334,8 @@ class RemotingBudget:
         self._never_active.pop(connection, None)
         same_ip = self._by_ip.get(connection.peer_ip)
         if same_ip is not None:
-            same_ip.pop(connection, None)
-            if not same_ip:
+            same_ip.forget(connection)
+            if not len(same_ip):
                 del self._by_ip[connection.peer_ip]
         self._publish_connections()
         self.hold(connection, 0)
@@ -372,6 +371,33 @@ class RemotingBudget:
                 survived = False
         self.metrics.partial_frame_bytes.set(self.partial_bytes)
         return survived
+
+
+class _AddressConnections:
+    """The connections from one peer IP address, in the order :meth:`RemotingBudget.admit` closes
+    them at ``remotingMaxConnectionsPerIp``: never-active ones oldest first, then the least recently
+    active. Two ordered dicts, so that choosing one costs O(1) however many the address holds (a
+    flood from one address must not make each new connection scan all of its others)."""
+
+    __slots__ = ("active", "never_active")
+
+    def __init__(self) -> None:
+        self.never_active: dict[BudgetedConnection, None] = {}
+        self.active: dict[BudgetedConnection, None] = {}
+
+    def __len__(self) -> int:
+        return len(self.never_active) + len(self.active)
+
+    def victim(self) -> BudgetedConnection | None:
+        return _least_active(self.never_active) or _least_active(self.active)
+
+    def touched(self, connection: BudgetedConnection) -> None:
+        if self.never_active.pop(connection, 0) is None or self.active.pop(connection, 0) is None:
+            self.active[connection] = None
+
+    def forget(self, connection: BudgetedConnection) -> None:
+        self.never_active.pop(connection, None)
+        self.active.pop(connection, None)
 
 
 def _least_active(pool: dict[BudgetedConnection, None]) -> BudgetedConnection | None:
