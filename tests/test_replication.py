@@ -109,3 +109,38 @@ def test_session_notices_reach_the_replicas_listeners(tmp_path: Path) -> None:
     assert masters[-1] == ("broker-a", "", "")
     assert replica.topic_route_encoded("T1", lambda route: route) is None
     assert writer.take_change() is None, "nothing more to send"
+
+
+def test_cluster_membership_crosses_as_changes_not_as_the_whole_table(tmp_path: Path) -> None:
+    """A broker name joining a cluster of 2,000 sends that one name, not the cluster's 2,000 (the
+    whole table per change made a flood of new brokers quadratic: ~10 MB a change at 36,000 names);
+    the replica's clusters match the writer's after joins, a move between clusters and removals."""
+    writer, replica = nameservers(tmp_path)
+
+    def join(cluster: str, index: int) -> None:
+        addr = f"10.0.{index >> 8}.{index & 255}:1"
+        writer.route_table.register_broker(
+            cluster_name=cluster, broker_name=f"b{index:05d}", broker_id=0, broker_addr=addr,
+            data_version=DataVersion(0, 1, 1), topic_configs={},
+        )  # fmt: skip
+
+    for index in range(2_000):
+        join("big", index)
+    publish(writer, replica)
+    join("big", 2_000)
+    change = writer.take_change()
+    assert change is not None
+    assert change.table is not None
+    assert change.table.clusters is None
+    assert change.table.cluster_log == [("big", "b02000", True)]
+    assert len(pickle.dumps(change)) < 2_000
+    replica.apply_change(crossed(change))
+    join("small", 5)  # a second cluster now holds b00005 too (S03 keeps both)
+    writer.unregister_broker(cluster_name="big", broker_name="b00007", broker_id=0, broker_addr="10.0.0.7:1")
+    publish(writer, replica)
+    assert replica.route_table.cluster_addr_table == writer.route_table.cluster_addr_table
+    assert "b00007" not in replica.route_table.cluster_addr_table["big"]
+    writer.unregister_broker(cluster_name="small", broker_name="b00005", broker_id=0, broker_addr="10.0.0.5:1")
+    publish(writer, replica)
+    assert replica.route_table.cluster_addr_table == writer.route_table.cluster_addr_table
+    assert "small" not in replica.route_table.cluster_addr_table

@@ -9,6 +9,7 @@ import zlib
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+import google_crc32c
 import grpc
 import pytest
 
@@ -199,6 +200,10 @@ def test_both_doors_refuse_a_broker_past_route_table_max_brokers_and_keep_the_ot
             answer = remoting_register(client, "broker-3", "10.0.0.3:10911")
             assert answer.code == ResponseCode.SYSTEM_ERROR
             assert "routeTableMaxBrokers" in (answer.remark or "")
+            # Refused before its body is decoded: a body that does not decode gets the same refusal.
+            answer = remoting_register(client, "broker-3", "10.0.0.3:10911", body=b"{not json")
+            assert answer.code == ResponseCode.SYSTEM_ERROR
+            assert "routeTableMaxBrokers" in (answer.remark or "")
             check_grpc_refuses_a_third(server.address)
         metrics = scrape(f"http://127.0.0.1:{metrics_port}/metrics")
         assert metrics.value("namesrv_registrations_total", result="limit_exceeded") >= 1
@@ -212,14 +217,22 @@ def check_grpc_refuses_a_third(address: str) -> None:
             stub.RegisterBroker(register_request(broker_name="broker-4", broker_addr="10.0.0.4:10911"), timeout=10)
         assert info.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
         assert error_info(info.value).metadata["limit"] == "routeTableMaxBrokers"
+        undecodable = register_request(broker_name="broker-4", broker_addr="10.0.0.4:10911")
+        undecodable.body = b"\xff" * 64  # no RegisterBrokerBody; refused for the bound before decoding
+        undecodable.body_crc32c = google_crc32c.value(undecodable.body)
+        with pytest.raises(grpc.RpcError) as info:
+            stub.RegisterBroker(undecodable, timeout=10)
+        assert info.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, info.value.details()
+        assert error_info(info.value).metadata["limit"] == "routeTableMaxBrokers"
         route = stub.PickupTopicRoute(ns_pb2.PickupTopicRouteRequest(topic="TopicA"), timeout=10)
         assert sorted(b.broker_name for b in route.route.broker_datas) == ["broker-1", "broker-2"]
 
 
-def remoting_register(client: RemotingTestClient, name: str, addr: str) -> RemotingCommand:
-    body = encode_register_broker_body(
-        {t: topic(t) for t in ("TopicA", "SELF_TEST_TOPIC")}, DataVersion(0, 1, 1), compressed=False
-    )
+def remoting_register(client: RemotingTestClient, name: str, addr: str, body: bytes | None = None) -> RemotingCommand:
+    if body is None:
+        body = encode_register_broker_body(
+            {t: topic(t) for t in ("TopicA", "SELF_TEST_TOPIC")}, DataVersion(0, 1, 1), compressed=False
+        )
     fields = {
         "clusterName": "c1",
         "brokerName": name,

@@ -49,7 +49,11 @@ class TableChange:
     filter_servers: dict[str, list[str] | None] = field(default_factory=dict)
     """broker address -> filter servers."""
     clusters: dict[str, set[str]] | None = None
-    """The whole ``cluster_addr_table`` when it changed (it is small: clusters x broker names)."""
+    """The whole ``cluster_addr_table``: only in the change a serving process starts from
+    (:meth:`~namesrv_grpc.core.route_table.RouteInfoManager.replica_state`)."""
+    cluster_log: list[tuple[str, str, bool]] = field(default_factory=list)
+    """``cluster_addr_table`` changes in order, applied after :attr:`clusters`: (cluster, broker
+    name, joined or left); a cluster left by its last broker name goes (S03)."""
     mappings: dict[str, dict[str, TopicQueueMappingInfo] | None] = field(default_factory=dict)
     """topic -> static-topic mappings by broker name (S40)."""
     invalidated: list[str] = field(default_factory=list)

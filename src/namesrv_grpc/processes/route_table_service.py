@@ -78,6 +78,7 @@ class RouteTableService:
         )
         decoded = ns.same_body(identity, r.body_fingerprint)
         if decoded is None:
+            ns.route_table.check_broker_room(identity.broker_name, identity.broker_addr)  # before decoding
             if r.body_elided:  # the table no longer holds that body: ask for it
                 return RegistrationReply(RegisterBrokerResult(), {}, body_needed=True)
             decoded = self._decode(r)
