@@ -107,6 +107,39 @@ def test_the_guard_closes_only_connections_that_reset_faster_than_the_bound() ->
     assert told == ["ipv4:10.0.0.1:1000"]
 
 
+def test_a_connection_opened_during_a_flood_is_closed_at_the_first_reading() -> None:
+    """A flooding client whose connection was closed reconnects at once: its new socket (numbered
+    after every socket of the last reading) is closed at the next reading, its failures counted since
+    that reading; a socket the last reading did not see for another reason (a quiet second before
+    it) is not judged on its first reading."""
+    channelz = FakeChannelz()
+    channelz.sockets = {1: ("ipv4:10.0.0.1:1000", 0), 2: ("ipv4:10.0.0.2:2000", 0)}
+    now = [0.0]
+
+    def clock() -> float:
+        now[0] += 1.0
+        return now[0]
+
+    guard = StreamResetGuard(lambda: 100, close=lambda peers: set(peers), channelz=channelz, clock=clock)
+    guard.check()
+    channelz.fail(1, 100_000)
+    guard.check()  # the burst is seen: socket readings start
+    channelz.fail(1, 100_000)
+    assert guard.check() == ["ipv4:10.0.0.1:1000"]
+    del channelz.sockets[1]
+    channelz.sockets[3] = ("ipv4:10.0.0.1:1001", 0)  # it reconnected and floods again
+    channelz.fail(3, 100_000)
+    channelz.fail(2, 1)
+    assert guard.check() == ["ipv4:10.0.0.1:1001"]
+    del channelz.sockets[3]
+    guard.check()  # a quiet second: the readings are forgotten
+    channelz.sockets[4] = ("ipv4:10.0.0.1:1002", 0)
+    channelz.fail(4, 100_000)
+    assert guard.check() == []  # no reading to compare with: remembered only
+    channelz.fail(4, 100_000)
+    assert guard.check() == ["ipv4:10.0.0.1:1002"]
+
+
 def test_a_bound_of_zero_turns_the_guard_off() -> None:
     channelz = FakeChannelz()
     channelz.sockets = {1: ("ipv4:10.0.0.1:1000", 0)}

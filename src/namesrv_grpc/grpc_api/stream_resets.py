@@ -24,8 +24,10 @@ client reset is *failed* and one the server ended with any status, errors includ
 resets and error statuses, so it is never below the resets); only when it grew by at least the
 bound does it read every server socket's ``streamsFailed`` and close (``connections.close_connection``)
 each connection whose count grew by more than ``grpcMaxStreamResetsPerSecond`` per second since the
-previous reading. A connection is closed within about two seconds of starting a flood; a client
-that cancels calls now and then (deadlines) is far below the bound. 0 turns it off.
+previous reading. A connection is closed within about two seconds of starting a flood, and one
+opened while a flood goes on (a flooding client reconnects at once) at the next reading: it is
+newer than every socket of the last reading, so all its failures came since. A client that cancels
+calls now and then (deadlines) is far below the bound. 0 turns it off.
 
 The channelz functions are grpcio's own (``grpc._cython.cygrpc.channelz_*``, what the
 ``grpcio-channelz`` service wraps); if a grpcio lacks them, the guard logs that once and does
@@ -136,6 +138,10 @@ class StreamResetGuard:
             return []
         seen: dict[int, tuple[int, float]] = {}
         offenders: dict[str, float] = {}
+        # A socket newer than every socket of the last reading (channelz numbers them in order) was
+        # opened since: all its failures fall after that reading. So a flooding client that
+        # reconnects at once is closed at the first reading, not the second.
+        newest_seen = max(self._seen, default=None)
         for server in servers:
             server_id = int(server["ref"]["serverId"])
             start = 0
@@ -149,6 +155,8 @@ class StreamResetGuard:
                     failed = int(data.get("streamsFailed", 0))
                     seen[socket_id] = (failed, now)
                     before = self._seen.get(socket_id)
+                    if before is None and newest_seen is not None and socket_id > newest_seen:
+                        before = (0, previous[1])
                     if before is None or now <= before[1]:
                         continue
                     rate = (failed - before[0]) / (now - before[1])
