@@ -158,6 +158,43 @@ def test_a_client_that_reads_gets_every_answer_however_many_large_ones_it_asks_a
         client.close()
 
 
+RETRY_UNAVAILABLE = (
+    '{"methodConfig": [{"name": [{"service": "namesrv.v1.NameServerService"}], "retryPolicy": {"maxAttempts": 5, '
+    '"initialBackoff": "0.01s", "maxBackoff": "0.1s", "backoffMultiplier": 2, '
+    '"retryableStatusCodes": ["UNAVAILABLE"]}}]}'
+)
+"""The service config docs/limits.md gives clients that keep ~100 calls or more in flight on one connection."""
+
+
+def test_a_client_past_the_stream_bound_with_the_documented_retry_policy_loses_no_call(tmp_path: Path) -> None:
+    """150 lookups in flight on one connection, 3,000 in all, past grpcMaxConcurrentStreams (100): the
+    server refuses some streams (a finished call counts until gRPC freed it), and a client with the
+    retry policy docs/limits.md gives gets every answer."""
+    assert RETRY_UNAVAILABLE in Path(__file__).parents[1].joinpath("docs/limits.md").read_text()
+    with start(tmp_path, {}) as server:
+        register_topics(server, ["TopicA"])
+        options = [("grpc.service_config", RETRY_UNAVAILABLE)]
+
+        async def lookups() -> list[str]:
+            async with grpc.aio.insecure_channel(server.address, options=options) as channel:
+                stub = ns_grpc.NameServerServiceStub(channel)
+                codes: list[str] = []
+
+                async def worker() -> None:
+                    for _ in range(20):
+                        try:
+                            await stub.PickupTopicRoute(ns_pb2.PickupTopicRouteRequest(topic="TopicA"), timeout=30)
+                            codes.append("OK")
+                        except grpc.aio.AioRpcError as error:
+                            codes.append(error.code().name)
+
+                await asyncio.gather(*(worker() for _ in range(150)))
+                return codes
+
+        codes = asyncio.run(lookups())
+        assert codes.count("OK") == 3_000, sorted(set(codes))
+
+
 # --------------------------------------------------------------------------- topic lists
 
 
