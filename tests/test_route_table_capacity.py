@@ -9,7 +9,6 @@ import zlib
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-import google_crc32c
 import grpc
 import pytest
 
@@ -28,6 +27,7 @@ from namesrv_grpc.core.errors import LimitExceededError
 from namesrv_grpc.core.model import DataVersion, QueueData
 from namesrv_grpc.core.route_table import RouteInfoManager
 from namesrv_grpc.grpc_api.convert import cluster_info_to_proto
+from namesrv_grpc.grpc_api.register_body import crc32c
 from namesrv_grpc.remoting.bodies import (
     encode_cluster_info,
     encode_register_broker_body,
@@ -219,7 +219,7 @@ def check_grpc_refuses_a_third(address: str) -> None:
         assert error_info(info.value).metadata["limit"] == "routeTableMaxBrokers"
         undecodable = register_request(broker_name="broker-4", broker_addr="10.0.0.4:10911")
         undecodable.body = b"\xff" * 64  # no RegisterBrokerBody; refused for the bound before decoding
-        undecodable.body_crc32c = google_crc32c.value(undecodable.body)
+        undecodable.body_crc32c = crc32c(undecodable.body)
         with pytest.raises(grpc.RpcError) as info:
             stub.RegisterBroker(undecodable, timeout=10)
         assert info.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, info.value.details()
