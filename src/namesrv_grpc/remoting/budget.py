@@ -335,7 +335,7 @@ class RemotingBudget:
         same_ip = self._by_ip.get(connection.peer_ip)
         if same_ip is not None:
             same_ip.forget(connection)
-            if not len(same_ip):
+            if not same_ip:
                 del self._by_ip[connection.peer_ip]
         self._publish_connections()
         self.hold(connection, 0)
