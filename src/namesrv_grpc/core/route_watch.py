@@ -69,16 +69,26 @@ def counted_topics(topics: Sequence[str], max_topics: int) -> tuple[str, ...]:
     """``topics`` deduplicated (first occurrence kept), their names not checked yet: the cheap half
     of :func:`watched_topics`, so that a watch a bound refuses costs no name check.
 
+    Raises InvalidFieldError: see :func:`check_topic_count`.
+    """
+    check_topic_count(topics, max_topics)
+    return tuple(dict.fromkeys(topics))
+
+
+def check_topic_count(topics: Sequence[str], max_topics: int) -> None:
+    """Check how many entries ``topics`` has, without reading one (a protobuf repeated field builds
+    a Python string per entry read: ~0.1 ms for 1,000).
+
     Raises InvalidFieldError: ``topics`` empty, or more than ``max_topics`` entries (counted before
     deduplication, so the cost of checking is bounded too).
     """
-    if not topics:
+    count = len(topics)
+    if count == 0:
         raise InvalidFieldError("topics", "must list at least one topic")
-    if len(topics) > max_topics:
+    if count > max_topics:
         raise InvalidFieldError(
-            "topics", f"lists {len(topics)} topics; at most {max_topics} per request (routeWatchMaxTopics)"
+            "topics", f"lists {count} topics; at most {max_topics} per request (routeWatchMaxTopics)"
         )
-    return tuple(dict.fromkeys(topics))
 
 
 def require_topic_names(topics: Sequence[str]) -> None:
@@ -203,8 +213,9 @@ class RouteWatchHub(Generic[T]):
         the stream). Raises InvalidFieldError (see :func:`watched_topics`; ``zone_name`` not a name),
         TooManyRouteWatchersError and LimitExceededError (``routeWatchMaxTopicsPerPeer``,
         ``routeWatchMaxTopicsTotal``), keeping nothing. The bounds are checked before the topic
-        names: a flood of watches past a bound costs no name checks (issue 30, row 12l)."""
-        unique = counted_topics(topics, self._max_topics())
+        names, and a client already at a pair bound is refused before its topics are read: a flood
+        of watches past a bound costs no per-topic work (issue 30, row 12l)."""
+        check_topic_count(topics, self._max_topics())
         zone = ""
         if zone_requested(zone_name):
             zone = require_name("zone_name", zone_name)
@@ -217,6 +228,8 @@ class RouteWatchHub(Generic[T]):
                 f"(routeWatchMaxWatchers={limit}); try another NameServer or later",
                 {"max_watchers": str(limit)},
             )
+        self._check_pairs(peer, 1)  # a watch has at least one topic: no need to read them to refuse it
+        unique = tuple(dict.fromkeys(topics))
         self._check_pairs(peer, len(unique))
         require_topic_names(topics)
         if self._loop is None:
