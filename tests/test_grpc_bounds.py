@@ -169,8 +169,8 @@ per connection."""
 
 def test_a_client_that_spreads_its_calls_as_documented_loses_no_call(tmp_path: Path) -> None:
     """150 lookups in flight, 3,000 in all. On one connection, past grpcMaxConcurrentStreams (100),
-    the server refuses some streams (a finished call counts until gRPC freed it; 401-599 of 3,000
-    with the machine busy, and 1-25 even with the retry policy). A client that follows
+    the server refuses some streams (a finished call counts until gRPC freed it; 472-599 of 3,000
+    with the machine busy, and up to 25 even with the retry policy). A client that follows
     docs/limits.md (its calls spread over 3 connections, UNAVAILABLE retried) gets every answer."""
     assert RETRY_UNAVAILABLE in Path(__file__).parents[1].joinpath("docs/limits.md").read_text()
     with start(tmp_path, {}) as server:
