@@ -58,21 +58,12 @@ T = TypeVar("T")
 def watched_topics(topics: Sequence[str], max_topics: int) -> tuple[str, ...]:
     """The topics of a watch or batch lookup, checked and deduplicated (first occurrence kept).
 
-    Raises InvalidFieldError: see :func:`counted_topics` and :func:`require_topic_names`.
-    """
-    unique = counted_topics(topics, max_topics)
-    require_topic_names(topics)
-    return unique
-
-
-def counted_topics(topics: Sequence[str], max_topics: int) -> tuple[str, ...]:
-    """``topics`` deduplicated (first occurrence kept), their names not checked yet: the cheap half
-    of :func:`watched_topics`, so that a watch a bound refuses costs no name check.
-
-    Raises InvalidFieldError: see :func:`check_topic_count`.
+    Raises InvalidFieldError: see :func:`check_topic_count` and :func:`require_topic_names`.
     """
     check_topic_count(topics, max_topics)
-    return tuple(dict.fromkeys(topics))
+    unique = tuple(dict.fromkeys(topics))
+    require_topic_names(topics)
+    return unique
 
 
 def check_topic_count(topics: Sequence[str], max_topics: int) -> None:
