@@ -23,6 +23,7 @@ import os
 import signal
 import sys
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -78,7 +79,9 @@ class Publisher:
     links: dict[Channel, ServingLink] = field(default_factory=dict)
     seq: int = 0
     """The last change published."""
-    _waiting: list[tuple[int, Callable[[], None]]] = field(default_factory=list)
+    _waiting: deque[tuple[int, Callable[[], None]]] = field(default_factory=deque)
+    """Answers waiting for the serving processes, with the change each waits for: in publish order,
+    so in ``seq`` order (the ones ready are always at the left)."""
     _settle_scheduled: bool = False
 
     def publish(self) -> bool:
@@ -142,14 +145,19 @@ class Publisher:
             self._waiting.append((self.seq, answer))
 
     def _release(self) -> None:
-        if not self._waiting:
+        """Run the answers whose change every serving process has applied: O(answers released),
+        however many still wait (a connection closing with thousands of brokers bound to it makes
+        thousands of writes at once; scanning them all at each acknowledgement stalled this process
+        for seconds)."""
+        waiting = self._waiting
+        if not waiting:
             return
         low = min((link.applied for link in self.links.values()), default=self.seq)
-        ready = [answer for seq, answer in self._waiting if seq <= low]
-        self._waiting = [(seq, answer) for seq, answer in self._waiting if seq > low]
-        for answer in ready:
-            answer()
-        if ready and not self._waiting:
+        released = False
+        while waiting and waiting[0][0] <= low:
+            waiting.popleft()[1]()
+            released = True
+        if released and not waiting:
             self._settle_soon()
 
     def stalled(self) -> list[ServingLink]:
