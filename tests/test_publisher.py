@@ -4,6 +4,7 @@ write's answer runs once every serving process has applied every change publishe
 from __future__ import annotations
 
 import asyncio
+import functools
 
 from namesrv_grpc.config import NamesrvConfig
 from namesrv_grpc.core.kvconfig import KVConfigManager
@@ -29,7 +30,7 @@ def _waiting_answers(publisher: Publisher, seqs: range, answered: list[int]) -> 
     """One answer waiting per change in ``seqs`` (published one after the other)."""
     for seq in seqs:
         publisher.seq = seq
-        publisher.after_applied(lambda seq=seq: answered.append(seq))
+        publisher.after_applied(functools.partial(answered.append, seq))
 
 
 def test_answers_wait_for_the_slowest_serving_process_and_run_in_publish_order() -> None:
