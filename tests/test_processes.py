@@ -23,6 +23,7 @@ from namesrv_grpc.core.model import DataVersion, TopicConfig
 from namesrv_grpc.policy import cgroup_cpu_limit, default_worker_processes
 from namesrv_grpc.remoting import bodies
 from namesrv_grpc.remoting.codes import RequestCode, ResponseCode
+from namesrv_grpc.remoting.handlers import SESSION_ENDS_PER_CALL
 from tests.metrics_support import free_port, scrape
 from tests.remoting_support import RemotingTestClient
 from tests.support import LOADED_BOX_SLACK_SECONDS, NamesrvProcess, Stubs, poll_until, running_namesrv, spawn_namesrv
@@ -193,6 +194,32 @@ def test_kill_9_of_a_serving_process_removes_only_its_brokers(two_workers: Names
     finally:
         for client in clients:
             client.close()
+
+
+def test_a_connection_closing_with_hundreds_of_brokers_removes_each_of_them_once(tmp_path: Path) -> None:
+    """S15 for a connection that registered more brokers than one write to the route-table process
+    carries (``SESSION_ENDS_PER_CALL``): every one is removed and counted, in batches, and a broker
+    registered over another connection stays."""
+    port = free_port()
+    brokers = 2 * SESSION_ENDS_PER_CALL + 88
+    metrics = f"http://127.0.0.1:{port}/metrics"
+    with (
+        running_namesrv(tmp_path / "ns", "--workers", "2", "--metrics-port", str(port)) as server,
+        RemotingTestClient(server.remoting_address) as other,
+    ):
+        register(other, "broker-kept", "10.5.1.1:10911", TOPICS, 1)
+        with RemotingTestClient(server.remoting_address) as proxy:
+            for i in range(brokers):
+                topics = {f"B-{i}": TopicConfig(f"B-{i}", 1, 1), "B-shared": TopicConfig("B-shared", 1, 1)}
+                register(proxy, f"broker-{i}", f"10.5.0.{i // 200}:{10000 + i}", topics, 1)
+            before = scrape(metrics)
+            assert before.value("namesrv_brokers_live") == brokers + 1
+        poll_until(lambda: scrape(metrics).value("namesrv_brokers_live") == 1, 10)
+        losses = scrape(metrics).value("namesrv_broker_session_losses_total")
+        assert losses - before.value("namesrv_broker_session_losses_total") == brokers
+        assert remoting_route(server.remoting_address, f"B-{brokers - 1}") is None
+        assert remoting_route(server.remoting_address, "B-shared") is None
+        assert remoting_route(server.remoting_address, "RYW-0") is not None
 
 
 def test_a_dead_route_table_process_stops_namesrv_with_one_line(tmp_path: Path) -> None:

@@ -108,6 +108,9 @@ class RouteTableClient:
     async def session_ended(self, broker_addr: str, session_id: int, cause: str) -> bool:
         return bool(await self._call("session_ended", broker_addr, session_id, cause))
 
+    async def sessions_ended(self, sessions: Sequence[tuple[str, int]], cause: str) -> int:
+        return int(await self._call("sessions_ended", list(sessions), cause))
+
     async def master_of(self, broker_name: str) -> tuple[str, str]:
         master: tuple[str, str] = await self._call("master_of", broker_name)
         return master

@@ -213,6 +213,20 @@ class RouteTableService:
         self.session_losses += 1
         return True
 
+    def sessions_ended(self, process: int, sessions: list[tuple[str, int]], cause: str) -> int:
+        """S15 for a batch of the sessions of a remoting connection that closed (at most
+        :data:`~namesrv_grpc.remoting.handlers.SESSION_ENDS_PER_CALL`): one write and one change for
+        all of them, as RocketMQ batches them (``BatchUnregistrationService``). Returns how many
+        brokers were removed."""
+        held = self._sessions.get(process, set())
+        removed = 0
+        for broker_addr, session_id in sessions:
+            held.discard((broker_addr, session_id))
+            if self.ns.session_ended(broker_addr, session_id, cause) is not None:
+                removed += 1
+        self.session_losses += removed
+        return removed
+
     def serving_process_exited(self, process: int) -> int:
         """S15 for every session bound through a serving process that exited: its connections
         closed with it. Returns how many brokers were removed."""
@@ -243,6 +257,7 @@ WRITES = frozenset(
         "bind_session",
         "session_heartbeat",
         "session_ended",
+        "sessions_ended",
     }
 )
 """The methods a serving process may call (the channel refuses any other name)."""
