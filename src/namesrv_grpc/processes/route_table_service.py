@@ -55,8 +55,12 @@ class RouteTableService:
         self._export_snapshot = export_snapshot
         self.kv = KVGroupCommit(nameserver, metrics)
         """KV writes: checked and staged at once, written together, answered once durable."""
-        self._sessions: dict[int, set[tuple[str, int]]] = {}
-        """serving process -> its bound sessions (broker address, session id)."""
+        self._sessions: dict[int, dict[str, int]] = {}
+        """serving process -> broker address -> the last session bound through it. Only a broker's
+        last session can remove it (``RouteInfoManager.remove_if_session``), so an older one is
+        forgotten when a newer one is bound: a remoting registration binds a new session each time
+        (every 30 s a broker), and keeping every one grew this by ~350 MB a day for 1,000 brokers.
+        At most one entry per broker address and serving process."""
         self.session_losses = 0
         """Brokers removed because their session ended (all causes)."""
 
@@ -98,7 +102,7 @@ class RouteTableService:
             bound = ns.bind_session(**identity._asdict(), instance_id=r.instance_id)
             if bound is not None:
                 session_id = bound[0]
-                self._sessions.setdefault(process, set()).add((identity.broker_addr, session_id))
+                self._sessions.setdefault(process, {})[identity.broker_addr] = session_id
         return RegistrationReply(result, kv_table, session_id)
 
     def _decode(self, r: Registration) -> DecodedBody:
@@ -198,7 +202,7 @@ class RouteTableService:
             instance_id=instance_id,
         )
         if bound is not None:
-            self._sessions.setdefault(process, set()).add((broker_addr, bound[0]))
+            self._sessions.setdefault(process, {})[broker_addr] = bound[0]
         return bound
 
     def session_heartbeat(self, process: int, broker_addr: str, session_id: int) -> bool:
@@ -207,7 +211,7 @@ class RouteTableService:
     def session_ended(self, process: int, broker_addr: str, session_id: int, cause: str) -> bool:
         """S15: a session (or the remoting connection a broker registered over) ended; True when
         the broker was removed."""
-        self._sessions.get(process, set()).discard((broker_addr, session_id))
+        self._forget_session(process, broker_addr, session_id)
         if self.ns.session_ended(broker_addr, session_id, cause) is None:
             return False
         self.session_losses += 1
@@ -218,20 +222,29 @@ class RouteTableService:
         :data:`~namesrv_grpc.remoting.handlers.SESSION_ENDS_PER_CALL`): one write and one change for
         all of them, as RocketMQ batches them (``BatchUnregistrationService``). Returns how many
         brokers were removed."""
-        held = self._sessions.get(process, set())
         removed = 0
         for broker_addr, session_id in sessions:
-            held.discard((broker_addr, session_id))
+            self._forget_session(process, broker_addr, session_id)
             if self.ns.session_ended(broker_addr, session_id, cause) is not None:
                 removed += 1
         self.session_losses += removed
         return removed
 
+    def _forget_session(self, process: int, broker_addr: str, session_id: int) -> None:
+        held = self._sessions.get(process)
+        if held is not None and held.get(broker_addr) == session_id:
+            del held[broker_addr]
+
+    def held_sessions(self, process: int) -> int:
+        """How many sessions bound through serving process ``process`` are remembered (at most one
+        per broker address)."""
+        return len(self._sessions.get(process, {}))
+
     def serving_process_exited(self, process: int) -> int:
         """S15 for every session bound through a serving process that exited: its connections
         closed with it. Returns how many brokers were removed."""
         removed = 0
-        for broker_addr, session_id in self._sessions.pop(process, set()):
+        for broker_addr, session_id in self._sessions.pop(process, {}).items():
             if self.ns.session_ended(broker_addr, session_id, SERVING_PROCESS_EXITED) is not None:
                 removed += 1
         self.session_losses += removed
