@@ -36,7 +36,7 @@ def registration(identity: BrokerIdentity = BROKER, instance_id: str = "remoting
 
 def test_a_broker_registering_every_30_s_is_remembered_once() -> None:
     """Each remoting registration binds a new session; only the last one can remove the broker, so
-    older ones are forgotten (they were kept for good: ~350 MB a day for 1,000 brokers)."""
+    older ones are forgotten (they were kept for good: ~550 MB a day for 1,000 brokers)."""
     svc = service()
     sessions = [svc.register_broker(1, registration()).session_id for _ in range(1_000)]
     assert len(set(sessions)) == 1_000

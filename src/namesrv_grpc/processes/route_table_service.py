@@ -59,7 +59,8 @@ class RouteTableService:
         """serving process -> broker address -> the last session bound through it. Only a broker's
         last session can remove it (``RouteInfoManager.remove_if_session``), so an older one is
         forgotten when a newer one is bound: a remoting registration binds a new session each time
-        (every 30 s a broker), and keeping every one grew this by ~350 MB a day for 1,000 brokers.
+        (every 30 s a broker), and keeping every one grew this process by 38.8 MiB per 200,000
+        registrations (measured), ~550 MB a day for 1,000 brokers.
         At most one entry per broker address and serving process."""
         self.session_losses = 0
         """Brokers removed because their session ended (all causes)."""
