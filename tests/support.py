@@ -274,12 +274,10 @@ class LineWatcher:
 
 
 def free_port() -> int:
-    """A TCP port that was free on 127.0.0.1 a moment ago."""
-    import socket
+    """A TCP port that was free on 127.0.0.1 a moment ago (:func:`tests.metrics_support.free_port`)."""
+    from tests.metrics_support import free_port as below_ephemeral_range
 
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    return below_ephemeral_range()
 
 
 def poll_until(check: Callable[[], bool], timeout: float, interval: float = 0.01) -> float:

@@ -391,7 +391,7 @@ def test_cancelled_server_stream_counted(ns: MetricsNamesrv, stubs: Stubs) -> No
     watch.cancel()
     labels = {"grpc_service": "grpc.health.v1.Health", "grpc_method": "Watch", "grpc_type": "server_stream"}
     wait_until(
-        lambda: ns.scrape().value("grpc_server_handled_total", **labels, grpc_code="CANCELLED") == 1,
+        lambda: ns.scrape().total("grpc_server_handled_total", **labels, grpc_code="CANCELLED") == 1,
         10,
         "the cancelled Watch to be counted",
     )
