@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -32,6 +31,7 @@ from tests.support import (
     ROOT,
     NamesrvProcess,
     Stubs,
+    free_port,
     register_request,
     run_cli,
     running_namesrv,
@@ -41,13 +41,6 @@ from tests.support import (
 
 INSTALLED_SCRIPT = Path(sys.executable).with_name("namesrv")
 """The console script ``pip install`` put beside the virtualenv's python."""
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def user_env(home: Path) -> dict[str, str]:

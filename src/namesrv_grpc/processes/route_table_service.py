@@ -212,17 +212,13 @@ class RouteTableService:
     def session_ended(self, process: int, broker_addr: str, session_id: int, cause: str) -> bool:
         """S15: a session (or the remoting connection a broker registered over) ended; True when
         the broker was removed."""
-        self._forget_session(process, broker_addr, session_id)
-        if self.ns.session_ended(broker_addr, session_id, cause) is None:
-            return False
-        self.session_losses += 1
-        return True
+        return self.sessions_ended(process, [(broker_addr, session_id)], cause) == 1
 
     def sessions_ended(self, process: int, sessions: list[tuple[str, int]], cause: str) -> int:
-        """S15 for a batch of the sessions of a remoting connection that closed (at most
-        :data:`~namesrv_grpc.remoting.handlers.SESSION_ENDS_PER_CALL`): one write and one change for
-        all of them, as RocketMQ batches them (``BatchUnregistrationService``). Returns how many
-        brokers were removed."""
+        """S15 for sessions (broker address, session id) that ended together, e.g. a batch of a closed
+        remoting connection's (at most :data:`~namesrv_grpc.remoting.handlers.SESSION_ENDS_PER_CALL`):
+        one write and one change for all of them, as RocketMQ batches them
+        (``BatchUnregistrationService``). Returns how many brokers were removed."""
         removed = 0
         for broker_addr, session_id in sessions:
             self._forget_session(process, broker_addr, session_id)
@@ -244,12 +240,8 @@ class RouteTableService:
     def serving_process_exited(self, process: int) -> int:
         """S15 for every session bound through a serving process that exited: its connections
         closed with it. Returns how many brokers were removed."""
-        removed = 0
-        for broker_addr, session_id in self._sessions.pop(process, {}).items():
-            if self.ns.session_ended(broker_addr, session_id, SERVING_PROCESS_EXITED) is not None:
-                removed += 1
-        self.session_losses += removed
-        return removed
+        held = self._sessions.pop(process, {})
+        return self.sessions_ended(process, list(held.items()), SERVING_PROCESS_EXITED)
 
 
 WRITES = frozenset(
