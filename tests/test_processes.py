@@ -20,10 +20,10 @@ import pytest
 
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv_grpc.core.model import DataVersion, TopicConfig
+from namesrv_grpc.core.writes import SESSION_ENDS_PER_CALL
 from namesrv_grpc.policy import cgroup_cpu_limit, default_worker_processes
 from namesrv_grpc.remoting import bodies
 from namesrv_grpc.remoting.codes import RequestCode, ResponseCode
-from namesrv_grpc.remoting.handlers import SESSION_ENDS_PER_CALL
 from tests.metrics_support import free_port, scrape
 from tests.remoting_support import RemotingTestClient
 from tests.support import LOADED_BOX_SLACK_SECONDS, NamesrvProcess, Stubs, poll_until, running_namesrv, spawn_namesrv
@@ -220,6 +220,41 @@ def test_a_connection_closing_with_hundreds_of_brokers_removes_each_of_them_once
         assert remoting_route(server.remoting_address, f"B-{brokers - 1}") is None
         assert remoting_route(server.remoting_address, "B-shared") is None
         assert remoting_route(server.remoting_address, "RYW-0") is not None
+
+
+def test_kill_9_of_a_serving_process_holding_hundreds_of_brokers_removes_each_of_them_once(tmp_path: Path) -> None:
+    """S15 for a serving process that dies holding more brokers than one write to the route-table
+    process ends (``SESSION_ENDS_PER_CALL``): every one is removed and counted, in batches, and a
+    broker registered through the other serving process stays."""
+    port = free_port()
+    brokers = 2 * SESSION_ENDS_PER_CALL + 88
+    metrics = f"http://127.0.0.1:{port}/metrics"
+    with running_namesrv(tmp_path / "ns", "--workers", "2", "--metrics-port", str(port)) as server:
+        clients = [RemotingTestClient(server.remoting_address)]
+        try:
+            proxy = clients[0]
+            victim = holder_of(server, proxy)
+            while True:  # a connection on the other serving process (the kernel's hash decides)
+                clients.append(RemotingTestClient(server.remoting_address))
+                if holder_of(server, clients[-1]) != victim:
+                    break
+                assert len(clients) < 40, "40 connections on one serving process"
+            register(clients[-1], "broker-kept", "10.5.1.1:10911", TOPICS, 1)
+            for i in range(brokers):
+                topics = {f"B-{i}": TopicConfig(f"B-{i}", 1, 1), "B-shared": TopicConfig("B-shared", 1, 1)}
+                register(proxy, f"broker-{i}", f"10.5.0.{i // 200}:{10000 + i}", topics, 1)
+            before = scrape(metrics)
+            assert before.value("namesrv_brokers_live") == brokers + 1
+            os.kill(victim, signal.SIGKILL)
+            poll_until(lambda: scrape(metrics).value("namesrv_brokers_live") == 1, 10)
+            losses = scrape(metrics).value("namesrv_broker_session_losses_total")
+            assert losses - before.value("namesrv_broker_session_losses_total") == brokers
+            assert remoting_route(server.remoting_address, f"B-{brokers - 1}") is None
+            assert remoting_route(server.remoting_address, "B-shared") is None
+            assert remoting_route(server.remoting_address, "RYW-0") is not None
+        finally:
+            for client in clients:
+                client.close()
 
 
 def test_a_dead_route_table_process_stops_namesrv_with_one_line(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ from namesrv_grpc.core.model import DataVersion, TopicConfig
 from namesrv_grpc.core.processor import BrokerIdentity, NameServer
 from namesrv_grpc.core.route_table import RouteInfoManager
 from namesrv_grpc.core.writes import Registration
-from namesrv_grpc.processes.route_table_service import RouteTableService
+from namesrv_grpc.processes.route_table_service import SERVING_PROCESS_EXITED, RouteTableService
 from namesrv_grpc.remoting import bodies
 from namesrv_grpc.remoting.register_body import body_fingerprint
 from tests.support import _no_snapshots
@@ -57,6 +57,8 @@ def test_a_serving_process_that_exits_removes_the_brokers_whose_last_session_it_
     svc.register_broker(2, registration(moved, "remoting-connection-2"))  # now bound through process 2
     assert (svc.held_sessions(1), svc.held_sessions(2)) == (2, 1)
 
-    assert svc.serving_process_exited(1) == 1  # broker-a only: broker-b's last session is process 2's
+    ended = svc.serving_process_exited(1)
+    assert svc.held_sessions(1) == 0
+    assert svc.sessions_ended(1, ended, SERVING_PROCESS_EXITED) == 1  # broker-b's last session is process 2's
     assert set(svc.ns.route_table.broker_live_table) == {moved.broker_addr}
     assert svc.held_sessions(1) == 0

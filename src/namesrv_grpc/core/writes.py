@@ -21,6 +21,14 @@ from namesrv_grpc.core.processor import BrokerIdentity
 if TYPE_CHECKING:
     from namesrv_grpc.snapshot import SnapshotInfo
 
+SESSION_ENDS_PER_CALL = 256
+"""Brokers whose sessions ended together (a closed remoting connection's, an exited serving
+process's) are removed this many per write (:meth:`RouteTableWrites.sessions_ended`), one batch after
+the other: when 64 connections with 20,000 broker sessions bound to them closed at once, one write
+each made the next registration wait 477 ms behind them (36 ms in batches); a batch keeps the
+route-table process's work per write to a few milliseconds, so other writes go between the
+batches."""
+
 
 @dataclass(frozen=True, slots=True)
 class Registration:

@@ -216,7 +216,7 @@ class RouteTableService:
 
     def sessions_ended(self, process: int, sessions: list[tuple[str, int]], cause: str) -> int:
         """S15 for sessions (broker address, session id) that ended together, e.g. a batch of a closed
-        remoting connection's (at most :data:`~namesrv_grpc.remoting.handlers.SESSION_ENDS_PER_CALL`):
+        remoting connection's (at most :data:`~namesrv_grpc.core.writes.SESSION_ENDS_PER_CALL`):
         one write and one change for all of them, as RocketMQ batches them
         (``BatchUnregistrationService``). Returns how many brokers were removed."""
         removed = 0
@@ -237,11 +237,12 @@ class RouteTableService:
         per broker address)."""
         return len(self._sessions.get(process, {}))
 
-    def serving_process_exited(self, process: int) -> int:
-        """S15 for every session bound through a serving process that exited: its connections
-        closed with it. Returns how many brokers were removed."""
-        held = self._sessions.pop(process, {})
-        return self.sessions_ended(process, list(held.items()), SERVING_PROCESS_EXITED)
+    def serving_process_exited(self, process: int) -> list[tuple[str, int]]:
+        """A serving process exited, and its connections closed with it: forgets and returns the
+        sessions bound through it (broker address, session id, at most one per address). The caller
+        ends them with :meth:`sessions_ended`, :data:`~namesrv_grpc.core.writes.SESSION_ENDS_PER_CALL`
+        at a time with other writes in between (S15), as for a closed connection."""
+        return list(self._sessions.pop(process, {}).items())
 
 
 WRITES = frozenset(

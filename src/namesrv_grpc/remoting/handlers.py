@@ -60,7 +60,7 @@ from namesrv_grpc.core.model import (
     TopicRouteData,
 )
 from namesrv_grpc.core.processor import BrokerIdentity, NameServer
-from namesrv_grpc.core.writes import Registration, RouteTableWrites
+from namesrv_grpc.core.writes import SESSION_ENDS_PER_CALL, Registration, RouteTableWrites
 from namesrv_grpc.log_limits import printable
 from namesrv_grpc.metrics import NamesrvMetrics
 from namesrv_grpc.policy import OFF_LOOP_SIGNATURE_BYTES, checksum
@@ -113,13 +113,6 @@ can be large enough to have their signature checked in a worker thread. The answ
 handler gives a larger body (SYSTEM_ERROR, "X body of N bytes is over its L-byte limit")."""
 
 CONNECTION_CLOSED = "remoting connection closed"
-
-SESSION_ENDS_PER_CALL = 256
-"""The brokers of a closed connection are removed this many per write to the route-table process,
-one batch after the other: when 64 connections with 20,000 broker sessions bound to them closed at
-once, one write each made the next registration wait 477 ms behind them (36 ms in batches); a batch
-keeps the route-table process's work per write to a few milliseconds, so other writes go between
-the batches."""
 
 MEMBER_GROUP_REMARK = "not set any response code"
 """The remark of a successful GET_BROKER_MEMBER_GROUP, as RocketMQ 5.x sends it: its
@@ -477,7 +470,8 @@ class RemotingHandlers:
         task.add_done_callback(self._session_ends.discard)
 
     async def _sessions_ended(self, sessions: list[tuple[str, int]]) -> None:
-        """S15 for ``sessions`` (broker address, session id), :data:`SESSION_ENDS_PER_CALL` a write."""
+        """S15 for ``sessions`` (broker address, session id),
+        :data:`~namesrv_grpc.core.writes.SESSION_ENDS_PER_CALL` a write."""
         for start in range(0, len(sessions), SESSION_ENDS_PER_CALL):
             batch = sessions[start : start + SESSION_ENDS_PER_CALL]
             try:
