@@ -392,13 +392,16 @@ def j2_route_workloads(p: Profile) -> Result:
             try:
                 runs: dict[str, list[LoadRun]] = {peer.name: [] for peer in peers}
                 body_bytes: dict[str, list[float]] = {peer.name: [] for peer in peers}
+                fleet_s: dict[str, list[float]] = {peer.name: [] for peer in peers}
                 for _ in range(p.repeats):
                     for peer in peers:
                         # Each trace starts with every broker registered over the holder's connection: the
                         # writes of the last one re-registered some over its connections, now closed, which
                         # removes them (S15; Java: BrokerHousekeepingService, applied in the background).
                         time.sleep(1)
+                        started = time.perf_counter()
                         holders[peer.name].register_all(requests)
+                        fleet_s[peer.name].append(time.perf_counter() - started)
                         run, received = trace_load(
                             peer.addr, trace_path, server_pid=peer.pid, processes=processes,
                             connections=workload.connections,
@@ -410,7 +413,10 @@ def j2_route_workloads(p: Profile) -> Result:
                     holder.close()
 
             def metrics(
-                name: str, runs: dict[str, list[LoadRun]] = runs, body_bytes: dict[str, list[float]] = body_bytes
+                name: str,
+                runs: dict[str, list[LoadRun]] = runs,
+                body_bytes: dict[str, list[float]] = body_bytes,
+                fleet_s: dict[str, list[float]] = fleet_s,
             ) -> dict[str, list[float]]:
                 r = runs[name]
                 return {
@@ -419,6 +425,9 @@ def j2_route_workloads(p: Profile) -> Result:
                     "server CPU us/op": [x.server_cpu_us_per_request for x in r],
                     "response body bytes/op": body_bytes[name],
                     "load generator cores busy": [x.loadgen_cores for x in r],
+                    # Every broker re-registered over one connection before each run: a stall after the
+                    # last run's connections closed shows here (16-84 s once, 1 s without one).
+                    "fleet re-registration s": fleet_s[name],
                 }  # fmt: skip
 
             j, o = java.name, ours.name

@@ -158,6 +158,7 @@ def _check_j2(result: dict[str, Any]) -> None:
     assert "seed 9191" in r["what"]
     assert set(r["runs"]) == set(r["baseline_runs"])
     assert "ours / Java" in r["note"]
+    assert all(0 < s < 60 for s in r["runs"]["fleet re-registration s"]), r["runs"]  # no stall between runs
 
 
 SCENARIO_CHECKS = {
