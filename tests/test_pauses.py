@@ -78,7 +78,7 @@ def test_large_table_is_not_tracked_by_the_collector() -> None:
     assert not any(gc.is_tracked(nums) for _, values in records for nums in values)
     assert not gc.is_tracked(rt.topic_queue_nums)  # the 2,000-entry dict itself is not walked
     assert not any(gc.is_tracked(topics) for topics in rt.topics_by_broker_name.values())
-    assert not any(gc.is_tracked(cache) for cache in rt._route_caches)
+    assert not any(gc.is_tracked(answers) for answers in rt.route_answers.dicts())
     assert len({id(record) for record in records}) == 2  # two distinct records (broker-0/2, broker-1/3), shared
     values = {id(nums) for _, values in records for nums in values}
     assert len(values) == 1  # one shared (8, 8, 6, 0)

@@ -257,6 +257,42 @@ def test_kill_9_of_a_serving_process_holding_hundreds_of_brokers_removes_each_of
                 client.close()
 
 
+def test_route_answers_stay_within_route_cache_max_bytes_on_both_doors(tmp_path: Path) -> None:
+    """``routeCacheMaxBytes`` bounds the encoded answers each serving process keeps: looking up
+    every topic of a table larger than it keeps at most that much per serving process (the metric
+    sums them), drops the rest (counted), and every answer is still right, before and after a
+    change."""
+    conf = tmp_path / "namesrv.conf"
+    conf.write_text("routeCacheMaxBytes=32768\n")
+    port = free_port()
+    metrics = f"http://127.0.0.1:{port}/metrics"
+    topics = {f"BUDGET-{i}": TopicConfig(f"BUDGET-{i}", 4, 4) for i in range(300)}
+    with (
+        running_namesrv(tmp_path / "ns", "-c", str(conf), "--workers", "2", "--metrics-port", str(port)) as server,
+        RemotingTestClient(server.remoting_address) as broker,
+        RemotingTestClient(server.remoting_address) as client,
+    ):
+
+        def read_queue_nums(topic: str) -> int:
+            answer = client.call(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}, version=479)
+            assert answer.code == ResponseCode.SUCCESS, answer.remark
+            return int(json.loads(answer.body)["queueDatas"][0]["readQueueNums"])
+
+        register(broker, "broker-a", "10.7.0.1:10911", topics, 1)
+        for _ in range(2):
+            assert all(read_queue_nums(name) == 4 for name in topics)
+        for name in list(topics)[:50]:
+            response = grpc_route(server.address, name)
+            assert response is not None
+            assert response.route.queue_datas[0].read_queue_nums == 4
+        register(broker, "broker-a", "10.7.0.1:10911", {**topics, "BUDGET-0": TopicConfig("BUDGET-0", 8, 8)}, 2)
+        assert read_queue_nums("BUDGET-0") == 8
+        assert all(read_queue_nums(name) == 4 for name in list(topics)[1:])
+        scraped = scrape(metrics)  # while broker-a is registered (its routes go with its connection)
+        assert 0 < scraped.value("namesrv_route_cache_bytes") <= 2 * 32768
+        assert scraped.value("namesrv_route_cache_evictions_total") > 0
+
+
 def test_a_dead_route_table_process_stops_namesrv_with_one_line(tmp_path: Path) -> None:
     server = spawn_namesrv(tmp_path / "ns", "--workers", "1")
     try:

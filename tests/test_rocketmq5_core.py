@@ -19,7 +19,7 @@ from namesrv_grpc.core.model import DataVersion, TopicConfig, TopicQueueMappingI
 from namesrv_grpc.core.processor import BrokerIdentity, DecodedBody, NameServer
 from namesrv_grpc.core.route_table import RouteInfoManager
 from namesrv_grpc.core.route_watch import RouteWatchHub
-from namesrv_grpc.core.zones import filter_route_by_zone, zone_key
+from namesrv_grpc.core.zones import filter_route_by_zone, route_zone_names, zone_key
 from namesrv_grpc.grpc_api.register_body import encode_body, parse_body
 from namesrv_grpc.properties import ConfigError
 from tests.support import FakeClock, register_broker, topic
@@ -123,8 +123,8 @@ def test_s39_cached_zone_routes_are_bounded_by_the_zones_of_the_brokers(zoned: N
         zoned.pickup_topic_route("T1", zone_name=f"client-zone-{index}")
     zoned.pickup_topic_route("T1", zone_name="zone-1")
     zoned.pickup_topic_route("T1", zone_name="Zone-1")
-    # the plain route, zone-1 and "no broker's zone": not one entry per zone a client named
-    assert sum("T1" in cache for cache in zoned.route_table._route_caches) == 3
+    # the route's zones, zone-1 and "no broker's zone": not one entry per zone a client named
+    assert sum("T1" in answers for answers in zoned.route_table.route_answers.dicts()) == 3
 
 
 def test_s39_invalid_zone_name_is_refused(zoned: NameServer) -> None:
@@ -137,8 +137,9 @@ def test_s39_invalid_zone_name_is_refused(zoned: NameServer) -> None:
 
 def test_s39_filter_is_pure_and_keys_collapse_unknown_zones(zoned: NameServer) -> None:
     route = zoned.pickup_topic_route("T1")
-    assert zone_key(route, "ZONE-2") == "zone-2"
-    assert zone_key(route, "elsewhere") is None
+    assert route_zone_names(route) == {"zone-1", "zone-2"}
+    assert zone_key(route_zone_names(route), "ZONE-2") == "zone-2"
+    assert zone_key(route_zone_names(route), "elsewhere") is None
     filtered = filter_route_by_zone(route, None)
     assert names(filtered)[0] == ["broker-c"]
     assert names(route)[0] == ["broker-a", "broker-b", "broker-c", "broker-d"]  # unchanged

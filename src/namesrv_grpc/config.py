@@ -85,6 +85,9 @@ class NamesrvConfig:
     """Broker addresses registered at once, server-wide (``routeTableMaxBrokers``)."""
     route_table_max_topics: int = 1_000_000
     """Topics in the route table at once, server-wide (``routeTableMaxTopics``)."""
+    route_cache_max_bytes: int = 256 * 1024 * 1024
+    """Bytes of encoded route answers each serving process keeps (``routeCacheMaxBytes``; 0 = no
+    bound): past it the answers asked for least recently are encoded again when next asked for."""
     server_worker_processes: int = 0
     """Serving processes (0 = the CPUs this process may use: ``os.sched_getaffinity`` and the cgroup
     CPU quota, at most 8, :func:`namesrv_grpc.policy.default_worker_processes`)."""
@@ -343,6 +346,11 @@ KEYS: dict[str, _Key] = {
         "route_table_max_topics",
         _int_parser(1, 100_000_000),
         "topics in the route table at once; a registration adding more is refused",
+    ),
+    "routeCacheMaxBytes": _Key(
+        "route_cache_max_bytes",
+        _int_parser(0, 2**40),
+        "bytes of encoded route answers each serving process keeps (0 = no bound); others are encoded when asked",
     ),
     "serverWorkerProcesses": _Key(
         "server_worker_processes",

@@ -9,6 +9,9 @@ at scrape time, so they are never stale. Rule ids (S13, S15, ...) are those of d
 - ``namesrv_clusters`` (gauge): clusters in clusterAddrTable
 - ``namesrv_topics`` (gauge): topics in topicQueueTable
 - ``namesrv_queue_datas`` (gauge): QueueData entries over all topics
+- ``namesrv_route_cache_bytes`` (gauge): bytes of encoded route answers kept, all serving processes
+  together, and ``namesrv_route_cache_evictions_total`` (counter): answers dropped to stay within
+  ``routeCacheMaxBytes`` (:mod:`namesrv_grpc.core.route_answers`)
 - ``namesrv_route_table_digest`` (gauge): content digest of the routes (every QueueData and
   BrokerData, :mod:`namesrv_grpc.core.digest`); equal on NameServers that hold the same routes
 - ``namesrv_registrations_total{result}`` (counter): RegisterBroker calls by result (REGISTRATION_RESULTS)
@@ -255,6 +258,25 @@ class _RouteTableCollector(Collector):
         )
 
 
+class _RouteAnswersCollector(Collector):
+    """The encoded route answers a process keeps (``routeCacheMaxBytes``), read at scrape time."""
+
+    def __init__(self, route_table: RouteInfoManager) -> None:
+        self._answers = route_table.route_answers
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        yield GaugeMetricFamily(
+            "namesrv_route_cache_bytes",
+            "Bytes of encoded route answers kept for the next lookups (routeCacheMaxBytes per serving process).",
+            self._answers.bytes,
+        )
+        yield CounterMetricFamily(
+            "namesrv_route_cache_evictions",
+            "Route answers dropped to stay within routeCacheMaxBytes (encoded again when next asked for).",
+            self._answers.evictions,
+        )
+
+
 def register_standard_collectors(registry: CollectorRegistry) -> None:
     """Add prometheus-client's ``process_*`` (CPU, memory, fds, start time), ``python_info`` and
     ``python_gc_*`` series to a custom registry (the default registry has them; ours is our own so
@@ -281,6 +303,7 @@ class NamesrvMetrics:
         self.registry = registry or CollectorRegistry()
         if table_stats:
             self.registry.register(_RouteTableCollector(route_table))
+        self.registry.register(_RouteAnswersCollector(route_table))
         if standard:
             register_standard_collectors(self.registry)
         self.registrations = Counter(

@@ -99,12 +99,15 @@ class RouteTableLimits:
     """Largest estimated answer (topic list, cluster info), bytes."""
     answer_limit_key: str = "remotingFrameMaxLength"
     """The configuration key that sets :attr:`max_answer_bytes` (the smaller limit)."""
+    route_cache_max_bytes: int = 0
+    """Bytes of encoded route answers one route table (one serving process) keeps
+    (``routeCacheMaxBytes``, :mod:`namesrv_grpc.core.route_answers`)."""
 
     @classmethod
     def from_config(cls, config: NamesrvConfig) -> RouteTableLimits:
-        """The bounds of ``config``: ``routeTableMaxBrokers``, ``routeTableMaxTopics``, and answers at
+        """The bounds of ``config``: ``routeTableMaxBrokers``, ``routeTableMaxTopics``, answers at
         most the smaller of ``remotingFrameMaxLength`` and ``grpcMaxMessageSize`` less
-        :data:`ANSWER_HEADROOM`."""
+        :data:`ANSWER_HEADROOM`, and ``routeCacheMaxBytes``."""
         frame, message = config.remoting_frame_max_length, config.grpc_max_message_size
         key, limit = ("remotingFrameMaxLength", frame) if frame <= message else ("grpcMaxMessageSize", message)
         return cls(
@@ -112,4 +115,5 @@ class RouteTableLimits:
             max_topics=config.route_table_max_topics,
             max_answer_bytes=max(limit - ANSWER_HEADROOM, 1),
             answer_limit_key=key,
+            route_cache_max_bytes=config.route_cache_max_bytes,
         )

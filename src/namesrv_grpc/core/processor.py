@@ -57,7 +57,7 @@ from namesrv_grpc.core.validation import (
     require_topic,
     safe_for_log,
 )
-from namesrv_grpc.core.zones import filter_route_by_zone, zone_key, zone_requested
+from namesrv_grpc.core.zones import filter_route_by_zone, route_zone_names, zone_key, zone_requested
 from namesrv_grpc.properties import ConfigError
 
 log = logging.getLogger(__name__)
@@ -501,10 +501,10 @@ class NameServer:
         send, a topic holds at most one filtered encoding per zone of its brokers, plus one."""
         order_conf_enabled = self.config.order_message_enable
         if zone_requested(zone_name):
-            plain = self.route_table.pickup_topic_route_cached(topic, _as_is)
-            if plain is None:
+            zone_names = self.route_table.pickup_topic_route_cached(topic, route_zone_names)
+            if zone_names is None:
                 return None
-            key = zone_key(plain, zone_name)
+            key = zone_key(zone_names, zone_name)
 
             def build_in_zone(route: TopicRouteData) -> T:
                 route = filter_route_by_zone(route, key)

@@ -110,6 +110,7 @@ from namesrv_grpc.core.model import (
     TopicRouteData,
 )
 from namesrv_grpc.core.replication import TableChange
+from namesrv_grpc.core.route_answers import RouteAnswers
 
 DISPLACED_MEMORY_MILLIS = 600_000
 """How long a broker run whose registration another run of the same broker replaced is remembered:
@@ -274,6 +275,9 @@ class RouteInfoManager:
         master under id 0; change it with :meth:`set_support_acting_master`. ``limits``: how large the
         table and its answers may grow (none by default; the NameServer sets its configuration's)."""
         self._clock = clock
+        self.route_answers = RouteAnswers()
+        """Encoded answers of :meth:`pickup_topic_route_cached`, per encoding, within
+        ``limits.route_cache_max_bytes`` (:mod:`namesrv_grpc.core.route_answers`)."""
         self.limits = limits or RouteTableLimits()
         self._topic_list_bytes: int | None = LIST_OVERHEAD
         """Estimated bytes of the list of all topics (core.capacity), kept by every change of the
@@ -305,12 +309,6 @@ class RouteInfoManager:
         later than its real one (``last_update_timestamp + heartbeat_timeout_millis``); a scan pops
         the entries that are due, removes the brokers that really expired and reschedules the rest
         at their real deadline. A scan with nothing due costs one comparison."""
-        self._route_caches: list[dict[str, Any]] = []
-        """One dict per encoding (gRPC bytes, remoting JSON in both forms), at the encoder's number
-        (``_encoding_numbers``): topic -> the route as that encoder encoded it. Values are built under
-        the lock; every change that touches the topic's route drops the topic from every dict under
-        the lock. A dict of bytes is never tracked by the collector, however large."""
-        self._encoding_numbers: dict[Hashable, int] = {}
         self._interned_records: dict[TopicQueues, TopicQueues] = {}
         """Shared TopicQueues (most topics of a cluster have the same broker names and numbers): a
         record that was seen before is untracked already, so storing it does not make the dict of all
@@ -392,18 +390,25 @@ class RouteInfoManager:
             for min_listener in list(self.min_broker_id_listeners):
                 min_listener(change)
 
+    @property
+    def limits(self) -> RouteTableLimits:
+        """How large the table and its answers may grow (settable: the NameServer sets its
+        configuration's, again when it changes)."""
+        return self._limits
+
+    @limits.setter
+    def limits(self, limits: RouteTableLimits) -> None:
+        self._limits = limits
+        self.route_answers.max_bytes = limits.route_cache_max_bytes
+
     def _route_changed(self, topic: str) -> None:
         """The topic's route changed: drop its cached encodings and report it when the call ends."""
-        for cache in self._route_caches:
-            cache.pop(topic, None)
+        self.route_answers.drop_one(topic)
         self._changed_topics.add(topic)
 
     def _routes_changed(self, topics: list[str]) -> None:
         """:meth:`_route_changed` of many topics at once (the cached ones found by set operations)."""
-        for cache in self._route_caches:
-            if cache:
-                for topic in cache.keys() & topics:
-                    del cache[topic]
+        self.route_answers.drop(topics)
         self._changed_topics.update(topics)
 
     # ------------------------------------------------------------------ registration (S03-S12)
@@ -1313,33 +1318,34 @@ class RouteInfoManager:
         change touches the route (its QueueData, its broker names' BrokerData or filter servers).
         None when the topic has no route (not cached). ``key`` names the encoding (default: ``encode``
         itself, so pass a stable function); one topic may be cached in several encodings (the gRPC
-        response and the remoting bodies), and a change drops all of them together.
+        response and the remoting bodies), and a change drops all of them together. The answers are
+        kept within ``limits.route_cache_max_bytes`` (``routeCacheMaxBytes``); one dropped to stay
+        within it is encoded again when next asked for (:mod:`namesrv_grpc.core.route_answers`).
 
-        A hit takes no lock: entries are complete values built under the lock, and every change drops
-        the entries it touches before it releases the lock, so a reader sees the route either
-        before or after a registration, never half of one. ``encode`` runs under the lock; it must not
-        call back into this table. Call :meth:`invalidate_routes` when what ``encode`` adds changes.
+        A hit in the young generation takes no lock: entries are complete values built under the
+        lock, and every change drops the entries it touches before it releases the lock, so a reader
+        sees the route either before or after a registration, never half of one. ``encode`` runs
+        under the lock; it must not call back into this table. Call :meth:`invalidate_routes` when
+        what ``encode`` adds changes.
         """
         if key is None:
             key = encode
-        number = self._encoding_numbers.get(key)
+        answers = self.route_answers
+        number = answers.numbers.get(key)
         if number is not None:
-            cached = self._route_caches[number].get(topic)
+            cached = answers.young[number].get(topic)
             if cached is not None:
                 return cached
         with self._lock:
-            number = self._encoding_numbers.get(key)
-            if number is None:
-                number = self._encoding_numbers[key] = len(self._route_caches)
-                self._route_caches.append({})
-            cache = self._route_caches[number]
-            cached = cache.get(topic)
+            number = answers.encoding(key)
+            cached = answers.get(number, topic)
             if cached is not None:
                 return cached
             route = self._route_data(topic)
             if route is None:
                 return None
-            value = cache[topic] = encode(route)
+            value = encode(route)
+            answers.put(number, topic, value)
             return value
 
     def invalidate_routes(self, topics: Iterable[str] | None = None) -> None:
@@ -1347,8 +1353,7 @@ class RouteInfoManager:
         Reported to the route listeners as a change of those topics (of every topic for None)."""
         with self._changing():
             if topics is None:
-                for cache in self._route_caches:
-                    cache.clear()
+                self.route_answers.clear()
                 self._all_routes_changed = True
                 self._all_routes_invalidated = self._tracking
             else:
@@ -1424,8 +1429,7 @@ class RouteInfoManager:
         with self._changing():
             if enabled != self.support_acting_master:
                 self.support_acting_master = enabled
-                for cache in self._route_caches:
-                    cache.clear()
+                self.route_answers.clear()
                 self._all_routes_changed = True
                 self._all_routes_invalidated = self._tracking
 
@@ -1735,12 +1739,10 @@ class RouteInfoManager:
                 changed.update(change.mappings, change.invalidated)
             for broker_name in change.broker_datas:
                 changed.update(index.get(broker_name, ()))
-            for cache in self._route_caches:
-                if change.all_routes:
-                    cache.clear()
-                elif cache:
-                    for topic in cache.keys() & changed if len(cache) > len(changed) else changed & cache.keys():
-                        del cache[topic]
+            if change.all_routes:
+                self.route_answers.clear()
+            else:
+                self.route_answers.drop(changed)
             self.version += 1
             revision_moved = change.route_revision != self.route_revision
             self.route_revision = change.route_revision
