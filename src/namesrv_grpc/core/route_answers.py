@@ -120,31 +120,36 @@ class RouteAnswers:
 
     def drop(self, topics: Collection[str]) -> None:
         """Forget every answer of ``topics`` (their routes changed)."""
-        for generation, is_young in ((self.young, True), (self._old, False)):
-            freed = 0
-            for answers in generation:
-                if not answers:
-                    continue
-                for topic in answers.keys() & topics:  # iterates the smaller of two sets
-                    freed += answer_bytes(answers.pop(topic))
-            if is_young:
-                self._young_bytes -= freed
-            else:
-                self._old_bytes -= freed
+        self._young_bytes -= _drop_from(self.young, topics)
+        self._old_bytes -= _drop_from(self._old, topics)
 
     def drop_one(self, topic: str) -> None:
-        """:meth:`drop` of one topic."""
-        for answers in self.young:
-            value = answers.pop(topic, None)
-            if value is not None:
-                self._young_bytes -= answer_bytes(value)
-        for answers in self._old:
-            value = answers.pop(topic, None)
-            if value is not None:
-                self._old_bytes -= answer_bytes(value)
+        """:meth:`drop` of one topic (no set built: a registration drops its topics one by one)."""
+        self._young_bytes -= _pop_from(self.young, topic)
+        self._old_bytes -= _pop_from(self._old, topic)
 
     def clear(self) -> None:
         """Forget every answer (every route changed)."""
         for answers in self.dicts():
             answers.clear()
         self._young_bytes = self._old_bytes = 0
+
+
+def _drop_from(generation: list[dict[str, Any]], topics: Collection[str]) -> int:
+    """Remove ``topics`` from every dict of ``generation``; the bytes (:func:`answer_bytes`) freed."""
+    freed = 0
+    for answers in generation:
+        if answers:
+            for topic in answers.keys() & topics:  # iterates the smaller of two sets
+                freed += answer_bytes(answers.pop(topic))
+    return freed
+
+
+def _pop_from(generation: list[dict[str, Any]], topic: str) -> int:
+    """Remove ``topic`` from every dict of ``generation``; the bytes freed."""
+    freed = 0
+    for answers in generation:
+        value = answers.pop(topic, None)
+        if value is not None:
+            freed += answer_bytes(value)
+    return freed
