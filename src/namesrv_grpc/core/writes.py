@@ -11,7 +11,7 @@ serving process holds the change (read-your-writes). The method names are the
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -28,6 +28,12 @@ the other: when 64 connections with 20,000 broker sessions bound to them closed 
 each made the next registration wait 477 ms behind them (36 ms in batches); a batch keeps the
 route-table process's work per write to a few milliseconds, so other writes go between the
 batches."""
+
+
+def session_end_batches(sessions: Sequence[tuple[str, int]]) -> Iterator[Sequence[tuple[str, int]]]:
+    """``sessions`` (broker address, session id) in order, :data:`SESSION_ENDS_PER_CALL` at a time."""
+    for start in range(0, len(sessions), SESSION_ENDS_PER_CALL):
+        yield sessions[start : start + SESSION_ENDS_PER_CALL]
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,7 +33,7 @@ from namesrv_grpc.core.errors import NamesrvError, SnapshotsNotInstalledError
 from namesrv_grpc.core.kvconfig import KVConfigManager
 from namesrv_grpc.core.processor import NameServer
 from namesrv_grpc.core.route_table import RouteInfoManager
-from namesrv_grpc.core.writes import SESSION_ENDS_PER_CALL
+from namesrv_grpc.core.writes import session_end_batches
 from namesrv_grpc.log_limits import RateLimitFilter, suppressed_lines_counter
 from namesrv_grpc.log_limits import install as install_log_filter
 from namesrv_grpc.metrics import NamesrvMetrics
@@ -276,16 +276,15 @@ class RouteTableProcess:
 
     async def _serving_process_exited(self, process: int) -> None:
         """S15 for the brokers bound through a serving process that exited, removed
-        :data:`SESSION_ENDS_PER_CALL` at a time with the other links' writes in between: with
-        10,000 brokers (``routeTableMaxBrokers``' default) on the process that was killed, removing
-        them in one step held the other process's registrations back 520-542 ms; in batches the
-        longest waited 61-71 ms."""
+        :data:`~namesrv_grpc.core.writes.SESSION_ENDS_PER_CALL` at a time with the other links'
+        writes in between: with 10,000 brokers (``routeTableMaxBrokers``' default) on the process
+        that was killed, removing them in one step held the other process's registrations back
+        520-542 ms; in batches the longest waited 61-71 ms."""
         sessions = self.service.serving_process_exited(process)
         removed = 0
-        for start in range(0, len(sessions), SESSION_ENDS_PER_CALL):
-            if start:
+        for index, batch in enumerate(session_end_batches(sessions)):
+            if index:
                 await asyncio.sleep(0)  # the other links' messages first
-            batch = sessions[start : start + SESSION_ENDS_PER_CALL]
             ended = self.service.sessions_ended(process, batch, SERVING_PROCESS_EXITED)
             self.metrics.session_losses.inc(ended)
             removed += ended

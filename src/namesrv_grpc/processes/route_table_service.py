@@ -214,7 +214,7 @@ class RouteTableService:
         the broker was removed."""
         return self.sessions_ended(process, [(broker_addr, session_id)], cause) == 1
 
-    def sessions_ended(self, process: int, sessions: list[tuple[str, int]], cause: str) -> int:
+    def sessions_ended(self, process: int, sessions: Sequence[tuple[str, int]], cause: str) -> int:
         """S15 for sessions (broker address, session id) that ended together, e.g. a batch of a closed
         remoting connection's (at most :data:`~namesrv_grpc.core.writes.SESSION_ENDS_PER_CALL`):
         one write and one change for all of them, as RocketMQ batches them

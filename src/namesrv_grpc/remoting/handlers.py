@@ -60,7 +60,7 @@ from namesrv_grpc.core.model import (
     TopicRouteData,
 )
 from namesrv_grpc.core.processor import BrokerIdentity, NameServer
-from namesrv_grpc.core.writes import SESSION_ENDS_PER_CALL, Registration, RouteTableWrites
+from namesrv_grpc.core.writes import Registration, RouteTableWrites, session_end_batches
 from namesrv_grpc.log_limits import printable
 from namesrv_grpc.metrics import NamesrvMetrics
 from namesrv_grpc.policy import OFF_LOOP_SIGNATURE_BYTES, checksum
@@ -472,8 +472,7 @@ class RemotingHandlers:
     async def _sessions_ended(self, sessions: list[tuple[str, int]]) -> None:
         """S15 for ``sessions`` (broker address, session id),
         :data:`~namesrv_grpc.core.writes.SESSION_ENDS_PER_CALL` a write."""
-        for start in range(0, len(sessions), SESSION_ENDS_PER_CALL):
-            batch = sessions[start : start + SESSION_ENDS_PER_CALL]
+        for batch in session_end_batches(sessions):
             try:
                 removed = await self._writes.sessions_ended(batch, CONNECTION_CLOSED)
             except RouteTableUnavailableError:
