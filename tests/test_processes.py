@@ -24,7 +24,7 @@ from namesrv_grpc.core.writes import SESSION_ENDS_PER_CALL
 from namesrv_grpc.policy import cgroup_cpu_limit, default_worker_processes
 from namesrv_grpc.remoting import bodies
 from namesrv_grpc.remoting.codes import RequestCode, ResponseCode
-from tests.metrics_support import free_port, scrape
+from tests.metrics_support import Scrape, free_port, scrape
 from tests.remoting_support import RemotingTestClient
 from tests.support import LOADED_BOX_SLACK_SECONDS, NamesrvProcess, Stubs, poll_until, running_namesrv, spawn_namesrv
 
@@ -196,12 +196,33 @@ def test_kill_9_of_a_serving_process_removes_only_its_brokers(two_workers: Names
             client.close()
 
 
+MANY_BROKERS = 2 * SESSION_ENDS_PER_CALL + 88
+"""More brokers than two writes of session ends carry, so they are removed in three batches."""
+
+
+def register_many_brokers(client: RemotingTestClient) -> None:
+    """:data:`MANY_BROKERS` brokers over ``client``, ``broker-{i}`` holding ``B-{i}`` and ``B-shared``."""
+    for i in range(MANY_BROKERS):
+        topics = {f"B-{i}": TopicConfig(f"B-{i}", 1, 1), "B-shared": TopicConfig("B-shared", 1, 1)}
+        register(client, f"broker-{i}", f"10.5.0.{i // 200}:{10000 + i}", topics, 1)
+
+
+def assert_many_brokers_removed_once(server: NamesrvProcess, metrics: str, before: Scrape) -> None:
+    """Every one of :func:`register_many_brokers`' brokers goes, each counted once, and the one
+    registered elsewhere (``TOPICS``) stays."""
+    poll_until(lambda: scrape(metrics).value("namesrv_brokers_live") == 1, 10)
+    losses = scrape(metrics).value("namesrv_broker_session_losses_total")
+    assert losses - before.value("namesrv_broker_session_losses_total") == MANY_BROKERS
+    assert remoting_route(server.remoting_address, f"B-{MANY_BROKERS - 1}") is None
+    assert remoting_route(server.remoting_address, "B-shared") is None
+    assert remoting_route(server.remoting_address, "RYW-0") is not None
+
+
 def test_a_connection_closing_with_hundreds_of_brokers_removes_each_of_them_once(tmp_path: Path) -> None:
     """S15 for a connection that registered more brokers than one write to the route-table process
     carries (``SESSION_ENDS_PER_CALL``): every one is removed and counted, in batches, and a broker
     registered over another connection stays."""
     port = free_port()
-    brokers = 2 * SESSION_ENDS_PER_CALL + 88
     metrics = f"http://127.0.0.1:{port}/metrics"
     with (
         running_namesrv(tmp_path / "ns", "--workers", "2", "--metrics-port", str(port)) as server,
@@ -209,17 +230,10 @@ def test_a_connection_closing_with_hundreds_of_brokers_removes_each_of_them_once
     ):
         register(other, "broker-kept", "10.5.1.1:10911", TOPICS, 1)
         with RemotingTestClient(server.remoting_address) as proxy:
-            for i in range(brokers):
-                topics = {f"B-{i}": TopicConfig(f"B-{i}", 1, 1), "B-shared": TopicConfig("B-shared", 1, 1)}
-                register(proxy, f"broker-{i}", f"10.5.0.{i // 200}:{10000 + i}", topics, 1)
+            register_many_brokers(proxy)
             before = scrape(metrics)
-            assert before.value("namesrv_brokers_live") == brokers + 1
-        poll_until(lambda: scrape(metrics).value("namesrv_brokers_live") == 1, 10)
-        losses = scrape(metrics).value("namesrv_broker_session_losses_total")
-        assert losses - before.value("namesrv_broker_session_losses_total") == brokers
-        assert remoting_route(server.remoting_address, f"B-{brokers - 1}") is None
-        assert remoting_route(server.remoting_address, "B-shared") is None
-        assert remoting_route(server.remoting_address, "RYW-0") is not None
+            assert before.value("namesrv_brokers_live") == MANY_BROKERS + 1
+        assert_many_brokers_removed_once(server, metrics, before)
 
 
 def test_kill_9_of_a_serving_process_holding_hundreds_of_brokers_removes_each_of_them_once(tmp_path: Path) -> None:
@@ -227,7 +241,6 @@ def test_kill_9_of_a_serving_process_holding_hundreds_of_brokers_removes_each_of
     process ends (``SESSION_ENDS_PER_CALL``): every one is removed and counted, in batches, and a
     broker registered through the other serving process stays."""
     port = free_port()
-    brokers = 2 * SESSION_ENDS_PER_CALL + 88
     metrics = f"http://127.0.0.1:{port}/metrics"
     with running_namesrv(tmp_path / "ns", "--workers", "2", "--metrics-port", str(port)) as server:
         clients = [RemotingTestClient(server.remoting_address)]
@@ -240,18 +253,11 @@ def test_kill_9_of_a_serving_process_holding_hundreds_of_brokers_removes_each_of
                     break
                 assert len(clients) < 40, "40 connections on one serving process"
             register(clients[-1], "broker-kept", "10.5.1.1:10911", TOPICS, 1)
-            for i in range(brokers):
-                topics = {f"B-{i}": TopicConfig(f"B-{i}", 1, 1), "B-shared": TopicConfig("B-shared", 1, 1)}
-                register(proxy, f"broker-{i}", f"10.5.0.{i // 200}:{10000 + i}", topics, 1)
+            register_many_brokers(proxy)
             before = scrape(metrics)
-            assert before.value("namesrv_brokers_live") == brokers + 1
+            assert before.value("namesrv_brokers_live") == MANY_BROKERS + 1
             os.kill(victim, signal.SIGKILL)
-            poll_until(lambda: scrape(metrics).value("namesrv_brokers_live") == 1, 10)
-            losses = scrape(metrics).value("namesrv_broker_session_losses_total")
-            assert losses - before.value("namesrv_broker_session_losses_total") == brokers
-            assert remoting_route(server.remoting_address, f"B-{brokers - 1}") is None
-            assert remoting_route(server.remoting_address, "B-shared") is None
-            assert remoting_route(server.remoting_address, "RYW-0") is not None
+            assert_many_brokers_removed_once(server, metrics, before)
         finally:
             for client in clients:
                 client.close()
