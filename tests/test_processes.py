@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import time
@@ -26,7 +27,15 @@ from namesrv_grpc.remoting import bodies
 from namesrv_grpc.remoting.codes import RequestCode, ResponseCode
 from tests.metrics_support import Scrape, free_port, scrape
 from tests.remoting_support import RemotingTestClient
-from tests.support import LOADED_BOX_SLACK_SECONDS, NamesrvProcess, Stubs, poll_until, running_namesrv, spawn_namesrv
+from tests.support import (
+    LOADED_BOX_SLACK_SECONDS,
+    NamesrvProcess,
+    Stubs,
+    poll_until,
+    run_cli,
+    running_namesrv,
+    spawn_namesrv,
+)
 
 TOPICS = {f"RYW-{i}": TopicConfig(f"RYW-{i}", 4, 4) for i in range(20)}
 
@@ -370,6 +379,52 @@ def test_ports_are_shared_not_taken_twice(two_workers: NamesrvProcess) -> None:
     """Both serving processes listen on the one remoting port; another program cannot take it."""
     with socket.socket() as other, pytest.raises(OSError, match="Address already in use"):
         other.bind(("127.0.0.1", two_workers.remoting_port))
+
+
+@pytest.mark.parametrize("door", ["remoting", "gRPC"])
+def test_a_second_namesrv_on_a_served_port_refuses_to_start(
+    two_workers: NamesrvProcess, tmp_path: Path, door: str
+) -> None:
+    """A second ``namesrv`` on a port the first serves exits 2 with one line naming the port and the
+    process holding it; it never joins the first one's SO_REUSEPORT group (issue 38: a duplicate
+    printed "boot success" and answered 7 of 12 calls with an empty table)."""
+    ports = ["--remoting-port", str(two_workers.remoting_port), "--port", "0"]
+    if door == "gRPC":
+        ports = ["--remoting-port", "0", "--port", str(two_workers.port)]
+    taken = two_workers.remoting_port if door == "remoting" else two_workers.port
+    result = run_cli(
+        "namesrv_grpc", "--host", "127.0.0.1", *ports,
+        "--kv-config-path", str(tmp_path / "kv.json"), "--config-store-path", str(tmp_path / "ns.properties"),
+    )  # fmt: skip
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert "boot success" not in result.stdout
+    line = result.stderr.strip().splitlines()[-1]
+    assert f"cannot listen on 127.0.0.1:{taken} ({door}): Address already in use" in line
+    holder = re.search(r"held by pid (\d+): ", line)
+    assert holder is not None, line
+    assert int(holder[1]) in {two_workers.process.pid, *serving_pids(two_workers)}
+    # The first server still has its listeners alone: every new connection reaches one of its processes.
+    pids = {
+        c.pid for c in psutil.net_connections(kind="tcp") if c.laddr and c.laddr.port == taken and c.status == "LISTEN"
+    }
+    assert pids == set(serving_pids(two_workers)), pids
+
+
+def test_a_port_another_program_listens_on_is_refused(tmp_path: Path) -> None:
+    """A port held by any other program (here a plain listening socket of this test) refuses the start
+    with exit code 2 and the pid holding it."""
+    with socket.socket() as other:
+        other.bind(("127.0.0.1", 0))
+        other.listen()
+        port = other.getsockname()[1]
+        result = run_cli(
+            "namesrv_grpc", "--host", "127.0.0.1", "--remoting-port", str(port), "--port", "0",
+            "--kv-config-path", str(tmp_path / "kv.json"), "--config-store-path", str(tmp_path / "ns.properties"),
+        )  # fmt: skip
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert f"cannot listen on 127.0.0.1:{port} (remoting): Address already in use (held by pid {os.getpid()}" in (
+        result.stderr
+    )
 
 
 def test_metrics_port_serves_a_bounded_number_of_connections_with_a_read_timeout(tmp_path: Path) -> None:

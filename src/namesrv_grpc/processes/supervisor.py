@@ -7,10 +7,11 @@ master is of its workers.
     ├── serving process 1         both doors on the shared ports (SO_REUSEPORT), a replica of the table
     └── serving process N
 
-Ports: the supervisor binds the remoting and gRPC ports (and the health port) with ``SO_REUSEPORT``
-without listening on them, so ``0`` resolves to one free port that every serving process then
-listens on (gRPC's own multiprocessing example does the same); the kernel spreads new connections
-over the listening processes.
+Ports: the supervisor binds the remoting and gRPC ports (and the health port) without listening on
+them, so ``0`` resolves to one free port that every serving process then listens on (gRPC's own
+multiprocessing example does the same); the kernel spreads new connections over the listening
+processes. The first bind is exclusive (``SO_REUSEPORT`` is set after it), so a port that anything
+else holds, a second ``namesrv`` included, is refused with exit code 2 instead of shared.
 
 Failures: a serving process that exits is started again (its brokers are removed as on closed
 connections, S15, and come back with their next registration); if the route-table process exits,
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import os
 import shutil
@@ -37,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import psutil
 from prometheus_client import CollectorRegistry
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
@@ -86,19 +89,40 @@ class Child:
 
 
 def reserve_port(host: str, port: int, what: str) -> socket.socket:
-    """A socket bound (not listening) to ``host:port`` with ``SO_REUSEPORT``: it holds the port for
-    the serving processes, which bind it too. Raises RuntimeError when it cannot be bound."""
+    """A socket bound (not listening) to ``host:port`` that holds the port for the serving processes,
+    which bind it too with ``SO_REUSEPORT``.
+
+    It is bound *without* ``SO_REUSEPORT`` first, so the bind fails when anything at all holds the
+    port: another program, or another ``namesrv`` (whose sockets would otherwise let this one join
+    its ``SO_REUSEPORT`` group and take part of its connections); ``SO_REUSEPORT`` is set only once
+    the port is ours, and the kernel then lets this server's serving processes join. No moment
+    exists in which a second server could bind it too. Raises StartError (exit code 2) naming the
+    port and, where it can be found, the process that holds it."""
     bare = host.strip("[]")
     family = socket.AF_INET6 if ":" in bare else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     try:
         sock.bind((bare or "0.0.0.0", port))
     except OSError as exc:
         sock.close()
-        raise RuntimeError(f"cannot listen on {host}:{port} ({what}): {exc.strerror or exc}") from None
+        holder = port_holder(port) if exc.errno == errno.EADDRINUSE else ""
+        raise StartError(f"cannot listen on {host}:{port} ({what}): {exc.strerror or exc}{holder}", 2) from None
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     return sock
+
+
+def port_holder(port: int) -> str:
+    """``" (held by pid N: NAME)"`` for the process listening on TCP ``port``, or ``""`` when it
+    cannot be told (another user's process, no permission to read it)."""
+    try:
+        for connection in psutil.net_connections(kind="tcp"):
+            if connection.laddr and connection.laddr.port == port and connection.pid:
+                name = psutil.Process(connection.pid).name()
+                return f" (held by pid {connection.pid}: {name})"
+    except (psutil.Error, OSError):
+        pass
+    return ""
 
 
 class Supervisor:
@@ -127,8 +151,8 @@ class Supervisor:
 
     async def start(self) -> None:
         """Reserve the ports, start the route-table process, then every serving process; return
-        once all serve. Raises StartError (a child failed, with its exit code) or RuntimeError (a
-        port cannot be bound)."""
+        once all serve. Raises StartError: a port cannot be bound (exit code 2) or a child failed
+        (with its exit code)."""
         self._loop = asyncio.get_running_loop()
         config = self.config
         for what, port, attribute in (
@@ -151,8 +175,11 @@ class Supervisor:
             try:
                 self._metrics_server = MetricsServer(config.bind_address, config.metrics_port, registry)
             except OSError as exc:
-                raise RuntimeError(
-                    f"cannot listen on {config.bind_address}:{config.metrics_port} (metrics): {exc.strerror or exc}"
+                holder = port_holder(config.metrics_port) if exc.errno == errno.EADDRINUSE else ""
+                raise StartError(
+                    f"cannot listen on {config.bind_address}:{config.metrics_port} (metrics): "
+                    f"{exc.strerror or exc}{holder}",
+                    2,
                 ) from None
 
     async def _start_serving(self, index: int) -> None:
