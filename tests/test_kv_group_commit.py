@@ -44,18 +44,27 @@ class SlowDisk:
         self._gate = threading.Event()
         self._write = kv.write
         self.fail: Exception | None = None
+        self.held = True
+        """False: writes go through at once and are not counted as started (a test's set-up, or
+        after :meth:`release_all`)."""
         kv.write = self._slow_write  # type: ignore[method-assign]
 
     def _slow_write(self, batch: KVBatch) -> None:
-        self.started.release()
-        self._gate.wait(30)
-        self._gate.clear()
+        if self.held:
+            self.started.release()
+            assert self._gate.wait(30), "a write of the KV file was held for 30 s"
+            self._gate.clear()
         if self.fail is not None:
             raise self.fail
         self._write(batch)
         self.batches.append(batch)
 
     def release(self) -> None:
+        self._gate.set()
+
+    def release_all(self) -> None:
+        """Release the held write and hold none after it."""
+        self.held = False
         self._gate.set()
 
     async def next_write_started(self) -> None:
@@ -166,7 +175,9 @@ def test_a_delete_of_a_key_being_deleted_waits_for_that_write(tmp_path: Path) ->
     """The second delete stages nothing (the key is gone once the first is written), but its answer
     must not come before the first one's: when that write fails, the key is still there."""
     ns, commit, disk, _ = make(tmp_path)
-    ns.kv_config.put("N", "k", "v")
+    disk.held = False
+    ns.kv_config.put("N", "k", "v")  # the set-up's write, not held (it waited the gate's 30 s)
+    disk.held = True
 
     async def scenario() -> None:
         first = asyncio.ensure_future(commit.delete("N", "k"))
@@ -175,7 +186,7 @@ def test_a_delete_of_a_key_being_deleted_waits_for_that_write(tmp_path: Path) ->
         await asyncio.sleep(0.05)
         assert not second.done()
         disk.fail = PersistError("cannot write KV config file")
-        disk.release()
+        disk.release_all()  # the second delete writes again once the first failed (the key is back)
         for task in (first, second):
             with pytest.raises(PersistError):
                 await task
