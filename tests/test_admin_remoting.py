@@ -91,6 +91,28 @@ def pair(tmp_path: Path) -> Iterator[tuple[NamesrvProcess, NamesrvProcess]]:
             second.close()
 
 
+@pytest.fixture(scope="module")
+def read_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[NamesrvProcess, RemotingTestClient]]:
+    """One NameServer for the tests that only read, with :func:`populate`'s brokers and KV, and the
+    connection that registered them (S15: they stay while it is open)."""
+    with running_namesrv(tmp_path_factory.mktemp("reads") / "ns") as server:
+        remoting = populate(server.remoting_address)
+        try:
+            yield server, remoting
+        finally:
+            remoting.close()
+
+
+@pytest.fixture
+def populated(read_server: tuple[NamesrvProcess, RemotingTestClient]) -> NamesrvProcess:
+    """The module's read-only NameServer, its brokers registered again over the same connection
+    first: their heartbeat, so S13's 120 s start anew however long the module runs."""
+    server, remoting = read_server
+    register(remoting, "broker-a", "127.0.0.1:10911", BROKER_A)
+    register(remoting, "broker-b", "127.0.0.1:10921", BROKER_B)
+    return server
+
+
 def admin(*args: str, timeout: float = 60) -> Any:
     return run_cli(ADMIN, *args, timeout=timeout)
 
@@ -133,10 +155,8 @@ def test_help_says_which_protocols() -> None:
         ("kv-list", "ORDER_TOPIC_CONFIG"),
     ],
 )
-def test_reads_over_remoting_print_what_grpc_prints(
-    pair: tuple[NamesrvProcess, NamesrvProcess], read: tuple[str, ...]
-) -> None:
-    server = pair[0]
+def test_reads_over_remoting_print_what_grpc_prints(populated: NamesrvProcess, read: tuple[str, ...]) -> None:
+    server = populated
     over_grpc = admin("-n", server.address, *read)
     assert over_grpc.returncode == 0, over_grpc.stderr
     for address in (server.remoting_address, f"remoting://{server.remoting_address}"):
@@ -154,8 +174,8 @@ def test_reads_over_remoting_print_what_grpc_prints(
         assert named.stdout == over_grpc.stdout
 
 
-def test_config_and_missing_things_over_remoting(pair: tuple[NamesrvProcess, NamesrvProcess]) -> None:
-    server = pair[0]
+def test_config_and_missing_things_over_remoting(populated: NamesrvProcess) -> None:
+    server = populated
     config = json.loads(admin("-n", server.remoting_address, "config").stdout)["config"]
     assert config == json.loads(admin("-n", server.address, "config").stdout)["config"]
     assert "scanNotActiveBrokerInterval" in config
