@@ -167,8 +167,14 @@ class Supervisor:
             setattr(self, attribute, sock.getsockname()[1])
         self.ledger = Ledger(Path(self.run_dir) / LEDGER_FILE, self.workers + 1, create=True)
         self.route_table = await self._spawn("route_table", 0)
+        # The serving processes start at once too: their imports, most of a start-up, run while the
+        # route-table process starts; each is told its params once the route-table process is ready.
+        for index in range(1, self.workers + 1):
+            self.serving[index] = await self._spawn("serving", index, send_params=False)
         await self._until(self.route_table, "ready")
-        await asyncio.gather(*(self._start_serving(index) for index in range(1, self.workers + 1)))
+        for index, child in self.serving.items():
+            child.control.send(("params", self.params(index)))
+        await asyncio.gather(*(self._until(child, "serving") for child in self.serving.values()))
         if config.metrics_port:
             registry = CollectorRegistry()
             registry.register(CoalescingCollector(_ProcessesCollector(self).families))
@@ -200,7 +206,9 @@ class Supervisor:
             health_port=self.health_port,
         )
 
-    async def _spawn(self, role: str, index: int) -> Child:
+    async def _spawn(self, role: str, index: int, send_params: bool = True) -> Child:
+        """Start a child process of ``role`` (``route_table`` or ``serving``) and send it its params
+        (unless ``send_params`` is false: it waits for them after its imports)."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         module = "route_table_process" if role == "route_table" else "serving_process"
         process = await asyncio.create_subprocess_exec(
@@ -216,7 +224,8 @@ class Supervisor:
         theirs.close()
         reader, writer = await asyncio.open_unix_connection(sock=ours, limit=1 << 20)
         child = Child(role, index, process, Channel(reader, writer, f"{role} {index}"))
-        child.control.send(("params", self.params(index)))
+        if send_params:
+            child.control.send(("params", self.params(index)))
         child.reader = asyncio.create_task(child.control.serve(child.events.put_nowait))
         return child
 
