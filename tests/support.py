@@ -41,6 +41,15 @@ def fixture_path(name: str) -> Path:
     return shared if shared.exists() else EXAMPLES / name
 
 
+TEST_SERVING_PROCESSES = os.environ.get("NAMESRV_TEST_SERVING_PROCESSES", "1")
+"""``--workers`` of the servers the tests start (:func:`spawn_namesrv`) when a test does not choose:
+one serving process, which starts with ~0.7 s less CPU than the two of this 2-core machine's default
+(a third of a start-up; ~300 servers per run). What crosses between serving processes is tested
+where it is the point, with ``--workers 2`` named (tests/test_processes.py, tests/test_replication.py,
+...); ``NAMESRV_TEST_SERVING_PROCESSES=0`` runs every test server with the default instead
+(docs/development.md)."""
+
+
 def _env() -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONUNBUFFERED"] = "1"
@@ -109,8 +118,12 @@ def spawn_namesrv(workdir: Path, *extra: str, health_port: int = 0, cpus: set[in
     """Start a NameServer process (kv config and config store inside ``workdir``), wait until it
     answers health checks (on ``health_port`` when given: pass ``--health-port`` with it in ``extra``
     when the gRPC port speaks TLS); raise RuntimeError with its stderr when it does not start in 20 s.
-    ``cpus``: the CPUs it may run on (``os.sched_setaffinity``)."""
+    ``cpus``: the CPUs it may run on (``os.sched_setaffinity``). It runs :data:`TEST_SERVING_PROCESSES`
+    serving processes unless ``extra`` names ``--workers`` or ``cpus`` is given (then the default:
+    one per CPU it may use)."""
     workdir.mkdir(parents=True, exist_ok=True)
+    if "--workers" not in extra and cpus is None:
+        extra = ("--workers", TEST_SERVING_PROCESSES, *extra)
     args = [
         sys.executable, "-m", "namesrv_grpc", "--host", "127.0.0.1", "--port", "0", "--remoting-port", "0",
         "--kv-config-path", str(workdir / "kvConfig.json"),
