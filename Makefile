@@ -8,7 +8,7 @@ IMAGE ?= namesrv-grpc:dev
 # podman's configuration for this project's targets (written by scripts/install-podman.sh)
 CONTAINERS_CONF := $(CURDIR)/build/containers.conf
 
-.PHONY: demo report analytics-zip test lint deploy-check prometheus-tools java-runtime rocketmq proto proto-check clean bench bench-quick bench-tools remoting-clients podman-tools image image-test clients contract-image
+.PHONY: demo report analytics-zip test test-tools test-builds jars test-quick lint deploy-check prometheus-tools java-runtime rocketmq proto proto-check clean bench bench-quick bench-tools remoting-clients podman-tools image image-test clients contract-image
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -20,14 +20,44 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(PY) scripts/demo.py
 
-## test: lint (ruff, mypy, buf lint and buf breaking), the Prometheus config and alert checks, the
-## container image built and run (image-test), the example clients built (clients), and the whole
-## test suite (NAMESRV_REQUIRE_PROMETHEUS=1 / NAMESRV_REQUIRE_NODE=1: the tests that need the
-## prometheus binary or the ali-ons remoting client fail instead of skipping; NAMESRV_REQUIRE_ROCKETMQ=1:
-## so do the tests against the real RocketMQ jars of `make rocketmq`; NAMESRV_REQUIRE_CLIENTS=1: and
-## the tests of the example clients of `make clients`)
-test: $(STAMP) lint deploy-check java-runtime remoting-clients rocketmq clients image-test
-	NAMESRV_REQUIRE_PROMETHEUS=1 NAMESRV_REQUIRE_NODE=1 NAMESRV_REQUIRE_ROCKETMQ=1 NAMESRV_REQUIRE_CLIENTS=1 $(PY) -m pytest -q
+## test: the whole check, in three phases: the system packages the checks need (prometheus, podman,
+## a Java runtime; one at a time, apt-get takes one lock); then, side by side (TEST_JOBS at once), lint
+## (ruff, mypy, buf lint and buf breaking), the Prometheus config and alert checks, the RocketMQ jars
+## and the example clients (one after the other: both use Maven's local repository), the ali-ons
+## client, the container image built and run (image-test); then the whole test suite, in one process
+## by default (TEST_WORKERS=0), or on TEST_WORKERS pytest-xdist workers (--dist loadgroup:
+## tests/conftest.py keeps the tests of one shared server, JVM or Spark session on one worker; see
+## docs/development.md for what that measured and why it is not the default yet). NAMESRV_REQUIRE_PROMETHEUS=1 / NAMESRV_REQUIRE_NODE=1: the tests
+## that need the prometheus binary or the ali-ons remoting client fail instead of skipping;
+## NAMESRV_REQUIRE_ROCKETMQ=1: so do the tests against the real RocketMQ jars of `make rocketmq`;
+## NAMESRV_REQUIRE_CLIENTS=1: and the tests of the example clients of `make clients`.
+test: $(STAMP)
+	$(MAKE) --no-print-directory test-tools
+	$(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=target test-builds
+	NAMESRV_REQUIRE_PROMETHEUS=1 NAMESRV_REQUIRE_NODE=1 NAMESRV_REQUIRE_ROCKETMQ=1 NAMESRV_REQUIRE_CLIENTS=1 \
+		$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+
+TEST_JOBS ?= 4
+TEST_WORKERS ?= 0
+PYTEST_ARGS ?=
+
+## test-tools: the system packages of `make test`, one after the other
+test-tools: prometheus-tools podman-tools java-runtime
+
+## test-builds: what `make test` builds and checks before the suite (run with -j)
+test-builds: lint deploy-check remoting-clients jars image-test
+
+## jars: the RocketMQ jars, then the example clients (never side by side: one Maven local repository)
+jars:
+	$(MAKE) --no-print-directory rocketmq
+	$(MAKE) --no-print-directory clients
+
+## test-quick: the inner loop: the suite without the slow tests (real RocketMQ JVMs, Spark, the
+## end-to-end runs) on every core; needs only the virtual environment. Seconds to a few minutes.
+test-quick: $(STAMP)
+	$(PY) -m pytest -q -n $(QUICK_WORKERS) --dist loadgroup -m "not slow and not spark" $(PYTEST_ARGS)
+
+QUICK_WORKERS ?= 2
 
 ## report: a short demo cluster exports route snapshots; the Spark topic distribution job reports on them
 report: $(STAMP) java-runtime

@@ -60,6 +60,45 @@ def pytest_runtest_makereport(
     return report
 
 
+SHARED_SCOPES = frozenset({"module", "class", "package"})
+
+
+def xdist_group_of(item: pytest.Item) -> str | None:
+    """The pytest-xdist group that keeps ``item`` on the worker of the tests it shares a set-up with
+    (``make test`` runs ``--dist loadgroup``): ``"spark"`` for every test that runs Spark (the one
+    Spark session of the ``spark`` fixture, or a job of its own: two Spark JVMs at once starve a
+    2-core machine); the test's file for a test that uses a module-, class- or package-scoped fixture
+    (a server or JVM started once for the file); None for a test that sets up all it needs itself
+    (spread one by one)."""
+    info = getattr(item, "_fixtureinfo", None)
+    if item.get_closest_marker("spark") is not None or (info is not None and "spark" in info.names_closure):
+        return "spark"
+    if info is None:
+        return None
+    for definitions in info.name2fixturedefs.values():
+        if any(definition.scope in SHARED_SCOPES for definition in definitions):
+            return item.nodeid.split("::", 1)[0]
+    return None
+
+
+def runs_long(item: pytest.Item) -> bool:
+    """Marked ``slow`` (real RocketMQ JVMs, end-to-end runs) or ``spark``."""
+    return item.get_closest_marker("slow") is not None or item.get_closest_marker("spark") is not None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark each test that shares a set-up with others with ``xdist_group`` (:func:`xdist_group_of`),
+    unless it names its group itself; first, before xdist's worker reads the marks. Then move the
+    long tests to the front (a stable sort: the order within each part stays): xdist hands out the
+    groups in collection order, so the longest start first and the short ones fill in after them
+    instead of a 4-minute group starting last."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None and (group := xdist_group_of(item)) is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+    items.sort(key=lambda item: not runs_long(item))
+
+
 @pytest.fixture
 def namesrv(tmp_path: Path) -> Iterator[NamesrvProcess]:
     """A fresh NameServer process on 127.0.0.1 (expiry scan every 200 ms)."""

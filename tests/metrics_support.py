@@ -20,6 +20,20 @@ _HIGHEST_CHOSEN = 19_999
 _ports_taken: set[int] = set()
 
 
+def worker_port_range(low: int, high: int) -> tuple[int, int]:
+    """This pytest process's slice ``[low', high')`` of the ports ``[low, high)``: under pytest-xdist
+    each worker (``PYTEST_XDIST_WORKER`` gw0, gw1, ... of ``PYTEST_XDIST_WORKER_COUNT``) gets its own
+    slice, so two workers never pick the same free port in the moment before their servers bind it;
+    without xdist, the whole range."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+    if not worker.startswith("gw") or count <= 1:
+        return low, high
+    index = int(worker[2:]) % count
+    width = (high - low) // count
+    return low + index * width, low + (index + 1) * width
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that was free a moment ago, for a server a test starts with an explicit
     port. Taken below the kernel's ephemeral range where there is room: a port the kernel hands out
@@ -36,10 +50,11 @@ def free_port() -> int:
     # rocketmq_support.free_port_block (20,000-32,000).
     high = min(ephemeral_low, _HIGHEST_CHOSEN + 1)
     if high > _LOWEST_CHOSEN + 1_000:
-        span = high - _LOWEST_CHOSEN
+        low, high = worker_port_range(_LOWEST_CHOSEN, high)
+        span = high - low
         start = (os.getpid() * 7919) % span
         for offset in range(span):
-            port = _LOWEST_CHOSEN + (start + offset) % span
+            port = low + (start + offset) % span
             if port in _ports_taken:
                 continue
             with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:

@@ -31,6 +31,8 @@ from typing import Any
 
 import pytest
 
+from tests.metrics_support import worker_port_range
+
 ROOT = Path(__file__).resolve().parent.parent
 INSTALL_DIR = ROOT / "build" / "rocketmq"
 """Where ``scripts/install-rocketmq.sh`` puts ``<version>/lib`` (and this module ``classes/``)."""
@@ -132,6 +134,7 @@ def free_port_block(size: int = 1, low: int = 20000, high: int = 32000) -> int:
     """The first port of ``size`` consecutive free loopback ports, below Linux's ephemeral range
     (32768+) so that no outgoing connection takes one before the JVM binds it. A broker needs 4:
     ``listenPort - 2`` (its VIP channel), ``listenPort``, ``listenPort + 1`` (HA)."""
+    low, high = worker_port_range(low, high)
     rng = int.from_bytes(os.urandom(4), "big")
     for attempt in range(200):
         base = low + (rng + attempt * 7919) % (high - low - size)
