@@ -89,14 +89,15 @@ def runs_long(item: pytest.Item) -> bool:
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark each test that shares a set-up with others with ``xdist_group`` (:func:`xdist_group_of`),
-    unless it names its group itself; first, before xdist's worker reads the marks. Then move the
-    long tests to the front (a stable sort: the order within each part stays): xdist hands out the
+    unless it names its group itself; first, before xdist's worker reads the marks. Then, in an xdist
+    worker, move the long tests to the front (a stable sort: the order within each part stays): xdist hands out the
     groups in collection order, so the longest start first and the short ones fill in after them
     instead of a 4-minute group starting last."""
     for item in items:
         if item.get_closest_marker("xdist_group") is None and (group := xdist_group_of(item)) is not None:
             item.add_marker(pytest.mark.xdist_group(group))
-    items.sort(key=lambda item: not runs_long(item))
+    if hasattr(config, "workerinput"):  # an xdist worker; a run in one process keeps the file order
+        items.sort(key=lambda item: not runs_long(item))
 
 
 @pytest.fixture
