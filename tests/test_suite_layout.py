@@ -1,0 +1,45 @@
+"""How the suite itself runs (docs/development.md): each pytest-xdist worker picks free ports from a
+slice of its own, and ``make test`` / ``make test-quick`` run pytest as documented."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from tests.metrics_support import worker_port_range
+from tests.support import ROOT
+
+
+def test_one_process_gets_the_whole_port_range(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+    monkeypatch.delenv("PYTEST_XDIST_WORKER_COUNT", raising=False)
+    assert worker_port_range(10_000, 20_000) == (10_000, 20_000)
+
+
+def test_xdist_workers_get_disjoint_slices_of_the_port_range(monkeypatch: pytest.MonkeyPatch) -> None:
+    slices = []
+    for index in range(4):
+        monkeypatch.setenv("PYTEST_XDIST_WORKER", f"gw{index}")
+        monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "4")
+        slices.append(worker_port_range(10_000, 20_000))
+    assert slices == [(10_000, 12_500), (12_500, 15_000), (15_000, 17_500), (17_500, 20_000)]
+
+
+def make_dry_run(target: str, *variables: str) -> str:
+    done = subprocess.run(
+        ["make", "-n", "--no-print-directory", target, *variables], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_make_test_runs_the_suite_as_documented() -> None:
+    commands = make_dry_run("test")
+    assert "-m pytest -q -n 0 --dist loadgroup" in commands
+    assert "-m pytest -q -n 4 --dist loadgroup" in make_dry_run("test", "TEST_WORKERS=4")
+    assert "-j4 --output-sync=target test-builds" in commands
+
+
+def test_make_test_quick_leaves_out_the_slow_and_spark_tests() -> None:
+    assert '-m pytest -q -n 2 --dist loadgroup -m "not slow and not spark"' in make_dry_run("test-quick")
