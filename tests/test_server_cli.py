@@ -18,6 +18,7 @@ from typing import Any
 
 import grpc
 import pytest
+import tomllib
 from google.protobuf.descriptor_pool import DescriptorPool
 from google.protobuf.message_factory import GetMessageClass
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -454,3 +455,21 @@ def test_metrics_port_serves_prometheus_metrics(tmp_path: Path) -> None:
 def test_metrics_off_by_default(stubs: Stubs) -> None:
     config = stubs.admin.GetNamesrvConfig(admin_pb2.GetNamesrvConfigRequest()).config
     assert config["metricsPort"] == "0"
+
+
+@pytest.mark.parametrize(
+    ("module", "prog"),
+    [
+        ("namesrv_grpc", "namesrv"),
+        ("broker_agent", "broker-agent"),
+        ("namesrv_grpc.admin_cli", "namesrv-admin"),
+        ("namesrv_grpc.snapshot_cli", "namesrv-snapshot"),
+    ],
+)
+def test_version_prints_the_released_version(module: str, prog: str) -> None:
+    """``--version`` of every command prints its name and pyproject.toml's version, and exits 0 (even
+    where other flags are required)."""
+    expected = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    result = run_cli(module, "--version")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == f"{prog} {expected}"

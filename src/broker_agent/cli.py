@@ -19,6 +19,7 @@ from pathlib import Path
 
 from prometheus_client import start_http_server
 
+import namesrv_grpc
 from broker_agent.agent import BrokerAgent
 from broker_agent.client import GrpcNamesrvClient
 from broker_agent.config import (
@@ -55,6 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="broker-agent",
         description="Registers an Apache RocketMQ broker with every NameServer, from the broker's own files.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {namesrv_grpc.version()}")
     parser.add_argument("--broker-config", "-c", required=True, type=Path, metavar="FILE", help="broker.conf")
     parser.add_argument(
         "--topics-json",

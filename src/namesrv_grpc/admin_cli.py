@@ -48,6 +48,7 @@ import grpc
 from google.protobuf.json_format import MessageToDict
 from google.protobuf.message import Message
 
+import namesrv_grpc
 from namesrv.v1 import admin_service_pb2 as admin_pb2
 from namesrv.v1 import admin_service_pb2_grpc as admin_grpc
 from namesrv.v1 import kv_config_service_pb2 as kv_pb2
@@ -118,6 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Query and manage the NameServers (namesrv-grpc). Reads ask the first NameServer that "
         "answers; changes go to every NameServer.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {namesrv_grpc.version()}")
     parser.add_argument(
         "--namesrv",
         "-n",

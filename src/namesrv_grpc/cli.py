@@ -17,6 +17,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+import namesrv_grpc
 from namesrv_grpc.config import (
     JAVA_ONLY_KEYS,
     NamesrvConfig,
@@ -60,6 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Apache RocketMQ NameServer (route registry): RocketMQ remoting and gRPC.",
         epilog="Command-line flags override -c FILE, which overrides the built-in defaults.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {namesrv_grpc.version()}")
     parser.add_argument(
         "-c",
         "--config-file",

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 import grpc
 
+import namesrv_grpc
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv.v1 import name_server_service_pb2_grpc as ns_grpc
 from namesrv_grpc.core.errors import SnapshotsNotInstalledError
@@ -132,6 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="namesrv-snapshot",
         description="Snapshot NameServers' route tables through their public RPCs, as Parquet for analytics/.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {namesrv_grpc.version()}")
     parser.add_argument(
         "--namesrv",
         "-n",
