@@ -11,6 +11,8 @@ import re
 import signal
 import socket
 import time
+import urllib.error
+import urllib.request
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -425,6 +427,43 @@ def test_a_port_another_program_listens_on_is_refused(tmp_path: Path) -> None:
     assert f"cannot listen on 127.0.0.1:{port} (remoting): Address already in use (held by pid {os.getpid()}" in (
         result.stderr
     )
+
+
+def http_get(url: str) -> tuple[int, str]:
+    """``(status, body)`` of a GET, error statuses included."""
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+
+
+def test_metrics_port_answers_healthz_and_ready_and_404_elsewhere(tmp_path: Path) -> None:
+    """``/healthz`` is 200 while ``namesrv`` answers; ``/ready`` is 200 while every process serves and
+    503 naming the serving process while one is replaced after kill -9; other paths are 404 (the
+    port answered 200 with metrics on any path, so a probe of a wrong path "worked")."""
+    port = free_port()
+    with running_namesrv(tmp_path / "ns", "--workers", "2", "--metrics-port", str(port)) as server:
+        base = f"http://127.0.0.1:{port}"
+        assert http_get(f"{base}/healthz") == (200, "ok\n")
+        assert http_get(f"{base}/ready") == (200, "2 serving processes and the route-table process serve\n")
+        status, body = http_get(f"{base}/")
+        assert (status, body) == (404, "no / here: /metrics, /healthz, /ready\n")
+        assert http_get(f"{base}/metrics/extra")[0] == 404
+        assert "namesrv_processes" in http_get(f"{base}/metrics")[1]
+        victim = serving_pids(server)[0]
+        os.kill(victim, signal.SIGKILL)
+        seen: list[tuple[int, str]] = []
+
+        def not_ready() -> bool:
+            seen.append(http_get(f"{base}/ready"))
+            return seen[-1][0] == 503
+
+        poll_until(not_ready, 30, interval=0.02)
+        assert re.fullmatch(r"serving process [12] not serving\n", seen[-1][1]), seen[-1]
+        assert http_get(f"{base}/healthz") == (200, "ok\n")
+        poll_until(lambda: http_get(f"{base}/ready")[0] == 200, 60)
+        assert len(serving_pids(server)) == 2
 
 
 def test_metrics_port_serves_a_bounded_number_of_connections_with_a_read_timeout(tmp_path: Path) -> None:

@@ -11,13 +11,17 @@ four tight scrape loops of a 1,000,000-topic table kept a core busy):
   are counted once per route change, ``RouteInfoManager.stats``).
 
 Refusals are counted in ``namesrv_metrics_connections_refused_total``.
+
+Paths: ``/metrics``; ``/healthz`` (200 ``ok`` while ``namesrv`` answers: liveness); ``/ready`` (200
+when every process serves, else 503 with the reason: readiness, for load balancers and Kubernetes);
+anything else 404.
 """
 
 from __future__ import annotations
 
 import socket
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from socketserver import ThreadingMixIn
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
@@ -93,15 +97,22 @@ class _Server(ThreadingMixIn, WSGIServer):
 class MetricsServer:
     """Serves ``registry`` on ``addr:port`` in a daemon thread until :meth:`close`."""
 
-    def __init__(self, addr: str, port: int, registry: CollectorRegistry) -> None:
-        """Raises OSError when the port cannot be bound."""
+    def __init__(
+        self,
+        addr: str,
+        port: int,
+        registry: CollectorRegistry,
+        ready: Callable[[], tuple[bool, str]] = lambda: (True, "serving"),
+    ) -> None:
+        """``ready()``: ``(ready, why)`` for ``/ready``. Raises OSError when the port cannot be bound."""
         family = socket.AF_INET6 if ":" in addr.strip("[]") else socket.AF_INET
 
         class Server(_Server):
             address_family = family
 
         registry.register(_RefusalCollector(self))
-        self._server = make_server(addr.strip("[]"), port, make_wsgi_app(registry), Server, handler_class=_Handler)
+        app = routes(make_wsgi_app(registry), ready)
+        self._server = make_server(addr.strip("[]"), port, app, Server, handler_class=_Handler)
         self._thread = threading.Thread(target=self._server.serve_forever, name="metrics-server", daemon=True)
         self._thread.start()
 
@@ -113,6 +124,31 @@ class MetricsServer:
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(timeout=5)
+
+
+WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+
+
+def routes(metrics: WSGIApp, ready: Callable[[], tuple[bool, str]]) -> WSGIApp:
+    """The metrics port's WSGI app: ``/metrics`` (prometheus-client's app), ``/healthz``, ``/ready``,
+    404 for any other path."""
+
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        path = environ.get("PATH_INFO", "")
+        if path == "/metrics":
+            return metrics(environ, start_response)
+        if path == "/healthz":
+            status, text = "200 OK", "ok"
+        elif path == "/ready":
+            is_ready, why = ready()
+            status, text = ("200 OK" if is_ready else "503 Service Unavailable"), why
+        else:
+            status, text = "404 Not Found", f"no {path or '/'} here: /metrics, /healthz, /ready"
+        body = (text + "\n").encode()
+        start_response(status, [("Content-Type", "text/plain; charset=utf-8"), ("Content-Length", str(len(body)))])
+        return [body]
+
+    return app
 
 
 class _RefusalCollector(Collector):

@@ -141,6 +141,8 @@ class Supervisor:
         self.health_port = 0
         self.route_table: Child | None = None
         self.serving: dict[int, Child] = {}
+        self.serving_ready: set[int] = set()
+        """Indexes of the serving processes that said they serve and have not exited since (/ready)."""
         self.restarts = 0
         self._stopping = False
         self._metrics_server: MetricsServer | None = None
@@ -175,11 +177,14 @@ class Supervisor:
         for index, child in self.serving.items():
             child.control.send(("params", self.params(index)))
         await asyncio.gather(*(self._until(child, "serving") for child in self.serving.values()))
+        self.serving_ready.update(self.serving)
         if config.metrics_port:
             registry = CollectorRegistry()
             registry.register(CoalescingCollector(_ProcessesCollector(self).families))
             try:
-                self._metrics_server = MetricsServer(config.bind_address, config.metrics_port, registry)
+                self._metrics_server = MetricsServer(
+                    config.bind_address, config.metrics_port, registry, ready=self.readiness
+                )
             except OSError as exc:
                 holder = port_holder(config.metrics_port) if exc.errno == errno.EADDRINUSE else ""
                 raise StartError(
@@ -192,6 +197,20 @@ class Supervisor:
         child = await self._spawn("serving", index)
         self.serving[index] = child
         await self._until(child, "serving")
+        self.serving_ready.add(index)
+
+    def readiness(self) -> tuple[bool, str]:
+        """``(ready, why)`` for ``/ready`` on the metrics port: ready when the route-table process runs
+        and every serving process serves (one being replaced after it exited is not). Called from
+        the metrics server's thread; reads only."""
+        if self._stopping:
+            return False, "stopping"
+        if self.route_table is None or self.route_table.process.returncode is not None:
+            return False, "the route-table process is not running"
+        missing = [index for index in range(1, self.workers + 1) if index not in self.serving_ready]
+        if missing:
+            return False, f"serving process {', '.join(map(str, missing))} not serving"
+        return True, f"{self.workers} serving processes and the route-table process serve"
 
     def params(self, index: int) -> ProcessParams:
         return ProcessParams(
@@ -280,6 +299,7 @@ class Supervisor:
                         pending.cancel()
                     await self.stop()
                     return 1
+                self.serving_ready.discard(child.index)
                 log.warning("serving process %d exited (%s); starting it again", child.index, _exit_text(code))
                 if self.ledger is not None:
                     self.ledger.clear(child.index)  # what it held went with it
