@@ -62,6 +62,7 @@ ALERTS = {
     "NamesrvSnapshotExportFailed",
     "NamesrvRemotingConnectionsNearLimit",
     "NamesrvClientsCutOff",
+    "NamesrvRegistrationsRefused",
     "NamesrvServingProcessRestarted",
     "BrokerAgentDown",
     "BrokerAgentCannotRegister",
