@@ -206,9 +206,14 @@ def test_agent_registers_with_every_address_behind_a_name_and_picks_up_new_ones(
                 assert broker_a(Stubs(channel)) == {0: MASTER}
 
 
+WARM_UP_SECONDS = 10
+"""Long enough that the first lookup comes before the warm-up ends on a busy 2-core machine too (with
+2 s it came after it at load average 10-14: the test failed by chance)."""
+
+
 def test_warm_up_refuses_route_lookups_until_it_ends(tmp_path: Path) -> None:
     conf = tmp_path / "namesrv.conf"
-    conf.write_text("needWaitForService=true\nwaitSecondsForService=2\n")
+    conf.write_text(f"needWaitForService=true\nwaitSecondsForService={WARM_UP_SECONDS}\n")
     with running_namesrv(tmp_path / "ns", "-c", str(conf)) as server, server.channel() as channel:
         stubs = Stubs(channel)
         register(stubs)
@@ -217,7 +222,7 @@ def test_warm_up_refuses_route_lookups_until_it_ends(tmp_path: Path) -> None:
             stubs.ns.PickupTopicRoute(request, timeout=5)
         assert caught.value.code() == grpc.StatusCode.UNAVAILABLE
         assert error_info(caught.value).reason == "NAMESRV_WARMING_UP"
-        poll_until(lambda: _has_route(stubs, request), timeout=4, interval=0.1)
+        poll_until(lambda: _has_route(stubs, request), timeout=WARM_UP_SECONDS + 30, interval=0.1)
 
 
 def _has_route(stubs: Stubs, request: ns_pb2.PickupTopicRouteRequest) -> bool:
