@@ -95,9 +95,12 @@ def reserve_port(host: str, port: int, what: str) -> socket.socket:
     It is bound *without* ``SO_REUSEPORT`` first, so the bind fails when anything at all holds the
     port: another program, or another ``namesrv`` (whose sockets would otherwise let this one join
     its ``SO_REUSEPORT`` group and take part of its connections); ``SO_REUSEPORT`` is set only once
-    the port is ours, and the kernel then lets this server's serving processes join. No moment
-    exists in which a second server could bind it too. Raises StartError (exit code 2) naming the
-    port and, where it can be found, the process that holds it."""
+    the port is ours, and the kernel then lets this server's serving processes join. One gap is
+    left: ``SO_REUSEADDR`` (kept, so a restart is not refused for connections in TIME_WAIT) lets two
+    sockets that both have it share a port while *neither listens*, so a second server that starts
+    while no serving process of the first listens (the first one's own start-up, or the replacement
+    of its only serving process) can still join. Raises StartError (exit code 2) naming the port
+    and, where it can be found, the process that holds it."""
     bare = host.strip("[]")
     family = socket.AF_INET6 if ":" in bare else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
@@ -113,8 +116,9 @@ def reserve_port(host: str, port: int, what: str) -> socket.socket:
 
 
 def port_holder(port: int) -> str:
-    """``" (held by pid N: NAME)"`` for the process listening on TCP ``port``, or ``""`` when it
-    cannot be told (another user's process, no permission to read it)."""
+    """``" (held by pid N: NAME)"`` for a process with a TCP socket on local ``port`` (listening, or
+    bound as this supervisor's reservations are), or ``""`` when none can be told (another user's
+    process without the permission to read it)."""
     try:
         for connection in psutil.net_connections(kind="tcp"):
             if connection.laddr and connection.laddr.port == port and connection.pid:
