@@ -35,7 +35,7 @@ test: $(STAMP)
 	$(MAKE) --no-print-directory test-tools
 	$(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=target test-builds
 	NAMESRV_REQUIRE_PROMETHEUS=1 NAMESRV_REQUIRE_NODE=1 NAMESRV_REQUIRE_ROCKETMQ=1 NAMESRV_REQUIRE_CLIENTS=1 \
-		$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
+		$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=10 $(PYTEST_ARGS)
 
 TEST_JOBS ?= 4
 TEST_WORKERS ?= 0
