@@ -27,8 +27,9 @@ demo: $(STAMP)
 ## client, the container image built and run (image-test); then the whole test suite, in one process
 ## by default (TEST_WORKERS=0), or on TEST_WORKERS pytest-xdist workers (--dist loadgroup:
 ## tests/conftest.py keeps the tests of one shared server, JVM or Spark session on one worker; see
-## docs/development.md for what that measured and why it is not the default yet). NAMESRV_REQUIRE_PROMETHEUS=1 / NAMESRV_REQUIRE_NODE=1: the tests
-## that need the prometheus binary or the ali-ons remoting client fail instead of skipping;
+## docs/development.md for what that measured and why it is not the default yet).
+## NAMESRV_REQUIRE_PROMETHEUS=1 / NAMESRV_REQUIRE_NODE=1: the tests that need the prometheus
+## binary or the ali-ons remoting client fail instead of skipping;
 ## NAMESRV_REQUIRE_ROCKETMQ=1: so do the tests against the real RocketMQ jars of `make rocketmq`;
 ## NAMESRV_REQUIRE_CLIENTS=1: and the tests of the example clients of `make clients`.
 test: $(STAMP)

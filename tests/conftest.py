@@ -81,23 +81,14 @@ def xdist_group_of(item: pytest.Item) -> str | None:
     return None
 
 
-def runs_long(item: pytest.Item) -> bool:
-    """Marked ``slow`` (real RocketMQ JVMs, end-to-end runs) or ``spark``."""
-    return item.get_closest_marker("slow") is not None or item.get_closest_marker("spark") is not None
-
-
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Mark each test that shares a set-up with others with ``xdist_group`` (:func:`xdist_group_of`),
-    unless it names its group itself; first, before xdist's worker reads the marks. Then, in an xdist
-    worker, move the long tests to the front (a stable sort: the order within each part stays): xdist hands out the
-    groups in collection order, so the longest start first and the short ones fill in after them
-    instead of a 4-minute group starting last."""
+    unless it names its group itself; first, before xdist's worker reads the marks. (Sending the long
+    tests first was tried and measured worse: every JVM started at once, docs/development.md.)"""
     for item in items:
         if item.get_closest_marker("xdist_group") is None and (group := xdist_group_of(item)) is not None:
             item.add_marker(pytest.mark.xdist_group(group))
-    if hasattr(config, "workerinput"):  # an xdist worker; a run in one process keeps the file order
-        items.sort(key=lambda item: not runs_long(item))
 
 
 @pytest.fixture

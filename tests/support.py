@@ -45,8 +45,8 @@ TEST_SERVING_PROCESSES = os.environ.get("NAMESRV_TEST_SERVING_PROCESSES", "1")
 """``--workers`` of the servers the tests start (:func:`spawn_namesrv`) when a test does not choose:
 one serving process, which starts with ~0.7 s less CPU than the two of this 2-core machine's default
 (a third of a start-up; ~300 servers per run). What crosses between serving processes is tested
-where it is the point, with ``--workers 2`` named (tests/test_processes.py, tests/test_replication.py,
-...); ``NAMESRV_TEST_SERVING_PROCESSES=0`` runs every test server with the default instead
+where it is the point, with ``--workers`` named (tests/test_processes.py, tests/test_grpc_bounds.py);
+``NAMESRV_TEST_SERVING_PROCESSES=0`` runs every test server with the default instead
 (docs/development.md)."""
 
 
