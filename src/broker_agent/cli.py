@@ -19,7 +19,6 @@ from pathlib import Path
 
 from prometheus_client import start_http_server
 
-import namesrv_grpc
 from broker_agent.agent import BrokerAgent
 from broker_agent.client import GrpcNamesrvClient
 from broker_agent.config import (
@@ -36,6 +35,7 @@ from namesrv_grpc.pipes import print_line, quiet_broken_pipe
 from namesrv_grpc.properties import ConfigError, read_properties
 from namesrv_grpc.security import client as security
 from namesrv_grpc.security.client import ClientSecurity
+from namesrv_grpc.version import add_version_flag
 
 log = logging.getLogger("broker_agent")
 
@@ -56,7 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="broker-agent",
         description="Registers an Apache RocketMQ broker with every NameServer, from the broker's own files.",
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {namesrv_grpc.version()}")
+    add_version_flag(parser)
     parser.add_argument("--broker-config", "-c", required=True, type=Path, metavar="FILE", help="broker.conf")
     parser.add_argument(
         "--topics-json",

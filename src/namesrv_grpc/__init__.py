@@ -9,16 +9,3 @@ the change to every serving process (``core/replication.py``). ``processes/`` ho
 the route-table process and the serving processes; ``security/`` decides who may do what; ``cli.py``
 is the ``namesrv`` command.
 """
-
-from importlib.metadata import PackageNotFoundError
-from importlib.metadata import version as _distribution_version
-
-
-def version() -> str:
-    """The installed ``namesrv-grpc`` distribution's version (pyproject.toml ``version``), or
-    ``"unknown"`` when the package runs from a source tree that was never installed. ``--version`` of
-    ``namesrv``, ``broker-agent``, ``namesrv-admin`` and ``namesrv-snapshot`` prints it."""
-    try:
-        return _distribution_version("namesrv-grpc")
-    except PackageNotFoundError:
-        return "unknown"

@@ -48,7 +48,6 @@ import grpc
 from google.protobuf.json_format import MessageToDict
 from google.protobuf.message import Message
 
-import namesrv_grpc
 from namesrv.v1 import admin_service_pb2 as admin_pb2
 from namesrv.v1 import admin_service_pb2_grpc as admin_grpc
 from namesrv.v1 import kv_config_service_pb2 as kv_pb2
@@ -66,6 +65,7 @@ from namesrv_grpc.properties import ConfigError
 from namesrv_grpc.remoting import bodies
 from namesrv_grpc.remoting.codes import RequestCode
 from namesrv_grpc.security import client as security
+from namesrv_grpc.version import add_version_flag
 
 DEFAULT_NAMESRV = "127.0.0.1:8081"
 """The gRPC port of a local NameServer (grpcServerPort)."""
@@ -119,7 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Query and manage the NameServers (namesrv-grpc). Reads ask the first NameServer that "
         "answers; changes go to every NameServer.",
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {namesrv_grpc.version()}")
+    add_version_flag(parser)
     parser.add_argument(
         "--namesrv",
         "-n",

@@ -17,7 +17,6 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-import namesrv_grpc
 from namesrv_grpc.config import (
     JAVA_ONLY_KEYS,
     NamesrvConfig,
@@ -31,6 +30,7 @@ from namesrv_grpc.processes import supervisor
 from namesrv_grpc.properties import ConfigError, read_properties
 from namesrv_grpc.security.setup import server_guard, server_tls
 from namesrv_grpc.security.tls import TlsFileError
+from namesrv_grpc.version import add_version_flag
 
 log = logging.getLogger("namesrv")
 
@@ -61,7 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Apache RocketMQ NameServer (route registry): RocketMQ remoting and gRPC.",
         epilog="Command-line flags override -c FILE, which overrides the built-in defaults.",
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {namesrv_grpc.version()}")
+    add_version_flag(parser)
     parser.add_argument(
         "-c",
         "--config-file",

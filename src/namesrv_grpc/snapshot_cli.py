@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING
 
 import grpc
 
-import namesrv_grpc
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv.v1 import name_server_service_pb2_grpc as ns_grpc
 from namesrv_grpc.core.errors import SnapshotsNotInstalledError
@@ -38,6 +37,7 @@ from namesrv_grpc.pipes import quiet_broken_pipe
 from namesrv_grpc.properties import ConfigError
 from namesrv_grpc.security import client as security
 from namesrv_grpc.security.client import ClientSecurity
+from namesrv_grpc.version import add_version_flag
 
 if TYPE_CHECKING:  # namesrv_grpc.snapshot needs pyarrow (the snapshots extra): imported when used
     from namesrv_grpc.snapshot import SnapshotInfo
@@ -133,7 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="namesrv-snapshot",
         description="Snapshot NameServers' route tables through their public RPCs, as Parquet for analytics/.",
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {namesrv_grpc.version()}")
+    add_version_flag(parser)
     parser.add_argument(
         "--namesrv",
         "-n",

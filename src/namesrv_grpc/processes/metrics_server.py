@@ -102,7 +102,7 @@ class MetricsServer:
         addr: str,
         port: int,
         registry: CollectorRegistry,
-        ready: Callable[[], tuple[bool, str]] = lambda: (True, "serving"),
+        ready: Callable[[], tuple[bool, str]],
     ) -> None:
         """``ready()``: ``(ready, why)`` for ``/ready``. Raises OSError when the port cannot be bound."""
         family = socket.AF_INET6 if ":" in addr.strip("[]") else socket.AF_INET
