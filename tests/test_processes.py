@@ -10,6 +10,7 @@ import os
 import re
 import signal
 import socket
+import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -383,6 +384,13 @@ def test_ports_are_shared_not_taken_twice(two_workers: NamesrvProcess) -> None:
         other.bind(("127.0.0.1", two_workers.remoting_port))
 
 
+def run_namesrv_on(tmp_path: Path, *ports: str) -> subprocess.CompletedProcess[str]:
+    """``namesrv`` on 127.0.0.1 with the given port flags and its files in ``tmp_path``, to completion
+    (a start that is refused ends at once)."""
+    files = ["--kv-config-path", str(tmp_path / "kv.json"), "--config-store-path", str(tmp_path / "ns.properties")]
+    return run_cli("namesrv_grpc", "--host", "127.0.0.1", *ports, *files)
+
+
 @pytest.mark.parametrize("door", ["remoting", "gRPC"])
 def test_a_second_namesrv_on_a_served_port_refuses_to_start(
     two_workers: NamesrvProcess, tmp_path: Path, door: str
@@ -394,10 +402,7 @@ def test_a_second_namesrv_on_a_served_port_refuses_to_start(
     if door == "gRPC":
         ports = ["--remoting-port", "0", "--port", str(two_workers.port)]
     taken = two_workers.remoting_port if door == "remoting" else two_workers.port
-    result = run_cli(
-        "namesrv_grpc", "--host", "127.0.0.1", *ports,
-        "--kv-config-path", str(tmp_path / "kv.json"), "--config-store-path", str(tmp_path / "ns.properties"),
-    )  # fmt: skip
+    result = run_namesrv_on(tmp_path, *ports)
     assert result.returncode == 2, (result.stdout, result.stderr)
     assert "boot success" not in result.stdout
     line = result.stderr.strip().splitlines()[-1]
@@ -419,10 +424,7 @@ def test_a_port_another_program_listens_on_is_refused(tmp_path: Path) -> None:
         other.bind(("127.0.0.1", 0))
         other.listen()
         port = other.getsockname()[1]
-        result = run_cli(
-            "namesrv_grpc", "--host", "127.0.0.1", "--remoting-port", str(port), "--port", "0",
-            "--kv-config-path", str(tmp_path / "kv.json"), "--config-store-path", str(tmp_path / "ns.properties"),
-        )  # fmt: skip
+        result = run_namesrv_on(tmp_path, "--remoting-port", str(port), "--port", "0")
     assert result.returncode == 2, (result.stdout, result.stderr)
     assert f"cannot listen on 127.0.0.1:{port} (remoting): Address already in use (held by pid {os.getpid()}" in (
         result.stderr
