@@ -8,7 +8,7 @@ IMAGE ?= namesrv-grpc:dev
 # podman's configuration for this project's targets (written by scripts/install-podman.sh)
 CONTAINERS_CONF := $(CURDIR)/build/containers.conf
 
-.PHONY: demo report analytics-zip test test-tools test-builds jars test-quick lint deploy-check prometheus-tools java-runtime rocketmq proto proto-check clean bench bench-quick bench-tools remoting-clients podman-tools image image-test clients contract-image
+.PHONY: demo report analytics-zip test test-tools test-builds test-suite test-checks jars test-quick lint deploy-check prometheus-tools java-runtime rocketmq proto proto-check clean bench bench-quick bench-tools remoting-clients podman-tools image image-test clients contract-image
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -21,13 +21,13 @@ demo: $(STAMP)
 	$(PY) scripts/demo.py
 
 ## test: the whole check, in three phases: the system packages the checks need (prometheus, podman,
-## a Java runtime; one at a time, apt-get takes one lock); then, side by side (TEST_JOBS at once), lint
-## (ruff, mypy, buf lint and buf breaking), the Prometheus config and alert checks, the RocketMQ jars
-## and the example clients (one after the other: both use Maven's local repository), the ali-ons
-## client, the container image built and run (image-test); then the whole test suite, in one process
-## by default (TEST_WORKERS=0), or on TEST_WORKERS pytest-xdist workers (--dist loadgroup:
-## tests/conftest.py keeps the tests of one shared server, JVM or Spark session on one worker; see
-## docs/development.md for what that measured and why it is not the default yet).
+## a Java runtime; one at a time, apt-get takes one lock); then what the suite runs against, side by
+## side (TEST_JOBS at once): the RocketMQ jars and the example clients (one after the other: both use
+## Maven's local repository), the ali-ons client; then two jobs at once: the test suite on
+## TEST_WORKERS pytest-xdist workers (--dist loadgroup: tests/conftest.py keeps the tests of one
+## shared server, JVM or Spark session on one worker), and beside it test-checks: lint (ruff, mypy,
+## buf lint and buf breaking), the Prometheus config and alert checks, the container image built and
+## run (image-test), one after the other. docs/development.md says what each choice measured.
 ## NAMESRV_REQUIRE_PROMETHEUS=1 / NAMESRV_REQUIRE_NODE=1: the tests that need the prometheus
 ## binary or the ali-ons remoting client fail instead of skipping;
 ## NAMESRV_REQUIRE_ROCKETMQ=1: so do the tests against the real RocketMQ jars of `make rocketmq`;
@@ -35,18 +35,32 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(MAKE) --no-print-directory test-tools
 	$(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=target test-builds
-	NAMESRV_REQUIRE_PROMETHEUS=1 NAMESRV_REQUIRE_NODE=1 NAMESRV_REQUIRE_ROCKETMQ=1 NAMESRV_REQUIRE_CLIENTS=1 \
-		$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=10 $(PYTEST_ARGS)
+	$(MAKE) --no-print-directory -j2 test-checks test-suite
 
 TEST_JOBS ?= 4
-TEST_WORKERS ?= 0
+TEST_WORKERS ?= 2
 PYTEST_ARGS ?=
+TEST_CHECKS_LOG ?= build/test-checks.log
 
 ## test-tools: the system packages of `make test`, one after the other
 test-tools: prometheus-tools podman-tools java-runtime
 
-## test-builds: what `make test` builds and checks before the suite (run with -j)
-test-builds: lint deploy-check remoting-clients jars image-test
+## test-builds: what the suite runs against (run with -j)
+test-builds: remoting-clients jars
+
+## test-suite: the test suite alone (needs what test-tools and test-builds install)
+test-suite: $(STAMP)
+	NAMESRV_REQUIRE_PROMETHEUS=1 NAMESRV_REQUIRE_NODE=1 NAMESRV_REQUIRE_ROCKETMQ=1 NAMESRV_REQUIRE_CLIENTS=1 \
+		$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=10 $(PYTEST_ARGS)
+
+## test-checks: lint, deploy-check and image-test one after the other, their output in
+## build/test-checks.log (printed when one fails), so that the suite's output beside them stays readable
+test-checks: $(STAMP)
+	@mkdir -p $(dir $(TEST_CHECKS_LOG))
+	@echo "test-checks: lint, deploy-check, image-test (output: $(TEST_CHECKS_LOG))"
+	@$(MAKE) --no-print-directory -j1 lint deploy-check image-test >$(TEST_CHECKS_LOG) 2>&1 \
+		&& echo "test-checks: lint, deploy-check, image-test passed" \
+		|| { cat $(TEST_CHECKS_LOG); echo "test-checks: FAILED (output above and in $(TEST_CHECKS_LOG))"; exit 1; }
 
 ## jars: the RocketMQ jars, then the example clients (never side by side: one Maven local repository)
 jars:

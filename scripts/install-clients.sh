@@ -14,14 +14,18 @@
 # missing, or were rebuilt by hand or by an older version of this script, are made again). A second run with
 # nothing changed runs no step, prints "up to date, skipped" for each and touches no file; a changed
 # .proto file regenerates the code of all three, and a changed Go, Java or TypeScript source rebuilds
-# that program alone. The caches are the usual shared ones (Go module and build cache, ~/.m2,
-# ~/.npm), so a run downloads only what a pin that changed needs. Needs go, java + mvn, node + npm
+# that program alone. A step's outputs are also kept in a build cache outside the checkout
+# ($NAMESRV_BUILD_CACHE, default ~/.cache/namesrv-grpc/clients; one tar per step and key), so a new
+# clone, or this one after `make clean`, restores what an earlier run built from the same inputs
+# instead of building it again. Below that, the usual shared caches (Go module and build cache,
+# ~/.m2, ~/.npm): a run downloads only what a pin that changed needs. Needs go, java + mvn, node + npm
 # (the machine's toolchains).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 OUT="$ROOT/build/clients"
 BIN="$OUT/bin"
 STAMPS="$OUT/stamps"
+CACHE="${NAMESRV_BUILD_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/namesrv-grpc}/clients"
 BUF="npx --yes @bufbuild/buf@1.75.0"
 PROTOC_GEN_GO=v1.36.12
 PROTOC_GEN_GO_GRPC=v1.6.1
@@ -78,12 +82,43 @@ ran() {
     stamp "$@" >"$STAMPS/$name"
 }
 
+# cache_file NAME KEY: the build cache's tar of step NAME run with KEY.
+cache_file() {
+    printf '%s/%s-%s.tar' "$CACHE" "$1" "$(printf '%s' "$2" | sha256sum | cut -c1-32)"
+}
+
+# restore NAME KEY PATH...: true when the build cache holds what step NAME left with KEY; then its
+# PATHs (under the checkout) are replaced by the cached ones.
+restore() {
+    local name="$1" tar
+    tar="$(cache_file "$1" "$2")"
+    shift 2
+    [ -f "$tar" ] || return 1
+    rm -rf "$@"
+    tar -C "$ROOT" -xf "$tar" || return 1
+    printf 'install-clients: %s: restored from the build cache (%s)\n' "$name" "$tar"
+}
+
+# save NAME KEY PATH...: keep the PATHs step NAME just made with KEY in the build cache (written
+# aside and renamed, so that two checkouts building at once never leave half a tar).
+save() {
+    local tar relative=() path
+    tar="$(cache_file "$1" "$2")"
+    shift 2
+    for path in "$@"; do relative+=("${path#"$ROOT"/}"); done
+    mkdir -p "$CACHE"
+    tar -C "$ROOT" -cf "$tar.$$" "${relative[@]}" && mv "$tar.$$" "$tar" || rm -f "$tar.$$"
+}
+
 # 1. Generators: a changed pin installs again.
 KEY="protoc-gen-go@$PROTOC_GEN_GO protoc-gen-go-grpc@$PROTOC_GEN_GO_GRPC"
 if ! up_to_date go-generators "$KEY" "$BIN/protoc-gen-go" "$BIN/protoc-gen-go-grpc"; then
-    step "go install protoc-gen-go@$PROTOC_GEN_GO protoc-gen-go-grpc@$PROTOC_GEN_GO_GRPC"
-    GOBIN="$BIN" go install "google.golang.org/protobuf/cmd/protoc-gen-go@$PROTOC_GEN_GO"
-    GOBIN="$BIN" go install "google.golang.org/grpc/cmd/protoc-gen-go-grpc@$PROTOC_GEN_GO_GRPC"
+    if ! restore go-generators "$KEY" "$BIN/protoc-gen-go" "$BIN/protoc-gen-go-grpc"; then
+        step "go install protoc-gen-go@$PROTOC_GEN_GO protoc-gen-go-grpc@$PROTOC_GEN_GO_GRPC"
+        GOBIN="$BIN" go install "google.golang.org/protobuf/cmd/protoc-gen-go@$PROTOC_GEN_GO"
+        GOBIN="$BIN" go install "google.golang.org/grpc/cmd/protoc-gen-go-grpc@$PROTOC_GEN_GO_GRPC"
+        save go-generators "$KEY" "$BIN/protoc-gen-go" "$BIN/protoc-gen-go-grpc"
+    fi
     ran go-generators "$KEY" "$BIN/protoc-gen-go" "$BIN/protoc-gen-go-grpc"
 fi
 
@@ -97,12 +132,15 @@ case "$(uname -m)" in
 esac
 maven_exe() { # GROUP:ARTIFACT:VERSION NAME: copy an executable artifact from Maven Central to $BIN/NAME
     up_to_date "$2" "$1:exe:$CLASSIFIER" "$BIN/$2" && return 0
-    step "maven $1:exe:$CLASSIFIER"
-    local tmp
-    tmp="$(mktemp -d)"
-    mvn -B -q dependency:copy -Dartifact="$1:exe:$CLASSIFIER" -DoutputDirectory="$tmp" -Dmdep.stripVersion=true
-    install -m 0755 "$tmp"/*.exe "$BIN/$2"
-    rm -rf "$tmp"
+    if ! restore "$2" "$1:exe:$CLASSIFIER" "$BIN/$2"; then
+        step "maven $1:exe:$CLASSIFIER"
+        local tmp
+        tmp="$(mktemp -d)"
+        mvn -B -q dependency:copy -Dartifact="$1:exe:$CLASSIFIER" -DoutputDirectory="$tmp" -Dmdep.stripVersion=true
+        install -m 0755 "$tmp"/*.exe "$BIN/$2"
+        rm -rf "$tmp"
+        save "$2" "$1:exe:$CLASSIFIER" "$BIN/$2"
+    fi
     ran "$2" "$1:exe:$CLASSIFIER" "$BIN/$2"
 }
 maven_exe "com.google.protobuf:protoc:$PROTOBUF_VERSION" protoc
@@ -110,8 +148,11 @@ maven_exe "io.grpc:protoc-gen-grpc-java:$GRPC_VERSION" protoc-gen-grpc-java
 
 KEY="$(cd "$TS_DIR" && files_hash package.json package-lock.json)"
 if ! up_to_date npm-ci "$KEY" "$TS_DIR/node_modules/.package-lock.json"; then
-    step "npm ci (examples/clients/ts)"
-    (cd "$TS_DIR" && npm ci --no-audit --no-fund --loglevel=error)
+    if ! restore npm-ci "$KEY" "$TS_DIR/node_modules"; then
+        step "npm ci (examples/clients/ts)"
+        (cd "$TS_DIR" && npm ci --no-audit --no-fund --loglevel=error)
+        save npm-ci "$KEY" "$TS_DIR/node_modules"
+    fi
     ran npm-ci "$KEY" "$TS_DIR/node_modules/.package-lock.json"
 fi
 
@@ -121,33 +162,45 @@ KEY="$(cd "$ROOT" && files_hash protos buf.gen.yaml) $BUF $(cat "$STAMPS/go-gene
     "$STAMPS/protoc-gen-grpc-java" "$STAMPS/npm-ci" | tr '\n' ' ')"
 GEN=("$GO_DIR/gen" "$JAVA_DIR/gen" "$TS_DIR/src/gen")
 if ! up_to_date buf-generate "$KEY" "${GEN[@]}"; then
-    step "buf generate"
-    rm -rf "${GEN[@]}"
-    (cd "$ROOT" && $BUF generate)
+    if ! restore buf-generate "$KEY" "${GEN[@]}"; then
+        step "buf generate"
+        rm -rf "${GEN[@]}"
+        (cd "$ROOT" && $BUF generate)
+        save buf-generate "$KEY" "${GEN[@]}"
+    fi
     ran buf-generate "$KEY" "${GEN[@]}"
 fi
 
 # 3. The programs, each when its sources (its generated code included) or its toolchain changed.
 KEY="$(cd "$GO_DIR" && files_hash ./*.go go.mod go.sum gen) $(go env GOVERSION)"
 if ! up_to_date go-build "$KEY" "$OUT/namesrv-client-go"; then
-    step "go build (examples/clients/go)"
-    # Removed first: go build does not rewrite a program whose build id matches, even a changed one.
-    rm -f "$OUT/namesrv-client-go"
-    (cd "$GO_DIR" && go build -o "$OUT/namesrv-client-go" .)
+    if ! restore go-build "$KEY" "$OUT/namesrv-client-go"; then
+        step "go build (examples/clients/go)"
+        # Removed first: go build does not rewrite a program whose build id matches, even a changed one.
+        rm -f "$OUT/namesrv-client-go"
+        (cd "$GO_DIR" && go build -o "$OUT/namesrv-client-go" .)
+        save go-build "$KEY" "$OUT/namesrv-client-go"
+    fi
     ran go-build "$KEY" "$OUT/namesrv-client-go"
 fi
 KEY="$(cd "$JAVA_DIR" && files_hash pom.xml src gen) $(java -version 2>&1 | head -n 1)"
 if ! up_to_date mvn-package "$KEY" "$JAVA_DIR/target/namesrv-client.jar"; then
-    step "mvn package (examples/clients/java)"
-    rm -f "$JAVA_DIR/target/namesrv-client.jar" # as the Go program: the jar plugin may keep a newer jar
-    (cd "$JAVA_DIR" && mvn -B -q package)
+    if ! restore mvn-package "$KEY" "$JAVA_DIR/target/namesrv-client.jar"; then
+        step "mvn package (examples/clients/java)"
+        rm -f "$JAVA_DIR/target/namesrv-client.jar" # as the Go program: the jar plugin may keep a newer jar
+        (cd "$JAVA_DIR" && mvn -B -q package)
+        save mvn-package "$KEY" "$JAVA_DIR/target/namesrv-client.jar"
+    fi
     ran mvn-package "$KEY" "$JAVA_DIR/target/namesrv-client.jar"
 fi
 KEY="$(cd "$TS_DIR" && files_hash src package.json package-lock.json tsconfig.json) $(node --version)"
 if ! up_to_date tsc "$KEY" "$TS_DIR/dist"; then
-    step "tsc (examples/clients/ts)"
-    rm -rf "$TS_DIR/dist" # from scratch, as the generated code: a removed source leaves nothing behind
-    (cd "$TS_DIR" && npm run --silent build)
+    if ! restore tsc "$KEY" "$TS_DIR/dist"; then
+        step "tsc (examples/clients/ts)"
+        rm -rf "$TS_DIR/dist" # from scratch, as the generated code: a removed source leaves nothing behind
+        (cd "$TS_DIR" && npm run --silent build)
+        save tsc "$KEY" "$TS_DIR/dist"
+    fi
     ran tsc "$KEY" "$TS_DIR/dist"
 fi
 if [ "$RAN" -eq 0 ]; then

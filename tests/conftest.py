@@ -17,6 +17,13 @@ from typing import TYPE_CHECKING
 import pytest
 from hypothesis import settings
 
+# Before anything imports grpc: no gRPC fork handlers in the test process. PySpark starts its JVM
+# with Popen(preexec_fn=...), a fork that runs Python before exec; with grpcio's fork support on (its
+# default), a fork while another thread is inside gRPC ("Other threads are currently calling into
+# gRPC, skipping fork() handlers") left the child's poller broken and the JVM never started
+# (JAVA_GATEWAY_EXITED for every Spark test of an xdist worker that had run gRPC tests first).
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
+
 from tests.support import NamesrvProcess, Stubs, running_namesrv
 
 if TYPE_CHECKING:

@@ -92,6 +92,8 @@ SMALL_BROKER_CONF: Mapping[str, str] = {
     "sendMessageThreadPoolNums": "2",
     "pullMessageThreadPoolNums": "4",
     "useReentrantLockWhenPutMessage": "true",
+    "transactionMetricFlushInterval": "200",
+    "timerFlushIntervalMs": "60000",
 }
 """Broker settings for tests: 16 MiB commit log files (RocketMQ: 1 GiB), an 8 MiB timer log (5.x:
 100 MiB; the timer wheel stays on: 5.5.0's deleteTopic fails without it), loopback addresses; keys

@@ -428,9 +428,11 @@ BUILT = [
 """Everything `make clients` writes."""
 
 
-def install_clients() -> str:
-    """Run scripts/install-clients.sh (as `make clients` does); its output."""
-    ran = subprocess.run(["bash", str(INSTALL_CLIENTS)], capture_output=True, text=True, timeout=1200)
+def install_clients(cache: Path) -> str:
+    """Run scripts/install-clients.sh (as `make clients` does) with the build cache ``cache`` (not the
+    user's: what these tests build from changed sources stays out of it); its output."""
+    env = {**os.environ, "NAMESRV_BUILD_CACHE": str(cache)}
+    ran = subprocess.run(["bash", str(INSTALL_CLIENTS)], capture_output=True, text=True, timeout=1200, env=env)
     assert ran.returncode == 0, ran.stdout + ran.stderr
     return ran.stdout
 
@@ -455,14 +457,14 @@ STEPS = ["go-generators", "protoc", "protoc-gen-grpc-java", "npm-ci", "buf-gener
 
 
 @pytest.mark.usefixtures("built_clients")
-def test_a_second_make_clients_rebuilds_nothing() -> None:
+def test_a_second_make_clients_rebuilds_nothing(tmp_path: Path) -> None:
     """Each step of scripts/install-clients.sh runs only when its inputs changed: run again with
     nothing changed (after a run that brings everything up to date), it says each step is up to date
     and writes no file; a touched but unchanged .proto file or source changes nothing either (the
     inputs are compared by content)."""
-    install_clients()  # up to date from here on, whatever changed before the test
+    install_clients(tmp_path)  # up to date from here on, whatever changed before the test
     before = mtimes()
-    out = install_clients()
+    out = install_clients(tmp_path)
     assert [f"install-clients: {name}: up to date, skipped" for name in STEPS] == [
         line for line in out.splitlines() if line.endswith("up to date, skipped")
     ], out
@@ -473,7 +475,7 @@ def test_a_second_make_clients_rebuilds_nothing() -> None:
     try:
         for path in touched:
             os.utime(path)
-        assert "nothing changed, nothing rebuilt" in install_clients()
+        assert "nothing changed, nothing rebuilt" in install_clients(tmp_path)
     finally:
         for path, stat in zip(touched, saved, strict=True):
             os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
@@ -481,25 +483,31 @@ def test_a_second_make_clients_rebuilds_nothing() -> None:
 
 
 @pytest.mark.usefixtures("built_clients")
-def test_make_clients_rebuilds_what_a_change_reaches() -> None:
+def test_make_clients_rebuilds_what_a_change_reaches(tmp_path: Path) -> None:
     """A changed input runs the steps that read it and no other: a changed Go source rebuilds the Go
     program only (restored afterwards). A changed output is made again: the Go program rebuilt by
-    hand from other sources is rebuilt by the next run."""
+    hand from other sources is replaced by the next run, from the build cache, which holds what a
+    run built from the same inputs (as a new clone gets it)."""
     source = ROOT / "examples" / "clients" / "go" / "main.go"
     program = ROOT / "build" / "clients" / "namesrv-client-go"
-    install_clients()
+    cache = tmp_path / "cache"
+    install_clients(cache)
     text = source.read_text(encoding="utf-8")
     try:
         source.write_text(text + "\n// changed by tests/test_example_clients.py\n", encoding="utf-8")
-        assert_only_go_build_ran(install_clients())
+        assert_only_go_build_ran(install_clients(cache))
     finally:
         source.write_text(text, encoding="utf-8")
-    assert_only_go_build_ran(install_clients())  # the source as it was: built again
-    # A program made by something else (an older version of the script, a build by hand): made again.
-    tampered = program.read_bytes() + b"\0"
+    assert_only_go_build_ran(install_clients(cache))  # the source as it was: built again (not cached yet)
+    built = program.read_bytes()
+    # A program made by something else (an older version of the script, a build by hand): replaced,
+    # from the build cache this time (the run above kept it there).
+    tampered = built + b"\0"
     program.write_bytes(tampered)
-    assert_only_go_build_ran(install_clients())
-    assert program.read_bytes() != tampered
+    out = install_clients(cache)
+    assert "install-clients: go-build: restored from the build cache" in out, out
+    assert "nothing changed, nothing rebuilt" in out, out
+    assert program.read_bytes() == built
 
 
 def assert_only_go_build_ran(out: str) -> None:

@@ -4,6 +4,7 @@ slice of its own, and ``make test`` / ``make test-quick`` run pytest as document
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -34,11 +35,21 @@ def make_dry_run(target: str, *variables: str) -> str:
     return done.stdout
 
 
-def test_make_test_runs_the_suite_as_documented() -> None:
-    commands = make_dry_run("test")
-    assert "-m pytest -q -n 0 --dist loadgroup" in commands
-    assert "-m pytest -q -n 4 --dist loadgroup" in make_dry_run("test", "TEST_WORKERS=4")
+def test_make_test_runs_the_suite_as_documented(tmp_path: Path) -> None:
+    # test-checks' sub-make runs even under -n (it is a $(MAKE) line): its log goes to tmp_path, not
+    # over the log of a `make test` running this test
+    log = tmp_path / "test-checks.log"
+    commands = make_dry_run("test", f"TEST_CHECKS_LOG={log}")
     assert "-j4 --output-sync=target test-builds" in commands
+    assert "-j2 test-checks test-suite" in commands
+    assert "-m pytest -q -n 2 --dist loadgroup" in commands
+    assert "-m pytest -q -n 0 --dist loadgroup" in make_dry_run("test", "TEST_WORKERS=0", f"TEST_CHECKS_LOG={log}")
+    builds = make_dry_run("test-builds")
+    for script in ("install-rocketmq.sh", "install-clients.sh", "install-ali-ons.sh"):
+        assert script in builds, script
+    checks = log.read_text()
+    for check in ("ruff check", "mypy", "promtool test rules", "image_test.py"):
+        assert check in checks, check
 
 
 def test_make_test_quick_leaves_out_the_slow_and_spark_tests() -> None:
