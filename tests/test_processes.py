@@ -89,8 +89,15 @@ def answers_both_doors(server: NamesrvProcess) -> bool:
 
 
 def serving_pids(server: NamesrvProcess) -> list[int]:
-    children = psutil.Process(server.process.pid).children()
-    return [c.pid for c in children if "serving_process" in " ".join(c.cmdline())]
+    """The serving processes running now (a killed one not yet reaped, a zombie, is not one)."""
+    pids = []
+    for child in psutil.Process(server.process.pid).children():
+        try:
+            if "serving_process" in " ".join(child.cmdline()):
+                pids.append(child.pid)
+        except (psutil.ZombieProcess, psutil.NoSuchProcess):
+            pass
+    return pids
 
 
 def route_table_pid(server: NamesrvProcess) -> int:
@@ -174,10 +181,11 @@ def test_big_bodies_are_sent_by_fingerprint_and_every_change_still_applies(two_w
         assert remoting_route(two_workers.remoting_address, "BIG-1999") is not None
 
 
-def test_kill_9_of_a_serving_process_removes_only_its_brokers(two_workers: NamesrvProcess) -> None:
-    """Brokers on the other serving process keep their registration; the ones on the killed process
-    are removed as on a closed connection (S15) and come back with their next registration; both
-    ports answer again within 1 s."""
+def test_kill_9_of_a_serving_process_keeps_every_broker(two_workers: NamesrvProcess) -> None:
+    """Our process died, not the brokers: the brokers whose connections were on the killed serving
+    process stay in the routes (until their next registration or the S13 expiry, docs/rules.md),
+    as do the others; both ports answer again within 1 s; a kept broker registers again over a new
+    connection, and that connection's close removes it (S15 applies to its new session)."""
     clients = [RemotingTestClient(two_workers.remoting_address) for _ in range(12)]
     try:
         holders = [holder_of(two_workers, client) for client in clients]
@@ -187,22 +195,20 @@ def test_kill_9_of_a_serving_process_removes_only_its_brokers(two_workers: Names
         victim = holders[0]
         os.kill(victim, signal.SIGKILL)
         killed_at = time.monotonic()
-        survivors = [i for i, pid in enumerate(holders) if pid != victim]
         lost = [i for i, pid in enumerate(holders) if pid == victim]
         # Both ports answer new connections again within 1 s (a connection the dying process had
         # accepted in the kernel but not yet taken is reset: a client connects again).
         poll_until(lambda: answers_both_doors(two_workers), 1 + LOADED_BOX_SLACK_SECONDS)
         assert time.monotonic() - killed_at < 1 + LOADED_BOX_SLACK_SECONDS
-        poll_until(lambda: all(remoting_route(two_workers.remoting_address, f"K-{i}") is None for i in lost), 5)
-        for i in survivors:
-            assert remoting_route(two_workers.remoting_address, f"K-{i}") is not None, f"broker-{i} was lost"
         poll_until(lambda: len(serving_pids(two_workers)) == 2 and victim not in serving_pids(two_workers), 10)
-        # The lost brokers come back with their next registration, over a new connection.
-        for i in lost:
-            with RemotingTestClient(two_workers.remoting_address) as again:
-                topics = {f"K-{i}": TopicConfig(f"K-{i}", 2, 2), **TOPICS}
-                register(again, f"broker-{i}", f"10.2.0.{i}:10911", topics, 2)
-                assert remoting_route(two_workers.remoting_address, f"K-{i}") is not None
+        for i in range(len(clients)):
+            assert remoting_route(two_workers.remoting_address, f"K-{i}") is not None, f"broker-{i} was removed"
+        # A kept broker's next registration binds it again; the close of that connection is S15.
+        i = lost[0]
+        with RemotingTestClient(two_workers.remoting_address) as again:
+            topics = {f"K-{i}": TopicConfig(f"K-{i}", 2, 2), **TOPICS}
+            register(again, f"broker-{i}", f"10.2.0.{i}:10911", topics, 2)
+        poll_until(lambda: remoting_route(two_workers.remoting_address, f"K-{i}") is None, 10)
     finally:
         for client in clients:
             client.close()
@@ -248,10 +254,10 @@ def test_a_connection_closing_with_hundreds_of_brokers_removes_each_of_them_once
         assert_many_brokers_removed_once(server, metrics, before)
 
 
-def test_kill_9_of_a_serving_process_holding_hundreds_of_brokers_removes_each_of_them_once(tmp_path: Path) -> None:
-    """S15 for a serving process that dies holding more brokers than one write to the route-table
-    process ends (``SESSION_ENDS_PER_CALL``): every one is removed and counted, in batches, and a
-    broker registered through the other serving process stays."""
+def test_kill_9_of_a_serving_process_holding_hundreds_of_brokers_keeps_each_of_them(tmp_path: Path) -> None:
+    """A serving process that dies holding more brokers than one write to the route-table process
+    ends (``SESSION_ENDS_PER_CALL``): every one stays in the routes and none is counted as a session
+    loss; the broker registered through the other serving process stays too."""
     port = free_port()
     metrics = f"http://127.0.0.1:{port}/metrics"
     with running_namesrv(tmp_path / "ns", "--workers", "2", "--metrics-port", str(port)) as server:
@@ -269,7 +275,14 @@ def test_kill_9_of_a_serving_process_holding_hundreds_of_brokers_removes_each_of
             before = scrape(metrics)
             assert before.value("namesrv_brokers_live") == MANY_BROKERS + 1
             os.kill(victim, signal.SIGKILL)
-            assert_many_brokers_removed_once(server, metrics, before)
+            poll_until(lambda: len(serving_pids(server)) == 2 and victim not in serving_pids(server), 10)
+            after = scrape(metrics)
+            assert after.value("namesrv_brokers_live") == MANY_BROKERS + 1
+            assert after.value("namesrv_broker_session_losses_total") == before.value(
+                "namesrv_broker_session_losses_total"
+            )
+            for topic_name in ("B-0", f"B-{MANY_BROKERS - 1}", "B-shared", "RYW-0"):
+                assert remoting_route(server.remoting_address, topic_name) is not None, topic_name
         finally:
             for client in clients:
                 client.close()

@@ -1,5 +1,5 @@
-"""The route-table process's record of which serving process bound each broker's session (S15, what
-it removes when a serving process exits): one entry per broker address, however often it registers."""
+"""The route-table process's record of which serving process bound each broker's session (S15, and
+what it unbinds when a serving process exits): one entry per broker address, however often it registers."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from namesrv_grpc.core.model import DataVersion, TopicConfig
 from namesrv_grpc.core.processor import BrokerIdentity, NameServer
 from namesrv_grpc.core.route_table import RouteInfoManager
 from namesrv_grpc.core.writes import Registration
-from namesrv_grpc.processes.route_table_service import SERVING_PROCESS_EXITED, RouteTableService
+from namesrv_grpc.processes.route_table_service import RouteTableService
 from namesrv_grpc.remoting import bodies
 from namesrv_grpc.remoting.register_body import body_fingerprint
 from tests.support import _no_snapshots
@@ -49,16 +49,45 @@ def test_a_broker_registering_every_30_s_is_remembered_once() -> None:
     assert svc.ns.route_table.broker_live_table == {}
 
 
-def test_a_serving_process_that_exits_removes_the_brokers_whose_last_session_it_bound() -> None:
+def test_a_serving_process_that_exits_keeps_its_brokers_unbound() -> None:
+    """Our process died, not the brokers: the brokers whose last session it bound stay in the routes
+    (their next registration or the S13 expiry decides), their sessions are unbound, and a later end
+    of such a session removes nothing (it is no longer the bound one)."""
     svc = service()
     moved = BrokerIdentity("c1", "broker-b", 0, "10.6.0.2:10911")
-    svc.register_broker(1, registration())
+    first = svc.register_broker(1, registration()).session_id
     svc.register_broker(1, registration(moved, "remoting-connection-1"))
-    svc.register_broker(2, registration(moved, "remoting-connection-2"))  # now bound through process 2
+    moved_session = svc.register_broker(2, registration(moved, "remoting-connection-2")).session_id
     assert (svc.held_sessions(1), svc.held_sessions(2)) == (2, 1)
 
-    ended = svc.serving_process_exited(1)
+    assert svc.serving_process_exited(1) == 1  # broker-b's last session is process 2's
     assert svc.held_sessions(1) == 0
-    assert svc.sessions_ended(1, ended, SERVING_PROCESS_EXITED) == 1  # broker-b's last session is process 2's
+    assert set(svc.ns.route_table.broker_live_table) == {BROKER.broker_addr, moved.broker_addr}
+    assert svc.ns.route_table.broker_live_table[BROKER.broker_addr].session_id == 0
+    assert svc.ns.route_table.broker_live_table[moved.broker_addr].session_id == moved_session
+    assert svc.sessions_ended(1, [(BROKER.broker_addr, first)], "remoting connection closed") == 0
+    assert BROKER.broker_addr in svc.ns.route_table.broker_live_table
+    # Its next registration binds a new session, through a live process; S15 applies to that one.
+    again = svc.register_broker(2, registration()).session_id
+    assert again not in (0, first)
+    assert svc.sessions_ended(2, [(BROKER.broker_addr, again)], "remoting connection closed") == 1
     assert set(svc.ns.route_table.broker_live_table) == {moved.broker_addr}
-    assert svc.held_sessions(1) == 0
+
+
+def test_a_broker_kept_after_its_serving_process_exited_expires_as_any_silent_broker_does() -> None:
+    """S13 still applies to a broker kept unbound: silent past its heartbeat timeout, it goes; a
+    registration before that keeps it."""
+    now = [1_000_000]
+    svc = RouteTableService(
+        NameServer(NamesrvConfig(), RouteInfoManager(lambda: now[0]), KVConfigManager(None)), _no_snapshots
+    )
+    other = BrokerIdentity("c1", "broker-b", 0, "10.6.0.2:10911")
+    svc.register_broker(1, registration())
+    svc.register_broker(1, registration(other, "remoting-connection-2"))
+    assert svc.serving_process_exited(1) == 2
+    timeout = svc.ns.route_table.broker_live_table[BROKER.broker_addr].heartbeat_timeout_millis
+    now[0] += timeout // 2
+    svc.register_broker(2, registration(other, "remoting-connection-3"))  # broker-b registers again
+    now[0] += timeout // 2 + 1
+    assert [r.broker_addr for r in svc.ns.route_table.scan_not_active_broker()] == [BROKER.broker_addr]
+    assert set(svc.ns.route_table.broker_live_table) == {other.broker_addr}

@@ -56,3 +56,5 @@ type stringList []string
 
 func (s *stringList) String() string     { return fmt.Sprint(*s) }
 func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
+
+// changed by tests/test_example_clients.py

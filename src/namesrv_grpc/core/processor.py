@@ -421,6 +421,12 @@ class NameServer:
             instance_id=instance_id,
         )
 
+    def session_orphaned(self, broker_addr: str, session_id: int) -> bool:
+        """The session ended because the serving process holding it died, not the broker: the broker
+        stays until its next registration or the S13 expiry (docs/rules.md, "A serving process that
+        dies"). True when the session was still bound."""
+        return self.route_table.unbind_session(broker_addr, session_id)
+
     def session_ended(self, broker_addr: str, session_id: int, cause: str = "session ended") -> RemovedBroker | None:
         """S15: the session's stream (or the remoting connection the broker registered over) ended;
         remove the broker if the session was still bound. ``cause`` goes into the log line."""

@@ -1127,6 +1127,18 @@ class RouteInfoManager:
             self._schedule(broker_addr, live)
             return True
 
+    def unbind_session(self, broker_addr: str, session_id: int) -> bool:
+        """The session ended without the broker's doing (the serving process that held its
+        connection or stream died): keep the broker, unbound, so that its next registration (S11)
+        or the S13 expiry, whichever comes first, decides. True when ``session_id`` was the bound
+        one (an older session's end unbinds nothing newer, S17). Nothing a lookup shows changes."""
+        with self._lock:
+            live = self.broker_live_table.get(broker_addr)
+            if live is None or not session_id or live.session_id != session_id:
+                return False
+            live.session_id = 0
+            return True
+
     def remove_if_session(self, broker_addr: str, session_id: int, reason: str) -> RemovedBroker | None:
         """S15: the session ended; remove the broker when that session is still the bound one
         (a newer session or another instance's registration is never wiped, S17)."""

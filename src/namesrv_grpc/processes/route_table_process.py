@@ -33,13 +33,12 @@ from namesrv_grpc.core.errors import NamesrvError, SnapshotsNotInstalledError
 from namesrv_grpc.core.kvconfig import KVConfigManager
 from namesrv_grpc.core.processor import NameServer
 from namesrv_grpc.core.route_table import RouteInfoManager
-from namesrv_grpc.core.writes import session_end_batches
 from namesrv_grpc.log_limits import RateLimitFilter, suppressed_lines_counter
 from namesrv_grpc.log_limits import install as install_log_filter
 from namesrv_grpc.metrics import NamesrvMetrics
 from namesrv_grpc.processes.channel import Channel, encode
 from namesrv_grpc.processes.child import ROUTE_TABLE_SOCKET, ControlLink, ProcessParams, run_child
-from namesrv_grpc.processes.route_table_service import SERVING_PROCESS_EXITED, WRITES, RouteTableService
+from namesrv_grpc.processes.route_table_service import WRITES, RouteTableService
 from namesrv_grpc.remoting.notifier import BrokerNotifier
 
 if TYPE_CHECKING:
@@ -272,25 +271,21 @@ class RouteTableProcess:
         channel.close()
         if link is not None:
             self.publisher.leave(link)
-            await self._serving_process_exited(link.index)
+            self._serving_process_exited(link.index)
 
-    async def _serving_process_exited(self, process: int) -> None:
-        """S15 for the brokers bound through a serving process that exited, removed
-        :data:`~namesrv_grpc.core.writes.SESSION_ENDS_PER_CALL` at a time with the other links'
-        writes in between: with 10,000 brokers (``routeTableMaxBrokers``' default) on the process
-        that was killed, removing them in one step held the other process's registrations back
-        520-542 ms; in batches the longest waited 61-71 ms."""
-        sessions = self.service.serving_process_exited(process)
-        removed = 0
-        for index, batch in enumerate(session_end_batches(sessions)):
-            if index:
-                await asyncio.sleep(0)  # the other links' messages first
-            ended = self.service.sessions_ended(process, batch, SERVING_PROCESS_EXITED)
-            self.metrics.session_losses.inc(ended)
-            removed += ended
-            self.publisher.publish()
-        if removed:
-            log.warning("%d broker(s) connected through serving process %d removed: it exited (S15)", removed, process)
+    def _serving_process_exited(self, process: int) -> None:
+        """The brokers bound through a serving process that exited stay, unbound, until their next
+        registration or the S13 expiry (not S15: docs/rules.md). Unbinding changes no route, so
+        nothing is published and no write waits (removing 10,000 brokers held the other process's
+        registrations back 61-71 ms in batches, 520-542 ms in one step)."""
+        kept = self.service.serving_process_exited(process)
+        if kept:
+            log.warning(
+                "serving process %d exited: its %d broker(s) stay until they register again "
+                "(through a live process) or expire (S13)",
+                process,
+                kept,
+            )
 
     def _call(self, link: ServingLink, call_id: int, method: str, args: tuple[Any, ...]) -> None:
         """Apply one write now (in arrival order) and answer it once every serving process has
@@ -328,7 +323,8 @@ class RouteTableProcess:
 
     async def _watch_stalls(self) -> None:
         """Kill a serving process that stopped applying changes (the supervisor starts another; its
-        brokers are removed as on closed connections), so writes do not wait for it for ever."""
+        brokers stay until their next registration or the S13 expiry), so writes do not wait for it
+        for ever."""
         while True:
             await asyncio.sleep(STALL_CHECK_SECONDS)
             for link in self.publisher.stalled():

@@ -8,8 +8,10 @@ returns a coroutine that ends once the write is durable). Registration bodies ar
 decoded here by their door's decoder (the door verified the checksum, S01): a body that is the same
 as the broker's last one is not decoded at all.
 
-Liveness sessions (S15) are remembered per serving process: when one exits, its sessions end as if
-their connections had closed (:meth:`RouteTableService.serving_process_exited`).
+Liveness sessions (S15) are remembered per serving process: when one exits, its sessions are
+unbound but its brokers stay until their next registration or the S13 expiry: the connections
+closed because our process died, not because the brokers did
+(:meth:`RouteTableService.serving_process_exited`).
 """
 
 from __future__ import annotations
@@ -34,9 +36,6 @@ if TYPE_CHECKING:
     from namesrv_grpc.snapshot import SnapshotInfo
 
 log = logging.getLogger(__name__)
-
-SERVING_PROCESS_EXITED = "serving process exited"
-"""The cause logged for brokers removed because the serving process their connection was on exited."""
 
 
 class RouteTableService:
@@ -237,12 +236,17 @@ class RouteTableService:
         per broker address)."""
         return len(self._sessions.get(process, {}))
 
-    def serving_process_exited(self, process: int) -> list[tuple[str, int]]:
-        """A serving process exited, and its connections closed with it: forgets and returns the
-        sessions bound through it (broker address, session id, at most one per address). The caller
-        ends them with :meth:`sessions_ended`, :data:`~namesrv_grpc.core.writes.SESSION_ENDS_PER_CALL`
-        at a time with other writes in between (S15), as for a closed connection."""
-        return list(self._sessions.pop(process, {}).items())
+    def serving_process_exited(self, process: int) -> int:
+        """A serving process exited, and its connections closed with it: its sessions are forgotten
+        and unbound, and their brokers stay (no write, no change to any route) until their next
+        registration, which binds a new session through a live process, or the S13 expiry. Not S15:
+        the broker did not close anything, our process died (docs/rules.md). Returns how many brokers
+        were kept so."""
+        kept = 0
+        for broker_addr, session_id in self._sessions.pop(process, {}).items():
+            if self.ns.session_orphaned(broker_addr, session_id):
+                kept += 1
+        return kept
 
 
 WRITES = frozenset(
@@ -269,4 +273,4 @@ WRITES = frozenset(
 )
 """The methods a serving process may call (the channel refuses any other name)."""
 
-__all__ = ["SERVING_PROCESS_EXITED", "WRITES", "BrokerIdentity", "RouteTableService"]
+__all__ = ["WRITES", "BrokerIdentity", "RouteTableService"]

@@ -13,12 +13,12 @@ multiprocessing example does the same); the kernel spreads new connections over 
 processes. The first bind is exclusive (``SO_REUSEPORT`` is set after it), so a port that anything
 else holds, a second ``namesrv`` included, is refused with exit code 2 instead of shared.
 
-Failures: a serving process that exits is started again (its brokers are removed as on closed
-connections, S15, and come back with their next registration); if the route-table process exits,
-``namesrv`` stops the serving processes and exits 1 with one line saying so, for the service manager
-to restart it (as it would a crashed Java NameServer). SIGTERM/SIGINT: the serving processes drain
-their calls and stop, then the route-table process, then ``namesrv`` exits 0. SIGHUP is passed on
-(TLS certificates and the ACL are loaded again).
+Failures: a serving process that exits is started again (its brokers stay in the routes until their
+next registration or the S13 expiry: our process died, not their connections; docs/rules.md, S15);
+if the route-table process exits, ``namesrv`` stops the serving processes and exits 1 with one line
+saying so, for the service manager to restart it (as it would a crashed Java NameServer).
+SIGTERM/SIGINT: the serving processes drain their calls and stop, then the route-table process, then
+``namesrv`` exits 0. SIGHUP is passed on (TLS certificates and the ACL are loaded again).
 """
 
 from __future__ import annotations
