@@ -831,6 +831,17 @@ def check_security_settings(config: NamesrvConfig, source: str) -> None:
         )
 
 
+def persisted_properties(config: NamesrvConfig) -> dict[str, str]:
+    """What ``UpdateNamesrvConfig`` writes to ``configStorePath`` (S26): the keys whose value differs
+    from the default (the keys of the Java NameServer that have no effect here included, as given),
+    sorted. The Java NameServer writes every key of its config objects instead
+    (``Configuration.persist``); a file of the differences keeps what an operator chose apart from
+    the defaults of the version that wrote it, so that a later version's new defaults apply."""
+    defaults = NamesrvConfig().to_properties()
+    return {key: value for key, value in config.to_properties().items() if defaults.get(key) != value}
+
+
 def persist_properties(config: NamesrvConfig, path: Path) -> None:
-    """Write the configuration as a Java properties file, atomically (S26 ``configStorePath``)."""
-    write_atomically(path, properties_text(config.to_properties()))
+    """Write :func:`persisted_properties` of the configuration as a Java properties file, atomically
+    (S26 ``configStorePath``). Raises OSError."""
+    write_atomically(path, properties_text(persisted_properties(config)))

@@ -56,5 +56,3 @@ type stringList []string
 
 func (s *stringList) String() string     { return fmt.Sprint(*s) }
 func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
-
-// changed by tests/test_example_clients.py
