@@ -28,6 +28,7 @@ import pytest
 from broker_agent.agent import BrokerAgent, RoundResult, registration_period_millis
 from broker_agent.client import GrpcNamesrvClient
 from broker_agent.config import BrokerConfig, load_broker_config
+from broker_agent.metrics import SESSION_STATES
 from broker_agent.topics import TopicSource
 from namesrv.v1 import kv_config_service_pb2 as kv_pb2
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
@@ -35,6 +36,7 @@ from namesrv_grpc.core.model import DataVersion
 from namesrv_grpc.core.route_table import wall_clock_millis
 from namesrv_grpc.grpc_api.register_body import decode_body
 from namesrv_grpc.properties import read_properties
+from tests.metrics_support import free_port, scrape
 from tests.support import (
     LOADED_BOX_SLACK_SECONDS,
     NamesrvProcess,
@@ -645,6 +647,8 @@ def test_s33_round_is_bounded_even_when_a_client_ignores_its_deadline(namesrv: N
 
 
 def test_s36_cli_end_to_end_sigterm_unregisters(namesrv: NamesrvProcess):
+    with socket.socket() as probe:  # --on-stop auto: a broker listening there would be handed over
+        assert probe.connect_ex(("127.0.0.1", 10911)) != 0, f"something listens on {MASTER_ADDR}"
     agent = spawn_agent(
         "--broker-config", str(fixture_path("broker-a.properties")),
         "--topics-json", str(QUICKSTART),
@@ -679,6 +683,52 @@ def test_s36_cli_end_to_end_sigterm_unregisters(namesrv: NamesrvProcess):
     assert "broker-agent: stopped" in out
     assert route_of(namesrv.address, "TopicTest") is None
     assert "broker-a" not in brokers_of(namesrv.address)
+
+
+def test_s36_sigterm_while_the_broker_runs_hands_the_session_over(namesrv: NamesrvProcess) -> None:
+    """The agent alone stops (a restart, an upgrade) while its broker's port still accepts
+    connections: it hands its session over instead of unregistering, and the route stays; the next
+    agent takes over, and once the broker is gone that one's SIGTERM unregisters (S36)."""
+    broker = socket.create_server(("127.0.0.1", 0))  # the running broker's listen port
+    port = broker.getsockname()[1]
+    metrics_port = free_port()
+    args = (
+        "--broker-config", str(fixture_path("broker-a.properties")), "--topics-json", str(QUICKSTART),
+        "--namesrv-addr", namesrv.address, "--set", "brokerIP1=127.0.0.1", "--set", f"listenPort={port}",
+        "--metrics-port", str(metrics_port),
+    )  # fmt: skip
+
+    def session_open() -> bool:
+        state = scrape(f"http://127.0.0.1:{metrics_port}/metrics").total("broker_agent_session_state")
+        return state == SESSION_STATES["open"]
+
+    def run_and_stop() -> str:
+        agent = spawn_agent(*args)
+        try:
+            wait_for(lambda: route_of(namesrv.address, "TopicTest") is not None, 15, "the agent's route")
+            wait_for(session_open, 15, "the agent's session")
+            agent.send_signal(signal.SIGTERM)
+            out, err = agent.communicate(timeout=30)
+        finally:
+            if agent.poll() is None:
+                agent.kill()
+                agent.communicate(timeout=5)
+        assert agent.returncode == 0, err
+        assert "broker-agent: stopped" in out
+        return err
+
+    try:
+        err = run_and_stop()
+        assert "sessions handed over to 1/1 NameServers, not unregistered" in err, err
+        time.sleep(0.5)
+        route = route_of(namesrv.address, "TopicTest")
+        assert route is not None, "a restarted agent's broker left the routes"
+        assert dict(route.broker_datas[0].broker_addrs) == {0: f"127.0.0.1:{port}"}
+    finally:
+        broker.close()
+    err = run_and_stop()  # the broker is gone now: unregistered
+    assert "unregistered from 1/1 NameServers" in err, err
+    assert route_of(namesrv.address, "TopicTest") is None
 
 
 def run_agent_with(

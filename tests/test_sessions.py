@@ -117,6 +117,65 @@ def test_s15_first_message_must_be_hello(namesrv: NamesrvProcess) -> None:
     assert (info.reason, info.metadata["field"]) == ("INVALID_FIELD", "hello")
 
 
+def handover(reason: str = "agent restart") -> ns_pb2.OpenBrokerSessionRequest:
+    return ns_pb2.OpenBrokerSessionRequest(handover=ns_pb2.SessionHandover(reason=reason))
+
+
+def test_s36_a_handed_over_session_ends_without_removing_the_broker(namesrv: NamesrvProcess, stubs: Stubs) -> None:
+    """``handover`` (the agent stops, its broker does not): the server ends the stream with OK and
+    keeps the broker; its next registration binds a new session, whose end is S15 again."""
+    register(stubs)
+
+    async def one_session(then: ns_pb2.OpenBrokerSessionRequest | None) -> str:
+        channel, call = await _open(namesrv)
+        async with channel:
+            await call.write(hello())  # type: ignore[attr-defined]
+            assert (await call.read()).WhichOneof("kind") == "accepted"  # type: ignore[attr-defined]
+            if then is None:
+                await call.done_writing()  # type: ignore[attr-defined]
+            else:
+                await call.write(then)  # type: ignore[attr-defined]
+            assert await call.read() is grpc.aio.EOF  # type: ignore[attr-defined]
+            return str(await call.code())  # type: ignore[attr-defined]
+
+    assert asyncio.run(one_session(handover())) == "StatusCode.OK"
+    time.sleep(0.3)
+    assert broker_a(stubs) == {0: MASTER}, "a handed-over session must not remove the broker"
+    register(stubs)  # the next agent's registration
+    assert asyncio.run(one_session(None)) == "StatusCode.OK"
+    poll_until(lambda: broker_a(stubs) == {}, timeout=2)  # that session's end is S15
+
+
+@pytest.mark.parametrize(
+    ("first", "field"),
+    [(None, "handover"), ("x" * 257, "handover.reason")],
+    ids=["before-hello", "reason-too-long"],
+)
+def test_s36_a_handover_of_an_unbound_session_or_with_a_long_reason_is_refused(
+    namesrv: NamesrvProcess, stubs: Stubs, first: str | None, field: str
+) -> None:
+    register(stubs)
+
+    async def scenario() -> grpc.aio.AioRpcError:
+        channel, call = await _open(namesrv)
+        async with channel:
+            if first is None:
+                await call.write(hello(instance="not-this-run"))  # type: ignore[attr-defined]
+                assert (await call.read()).WhichOneof("kind") == "register_required"  # type: ignore[attr-defined]
+                await call.write(handover())  # type: ignore[attr-defined]
+            else:
+                await call.write(hello())  # type: ignore[attr-defined]
+                assert (await call.read()).WhichOneof("kind") == "accepted"  # type: ignore[attr-defined]
+                await call.write(handover(first))  # type: ignore[attr-defined]
+            with pytest.raises(grpc.aio.AioRpcError) as caught:
+                await call.read()  # type: ignore[attr-defined]
+        return caught.value
+
+    error = asyncio.run(scenario())
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert error_info(error).metadata["field"] == field
+
+
 def test_s10_slave_session_is_told_when_its_master_changes(namesrv: NamesrvProcess, stubs: Stubs) -> None:
     register(stubs, broker_id=1, addr=SLAVE, instance="slave")
 

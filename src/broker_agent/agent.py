@@ -13,7 +13,10 @@ One round (RocketMQ ``BrokerController.registerBrokerAll`` + ``BrokerOuterAPI``)
 Schedule (S30): a forced round at start, then every ``max(10 s, min(registerNameServerPeriod, 60 s))``
 with the first periodic round 10 s after start. Between rounds topics.json is checked once a
 second; when its topics change a forced round runs at once (as a broker registers a new topic at
-once). SIGHUP also forces a round. Orderly shutdown unregisters from every NameServer (S36).
+once). SIGHUP also forces a round. Orderly shutdown unregisters from every NameServer (S36) when the
+broker is stopping too (nothing accepts connections at its address); when the broker still runs (the
+agent alone is restarted or upgraded) it hands its sessions over instead, and the NameServers keep
+the broker until its next registration or S13 expiry (``on_stop``).
 
 NameServer addresses may be DNS names (a Kubernetes headless service): every round resolves each
 name again and registers with every address behind it, so NameServers added or replaced are picked
@@ -32,6 +35,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 import grpc
 
@@ -99,6 +103,17 @@ class RoundResult:
     skipped: bool = False
 
 
+OnStop = Literal["auto", "unregister", "hand-over"]
+ON_STOP_CHOICES: tuple[OnStop, ...] = ("auto", "unregister", "hand-over")
+"""What an orderly stop (SIGTERM/SIGINT) does: ``auto`` unregisters (S36) only when the broker is
+stopping too (nothing accepts connections at its address) and otherwise hands the sessions over;
+``unregister`` always unregisters (RocketMQ's broker does on its own shutdown); ``hand-over`` never
+does."""
+
+BROKER_PROBE_SECONDS = 1.0
+"""How long the stop waits for the broker's port to accept a connection (``auto``)."""
+
+
 class BrokerAgent:
     """Keeps one broker registered with every NameServer of ``config.namesrv_addrs``."""
 
@@ -111,10 +126,15 @@ class BrokerAgent:
         sessions: bool = False,
         resolver: Resolver = resolve_host,
         metrics: AgentMetrics | None = None,
+        on_stop: OnStop = "auto",
     ) -> None:
         """``sessions`` keeps a liveness session open to every NameServer (needs clients with a
         ``channel``, as GrpcNamesrvClient has). ``resolver`` resolves NameServer host names.
-        ``metrics`` records every registration (broker_agent.metrics; a registry of its own when None)."""
+        ``metrics`` records every registration (broker_agent.metrics; a registry of its own when None).
+        ``on_stop``: what an orderly stop does (:data:`ON_STOP_CHOICES`)."""
+        if on_stop not in ON_STOP_CHOICES:
+            raise ValueError(f"on_stop must be one of {', '.join(ON_STOP_CHOICES)}, not {on_stop!r}")
+        self.on_stop = on_stop
         self.config = config
         self.topic_source = topic_source
         self.metrics = metrics or AgentMetrics()
@@ -364,6 +384,47 @@ class BrokerAgent:
             log.info("ORDER_TOPIC_CONFIG from NameServer: %s", kv_table)
         self.order_topic_config = kv_table
 
+    async def broker_running(self) -> bool:
+        """True when something accepts TCP connections at the broker's address (``brokerIP1``:
+        ``listenPort``) within :data:`BROKER_PROBE_SECONDS`: the broker still runs."""
+        host, port = parse_host_port(self.config.broker_addr)
+        try:
+            async with asyncio.timeout(BROKER_PROBE_SECONDS):
+                _, writer = await asyncio.open_connection(host, port)
+        except (OSError, TimeoutError):
+            return False
+        writer.close()
+        with contextlib.suppress(OSError):
+            await writer.wait_closed()
+        return True
+
+    async def hand_over_all(self) -> int:
+        """End every open session with ``handover``: the NameServers keep the broker until its next
+        registration or S13 expiry. Returns how many were handed over."""
+        reason = f"broker-agent {self.instance_id} stops; broker {self.config.broker_addr} still runs"
+        results = await asyncio.gather(
+            *(keeper.hand_over(reason, self.timeout_seconds) for keeper in self.keepers.values())
+        )
+        handed = sum(1 for result in results if result)
+        log.info(
+            "broker %s still runs: sessions handed over to %d/%d NameServers, not unregistered (they keep it "
+            "until its next registration or S13 expiry)",
+            self.config.broker_addr,
+            handed,
+            len(self.clients),
+        )
+        return handed
+
+    async def stop(self) -> None:
+        """What an orderly stop does (``on_stop``): unregister from every NameServer (S36), or hand
+        the sessions over when the broker still runs (``auto``, the default) or always (``hand-over``)."""
+        hand_over = self.on_stop == "hand-over" or (self.on_stop == "auto" and await self.broker_running())
+        if hand_over:
+            await self.hand_over_all()
+        else:
+            await self.unregister_all()
+        await self._stop_sessions()
+
     async def unregister_all(self) -> dict[str, str]:
         """S36: unregister from every NameServer at once; return errors by address (logged, not fatal)."""
         request = ns_pb2.UnregisterBrokerRequest(**self._identity(), instance_id=self.instance_id)  # type: ignore[arg-type]
@@ -379,7 +440,8 @@ class BrokerAgent:
         self._wakeup.set()
 
     async def run(self, stop: asyncio.Event, *, sleep_unit: float = 1.0) -> None:
-        """Register at start, then on the schedule (S30) until ``stop`` is set; then unregister (S36).
+        """Register at start, then on the schedule (S30) until ``stop`` is set; then :meth:`stop`
+        (unregister, S36, or hand the sessions over).
 
         ``sleep_unit`` scales every wait (1.0 = real seconds); tests pass a small value.
         """
@@ -399,8 +461,7 @@ class BrokerAgent:
             elif loop.time() >= next_round:
                 await self.register_all(force=self.config.force_register)
                 next_round = loop.time() + period
-        await self.unregister_all()
-        await self._stop_sessions()
+        await self.stop()
 
     def _topics_changed(self) -> bool:
         if not self.topic_source.changed_on_disk():

@@ -1,6 +1,7 @@
 """``broker-agent`` / ``python -m broker_agent``: keep a broker registered with its NameServers.
 
-Exit codes: 0 after an orderly shutdown (SIGTERM/SIGINT: unregisters first); 2 for bad
+Exit codes: 0 after an orderly shutdown (SIGTERM/SIGINT: unregisters first when the broker stops
+too, else hands its sessions over: ``--on-stop``); 2 for bad
 configuration (one line on stderr naming file, key and problem). SIGHUP re-reads topics.json and
 registers at once.
 """
@@ -19,7 +20,7 @@ from pathlib import Path
 
 from prometheus_client import start_http_server
 
-from broker_agent.agent import BrokerAgent
+from broker_agent.agent import ON_STOP_CHOICES, BrokerAgent, OnStop
 from broker_agent.client import GrpcNamesrvClient
 from broker_agent.config import (
     PLACEHOLDER,
@@ -76,6 +77,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-sessions",
         action="store_true",
         help="no liveness sessions (S15): NameServers then notice a dead broker only by its silence",
+    )
+    parser.add_argument(
+        "--on-stop",
+        choices=ON_STOP_CHOICES,
+        default="auto",
+        help="on SIGTERM/SIGINT: auto (default) unregisters only when the broker's port no longer accepts "
+        "connections (it stops too) and otherwise hands the sessions over, so the broker stays registered "
+        "until its next registration; unregister always; hand-over never",
     )
     parser.add_argument(
         "--metrics-port",
@@ -187,7 +196,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         log.info("metrics on port %d (/metrics)", args.metrics_port)
     try:
         return asyncio.run(
-            _run(config, topic_source, sessions=not args.no_sessions, metrics=metrics, client_security=client_security)
+            _run(
+                config,
+                topic_source,
+                sessions=not args.no_sessions,
+                metrics=metrics,
+                client_security=client_security,
+                on_stop=args.on_stop,
+            )
         )
     finally:
         if metrics_server is not None:
@@ -201,6 +217,7 @@ async def _run(
     sessions: bool,
     metrics: AgentMetrics,
     client_security: ClientSecurity | None = None,
+    on_stop: OnStop = "auto",
 ) -> int:
     agents: list[BrokerAgent] = []
 
@@ -214,7 +231,7 @@ async def _run(
                 security = dataclasses.replace(security, server_name=name)
         return GrpcNamesrvClient(address, security, config.namesrv_addr_source)
 
-    agent = BrokerAgent(config, topic_source, client_factory, sessions=sessions, metrics=metrics)
+    agent = BrokerAgent(config, topic_source, client_factory, sessions=sessions, metrics=metrics, on_stop=on_stop)
     agents.append(agent)
     log.info("agent instance %s (NameServers name it in registration conflicts)", agent.instance_id)
     stop = asyncio.Event()

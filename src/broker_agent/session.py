@@ -14,7 +14,10 @@ breaks and the NameServer removes the broker at once, instead of after 120 s of 
   500 ms), waiting for the channel to connect (``wait_for_ready``); gRPC reconnects the channel with
   its own jittered backoff, capped low by the channel options in :mod:`broker_agent.client`;
 - a NameServer that does not implement sessions (UNIMPLEMENTED) is left alone: periodic
-  registration still keeps the broker there.
+  registration still keeps the broker there;
+- :meth:`SessionKeeper.hand_over` ends an open session without removing the broker (the agent
+  stops, its broker does not): the NameServer keeps the broker until its next registration or its
+  S13 expiry.
 """
 
 from __future__ import annotations
@@ -80,6 +83,27 @@ class SessionKeeper:
         self.state = "connecting"
         self.accepted_count = 0
         """How many times the NameServer accepted this session (1 + reconnects)."""
+        self._write: Callable[[ns_pb2.OpenBrokerSessionRequest], Awaitable[None]] | None = None
+        self._handing_over = False
+        self._handed_over = asyncio.Event()
+
+    async def hand_over(self, reason: str, timeout: float) -> bool:
+        """End the open session with ``handover`` (the agent stops, its broker does not): the
+        NameServer unbinds it and keeps the broker until its next registration or S13 expiry, and
+        the keeper stops without opening another. True when the NameServer ended the stream within
+        ``timeout`` seconds; False when no session was open (nothing to hand over) or it failed."""
+        write = self._write
+        if self.state != "open" or write is None:
+            return False
+        self._handing_over = True
+        try:
+            async with asyncio.timeout(timeout):
+                await write(ns_pb2.OpenBrokerSessionRequest(handover=ns_pb2.SessionHandover(reason=reason)))
+                await self._handed_over.wait()
+        except (grpc.aio.AioRpcError, grpc.aio.UsageError, TimeoutError) as error:
+            log.warning("handing the session with %s over failed: %s", self.address, error)
+            return False
+        return True
 
     @property
     def state(self) -> str:
@@ -128,11 +152,16 @@ class SessionKeeper:
                 await write(ns_pb2.OpenBrokerSessionRequest(heartbeat=ns_pb2.SessionHeartbeat()))
 
         beater = asyncio.create_task(beat())
+        self._write = write
         try:
             await write(ns_pb2.OpenBrokerSessionRequest(hello=self._hello))
             while True:
                 response = await call.read()
                 if response is grpc.aio.EOF:
+                    if self._handing_over:
+                        log.info("session with %s handed over: the broker stays registered there", self.address)
+                        self._handed_over.set()
+                        return
                     raise SessionEndedError(f"NameServer {self.address} ended the session")
                 kind = response.WhichOneof("kind")
                 if kind == "accepted":
@@ -156,6 +185,7 @@ class SessionKeeper:
                     notice = response.master_changed
                     self._master_changed(notice.master_addr, notice.ha_server_addr)
         finally:
+            self._write = None
             beater.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await beater

@@ -232,13 +232,21 @@ class SessionHeartbeat(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
+class SessionHandover(_message.Message):
+    __slots__ = ("reason",)
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    reason: str
+    def __init__(self, reason: _Optional[str] = ...) -> None: ...
+
 class OpenBrokerSessionRequest(_message.Message):
-    __slots__ = ("hello", "heartbeat")
+    __slots__ = ("hello", "heartbeat", "handover")
     HELLO_FIELD_NUMBER: _ClassVar[int]
     HEARTBEAT_FIELD_NUMBER: _ClassVar[int]
+    HANDOVER_FIELD_NUMBER: _ClassVar[int]
     hello: SessionHello
     heartbeat: SessionHeartbeat
-    def __init__(self, hello: _Optional[_Union[SessionHello, _Mapping]] = ..., heartbeat: _Optional[_Union[SessionHeartbeat, _Mapping]] = ...) -> None: ...
+    handover: SessionHandover
+    def __init__(self, hello: _Optional[_Union[SessionHello, _Mapping]] = ..., heartbeat: _Optional[_Union[SessionHeartbeat, _Mapping]] = ..., handover: _Optional[_Union[SessionHandover, _Mapping]] = ...) -> None: ...
 
 class SessionAccepted(_message.Message):
     __slots__ = ("heartbeat_timeout_millis",)

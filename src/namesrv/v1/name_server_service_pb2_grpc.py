@@ -216,7 +216,9 @@ class NameServerServiceServicer:
         knows the broker and `master_changed` to a slave whose master address changed.
         When the stream ends for any reason (the agent exits or dies, the connection resets, keepalive
         finds the peer dead), the broker is removed at once, unless a newer session or a registration
-        from another broker instance took over the address (S17).
+        from another broker instance took over the address (S17), or the session was handed over first
+        (`handover`: the agent stops but its broker does not; the broker stays, unbound, until its next
+        registration or its S13 expiry).
         Errors: INVALID_ARGUMENT / INVALID_FIELD (first message is not a valid hello).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)

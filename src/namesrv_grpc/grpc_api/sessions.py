@@ -9,6 +9,8 @@ One session, as the server sees it::
     heartbeat                                -> refresh lastUpdateTimestamp (no answer)
                                                  (no longer bound)        -> register_required
                                               <- master_changed (slaves, when their master changes)
+    handover(reason)                         -> unbind: the broker stays until its next registration
+                                                 or S13 expiry; the stream ends (OK)
     stream ends (exit, crash, reset, keepalive) -> remove the broker if this session is still bound
 
 Outbound messages go through a bounded queue per session; a master-change notice that does not fit
@@ -33,7 +35,9 @@ Limits (each serving process has its own sessions, so each bound is per serving 
 - **With an ACL**, a caller whose account may open no session at all (anonymous, or an account with
   neither broker names nor the admin role) is refused with PERMISSION_DENIED when it opens the
   stream, not after the hello timeout (anonymous streams reopened every 10 s held the slots).
-- A message that is not an ``OpenBrokerSessionRequest`` ends the stream with INVALID_ARGUMENT.
+- A message that is not an ``OpenBrokerSessionRequest`` ends the stream with INVALID_ARGUMENT; a
+  ``handover`` before the session is bound, or with a reason longer than
+  :data:`HANDOVER_REASON_MAX_CHARS`, too.
 
 Refusals and ends are counted in ``namesrv_grpc_refusals_total{reason}`` (``unbound_sessions_per_peer``,
 ``unbound_sessions``, ``unbound_session_ended``: ended for not binding in time).
@@ -72,6 +76,9 @@ log = logging.getLogger(__name__)
 
 OUTBOUND_QUEUE_SIZE = 16
 """Messages waiting to be sent on one session before notices are dropped."""
+
+HANDOVER_REASON_MAX_CHARS = 256
+"""A ``SessionHandover`` reason is logged; longer ones are refused (INVALID_ARGUMENT)."""
 
 Response = ns_pb2.OpenBrokerSessionResponse
 
@@ -319,15 +326,39 @@ class BrokerSessions:
         kind = request.WhichOneof("kind")
         if kind == "hello":
             return await self._hello(session, request.hello)
-        if kind != "heartbeat":
-            raise InvalidFieldError("kind", "a session message must be a hello or a heartbeat")
+        if kind not in ("heartbeat", "handover"):
+            raise InvalidFieldError("kind", "a session message must be a hello, a heartbeat or a handover")
         if session.hello is None:
             raise InvalidFieldError("hello", "the first message of a session must be a hello")
+        if kind == "handover":
+            await self._handover(session, request.handover.reason)
+            return []
         if session.session_id and await self._writes.session_heartbeat(session.hello.broker_addr, session.session_id):
             return []
         reason = "this broker instance is not registered here any more (removed, expired or replaced)"
         self._unbind(session, reason)
         return [Response(register_required=ns_pb2.SessionRegisterRequired(reason=reason))]
+
+    async def _handover(self, session: _Session, reason: str) -> None:
+        """The agent stops, its broker does not: unbind the session in the route-table process (the
+        broker stays until its next registration or the S13 expiry) and end the stream (OK)."""
+        if len(reason) > HANDOVER_REASON_MAX_CHARS:
+            raise InvalidFieldError("handover.reason", f"longer than {HANDOVER_REASON_MAX_CHARS} characters")
+        if not session.session_id or session.hello is None:
+            raise InvalidFieldError("handover", "the session is not bound to a registration: nothing to hand over")
+        hello = session.hello
+        handed = await self._writes.session_handed_over(hello.broker_addr, session.session_id)
+        session.session_id = 0  # its end removes nothing now
+        log.info(
+            "session of broker %s (%s id %d) handed over%s: it stays until its next registration or expiry (S13)",
+            hello.broker_addr,
+            hello.broker_name,
+            hello.broker_id,
+            f" ({reason!r})" if reason else "",
+        )
+        if not handed:
+            log.info("session of broker %s was no longer bound when handed over", hello.broker_addr)
+        await session.outbound.put(None)
 
     def _unbind(self, session: _Session, reason: str) -> None:
         """The session lost (or never got) its registration: it is unbound until its next hello binds

@@ -108,6 +108,9 @@ class RouteTableClient:
     async def session_ended(self, broker_addr: str, session_id: int, cause: str) -> bool:
         return bool(await self._call("session_ended", broker_addr, session_id, cause))
 
+    async def session_handed_over(self, broker_addr: str, session_id: int) -> bool:
+        return bool(await self._call("session_handed_over", broker_addr, session_id))
+
     async def sessions_ended(self, sessions: Sequence[tuple[str, int]], cause: str) -> int:
         return int(await self._call("sessions_ended", list(sessions), cause))
 

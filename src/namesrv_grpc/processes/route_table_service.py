@@ -226,6 +226,13 @@ class RouteTableService:
         self.session_losses += removed
         return removed
 
+    def session_handed_over(self, process: int, broker_addr: str, session_id: int) -> bool:
+        """The session's holder stops but its broker does not (``OpenBrokerSession`` ``handover``):
+        the session is unbound and the broker stays until its next registration or the S13 expiry.
+        True when the session was the bound one."""
+        self._forget_session(process, broker_addr, session_id)
+        return self.ns.session_orphaned(broker_addr, session_id)
+
     def _forget_session(self, process: int, broker_addr: str, session_id: int) -> None:
         held = self._sessions.get(process)
         if held is not None and held.get(broker_addr) == session_id:
@@ -268,6 +275,7 @@ WRITES = frozenset(
         "bind_session",
         "session_heartbeat",
         "session_ended",
+        "session_handed_over",
         "sessions_ended",
     }
 )
