@@ -351,6 +351,28 @@ def test_namesrv_statefulset_headless_service_probes_and_budget() -> None:
     assert budget["spec"]["minAvailable"] < statefulset["spec"]["replicas"]
 
 
+def test_the_docs_quote_what_the_manifests_alerts_and_dashboard_hold() -> None:
+    """production.md and sizing.md quote the manifest's memory request and limit, production.md
+    names every alert of alerts.yml and the dashboard's variables as the JSON has them."""
+    container = find("StatefulSet", "namesrv")["spec"]["template"]["spec"]["containers"][0]
+    request = container["resources"]["requests"]["memory"]
+    limit = container["resources"]["limits"]["memory"]
+    assert request.endswith("Mi")
+    assert limit.endswith("Mi")
+    production = (ROOT / "docs" / "production.md").read_text(encoding="utf-8")
+    sizing = (ROOT / "docs" / "sizing.md").read_text(encoding="utf-8")
+    quoted = rf"request {request[:-2]} MiB,\s+limit {limit[:-2]} MiB"
+    assert re.search(quoted, production), f"production.md does not quote {request}/{limit}"
+    assert re.search(quoted, sizing), f"sizing.md does not quote {request}/{limit}"
+    workers = next(arg for arg in container["args"] if arg.startswith("--workers="))
+    assert f"`{workers}`" in sizing
+    for name in (rule["alert"] for rule in alert_rules()):
+        assert f"**{name}**" in production, f"production.md does not list the alert {name}"
+    dashboard = json.loads((GRAFANA / "dashboards" / "namesrv.json").read_text(encoding="utf-8"))
+    variables = ", ".join(v["name"] for v in dashboard["templating"]["list"])
+    assert f"(variables: {variables})" in production
+
+
 def test_broker_pod_runs_the_agent_as_a_native_sidecar(tmp_path: Path) -> None:
     statefulset = find("StatefulSet", "broker-a")
     pod = statefulset["spec"]["template"]["spec"]
