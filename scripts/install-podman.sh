@@ -3,7 +3,8 @@
 # podman, runc (the OCI runtime used here: crun fails on hosts with hybrid cgroups), debootstrap
 # (the local base image), uidmap, slirp4netns and fuse-overlayfs (podman's networking and storage
 # helpers), the CNI dnsname plugin (container names resolve on compose networks) and catatonit
-# (pods' infra containers, `podman kube play`), then writes the project's containers.conf.
+# (pods' infra containers, `podman kube play`), systemd's systemd-analyze (the deploy/systemd/ units'
+# check), then writes the project's containers.conf.
 #
 #   bash scripts/install-podman.sh [CONTAINERS_CONF]   (default: build/containers.conf)
 #
@@ -29,6 +30,8 @@ command -v fuse-overlayfs >/dev/null 2>&1 || missing+=(fuse-overlayfs)
 [ -x /usr/lib/cni/dnsname ] || missing+=(golang-github-containernetworking-plugin-dnsname)
 # The pause process of pods' infra containers (`podman kube play`).
 [ -x /usr/bin/catatonit ] || [ -x /usr/libexec/podman/catatonit ] || missing+=(catatonit)
+# systemd-analyze: tests/test_deploy.py verifies the units of deploy/systemd/ (systemd need not run).
+command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd)
 
 if [ "${#missing[@]}" -gt 0 ]; then
     if [ "$(id -u)" -eq 0 ]; then

@@ -373,6 +373,33 @@ def test_the_docs_quote_what_the_manifests_alerts_and_dashboard_hold() -> None:
     assert f"(variables: {variables})" in production
 
 
+@pytest.mark.parametrize(("unit", "instance"), [("namesrv.service", ""), ("broker-agent@.service", "broker-a")])
+def test_systemd_units_pass_systemd_analyze_verify(tmp_path: Path, unit: str, instance: str) -> None:
+    """deploy/systemd/ as systemd reads it (`systemd-analyze verify`: every key known and valid, the
+    command executable), with /opt/namesrv-grpc/bin pointed at this checkout's programs. A broken
+    copy is reported, so the check can fail. systemd-analyze comes with `make test-tools`."""
+    if shutil.which("systemd-analyze") is None:
+        pytest.fail("systemd-analyze missing: make test-tools (scripts/install-podman.sh) installs systemd")
+    bin_dir = str(Path(sys.executable).parent) + "/"
+    text = (DEPLOY / "systemd" / unit).read_text(encoding="utf-8")
+    assert "/opt/namesrv-grpc/bin/" in text
+    (tmp_path / unit).write_text(text.replace("/opt/namesrv-grpc/bin/", bin_dir), encoding="utf-8")
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / unit).write_text(text.replace("Type=exec", "Type=exek"), encoding="utf-8")
+    name = unit.replace("@.", f"@{instance}.")
+
+    def verify(directory: Path) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["systemd-analyze", "verify", f"./{name}"], cwd=directory, capture_output=True, text=True, timeout=60
+        )
+
+    done = verify(tmp_path)
+    assert (done.returncode, done.stdout + done.stderr) == (0, "")
+    assert "Failed to parse service type" in verify(tmp_path / "broken").stderr
+    assert "RestartPreventExitStatus=2" in text  # a configuration error (exit 2) is not restarted
+    assert "ExecReload=/bin/kill -HUP $MAINPID" in text
+
+
 def test_broker_pod_runs_the_agent_as_a_native_sidecar(tmp_path: Path) -> None:
     statefulset = find("StatefulSet", "broker-a")
     pod = statefulset["spec"]["template"]["spec"]
