@@ -3,7 +3,9 @@ slice of its own, and ``make test`` / ``make test-quick`` run pytest as document
 
 from __future__ import annotations
 
+import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -54,3 +56,48 @@ def test_make_test_runs_the_suite_as_documented(tmp_path: Path) -> None:
 
 def test_make_test_quick_leaves_out_the_slow_and_spark_tests() -> None:
     assert '-m pytest -q -n 2 --dist loadgroup -m "not slow and not spark"' in make_dry_run("test-quick")
+
+
+GROUPED_SUITE = {
+    "conftest.py": """
+import os
+import pytest
+
+@pytest.fixture(scope="session")
+def shared():
+    open(os.path.join(os.environ["GROUP_OUT"], os.environ["PYTEST_XDIST_WORKER"]), "w").close()
+    return 1
+""",
+    "test_grouped.py": """
+import time
+import pytest
+
+@pytest.mark.xdist_group("shared")
+@pytest.mark.parametrize("i", range(6))
+def test_in_the_group(shared, i):
+    time.sleep(0.1)
+
+@pytest.mark.parametrize("i", range(6))
+def test_anywhere(i):
+    time.sleep(0.1)
+""",
+}
+
+
+def test_loadgroup_keeps_a_group_on_one_worker(tmp_path: Path) -> None:
+    """What tests/conftest.py relies on, run with this checkout's pytest and pytest-xdist: under
+    ``-n 2 --dist loadgroup`` the tests of one ``xdist_group`` run on one worker, so a shared set-up
+    starts once (pytest 9.2 with pytest-xdist 3.8 broke this: every worker started its own)."""
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    for name, text in GROUPED_SUITE.items():
+        (suite / name).write_text(text, encoding="utf-8")
+    out = tmp_path / "out"
+    out.mkdir()
+    env = {**os.environ, "GROUP_OUT": str(out)}
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", "--dist", "loadgroup", str(suite)],
+        cwd=suite, capture_output=True, text=True, timeout=120, env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert len(list(out.iterdir())) == 1, f"the shared set-up started on {sorted(p.name for p in out.iterdir())}"
