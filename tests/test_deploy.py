@@ -63,6 +63,8 @@ ALERTS = {
     "NamesrvRemotingConnectionsNearLimit",
     "NamesrvClientsCutOff",
     "NamesrvRegistrationsRefused",
+    "NamesrvRouteTableSaturated",
+    "NamesrvAnswerNearLimit",
     "NamesrvServingProcessRestarted",
     "BrokerAgentDown",
     "BrokerAgentCannotRegister",

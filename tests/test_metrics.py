@@ -108,6 +108,9 @@ def test_fixed_names_types_and_labels(ns: MetricsNamesrv) -> None:
         "namesrv_log_lines_suppressed": "counter",
         "namesrv_processes": "gauge",
         "namesrv_serving_process_restarts": "counter",
+        "namesrv_answer_bytes": "gauge",
+        "namesrv_answer_max_bytes": "gauge",
+        "namesrv_route_table_busy_seconds": "counter",
     }
     assert {name: metrics.types.get(name) for name in expected_types} == expected_types
     for name in (
@@ -150,6 +153,7 @@ def test_fixed_names_types_and_labels(ns: MetricsNamesrv) -> None:
                 "generation",
                 "role",
                 "reading",
+                "answer",
             }, sample
     for name in ("namesrv_registration_duration_seconds_count", "namesrv_route_lookup_duration_seconds_count"):
         assert {s.labels["protocol"]: s.value for s in metrics.find(name)} == {"remoting": 0, "grpc": 0}, name
@@ -373,6 +377,27 @@ def test_metrics_page_stays_small_with_one_broker(ns: MetricsNamesrv) -> None:
     assert len(metrics.find("grpc_server_handled_total")) < 40
     assert len(metrics.samples) < 500, len(metrics.samples)
     assert len(text.encode()) < 64 * 1024, len(text.encode())
+
+
+def test_answer_sizes_against_their_bound_and_the_route_table_busy_time(ns: MetricsNamesrv, stubs: Stubs) -> None:
+    """What an operator watches before registrations are refused: the topic list's and the cluster
+    info's estimated sizes grow with the table, against the bound (the smaller of
+    remotingFrameMaxLength and grpcMaxMessageSize, less 64 KiB); the route-table process's busy
+    time grows with the writes it applies."""
+    before = ns.scrape()
+    assert before.value("namesrv_answer_max_bytes") == 16 * 1024 * 1024 - 64 * 1024
+    empty = before.value("namesrv_answer_bytes", answer="topic_list")
+    names = [f"SizedTopic-{i:04d}" for i in range(200)]
+    stubs.ns.RegisterBroker(register_request(topics=[topic(name) for name in names]), timeout=5)
+    after = ns.scrape()
+    grown = after.value("namesrv_answer_bytes", answer="topic_list") - empty
+    assert grown == sum(len(name) + 3 for name in names)  # each name quoted, with its comma
+    assert after.value("namesrv_answer_bytes", answer="cluster_info") > before.value(
+        "namesrv_answer_bytes", answer="cluster_info"
+    )
+    assert after.value("namesrv_route_table_busy_seconds_total") > before.value(
+        "namesrv_route_table_busy_seconds_total"
+    )
 
 
 def test_expiration_counted(ns: MetricsNamesrv, stubs: Stubs) -> None:

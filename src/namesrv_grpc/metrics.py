@@ -14,6 +14,13 @@ at scrape time, so they are never stale. Rule ids (S13, S15, ...) are those of d
   ``routeCacheMaxBytes`` (:mod:`namesrv_grpc.core.route_answers`)
 - ``namesrv_route_table_digest`` (gauge): content digest of the routes (every QueueData and
   BrokerData, :mod:`namesrv_grpc.core.digest`); equal on NameServers that hold the same routes
+- ``namesrv_answer_bytes{answer}`` (gauge): the estimated size of the answers that grow with the
+  table, ``topic_list`` (GET_ALL_TOPIC_LIST_FROM_NAMESERVER) and ``cluster_info``
+  (GET_BROKER_CLUSTER_INFO), and ``namesrv_answer_max_bytes`` (gauge): the most an answer may be
+  (registrations that would pass it are refused, :mod:`namesrv_grpc.core.capacity`; 0 = no bound)
+- ``namesrv_route_table_busy_seconds_total`` (counter): time the route-table process spent applying
+  writes (registrations, their bodies, removals, KV changes, expiry scans); its rate is the share of
+  one core the writes take, 1 = saturated: writes then queue in the serving processes
 - ``namesrv_registrations_total{result}`` (counter): RegisterBroker calls by result (REGISTRATION_RESULTS)
 - ``namesrv_unregistrations_total`` (counter): brokers removed by UnregisterBroker
 - ``namesrv_broker_expirations_total`` (counter): brokers removed for silence (S13)
@@ -250,6 +257,20 @@ class _RouteTableCollector(Collector):
         yield GaugeMetricFamily("namesrv_clusters", "Clusters in clusterAddrTable.", stats.clusters)
         yield GaugeMetricFamily("namesrv_topics", "Topics in topicQueueTable.", stats.topics)
         yield GaugeMetricFamily("namesrv_queue_datas", "QueueData entries over all topics.", stats.queue_datas)
+        topic_list, cluster_info = self._route_table.answer_sizes()
+        sizes = GaugeMetricFamily(
+            "namesrv_answer_bytes",
+            "Estimated bytes of the answers that grow with the table (remoting JSON), by answer.",
+            labels=["answer"],
+        )
+        sizes.add_metric(["topic_list"], topic_list)
+        sizes.add_metric(["cluster_info"], cluster_info)
+        yield sizes
+        yield GaugeMetricFamily(
+            "namesrv_answer_max_bytes",
+            "The most an answer may be; registrations that would pass it are refused (0 = no bound).",
+            self._route_table.limits.max_answer_bytes,
+        )
         yield GaugeMetricFamily(
             "namesrv_route_table_digest",
             "Content digest of the routes (every QueueData and BrokerData; 52-bit hash, order independent): "
@@ -317,6 +338,11 @@ class NamesrvMetrics:
         self.expirations = Counter(
             "namesrv_broker_expirations",
             "Brokers removed for silence (docs/rules.md S13).",
+            registry=self.registry,
+        )
+        self.route_table_busy = Counter(
+            "namesrv_route_table_busy_seconds",
+            "Seconds the route-table process spent applying writes and expiry scans (rate: share of one core).",
             registry=self.registry,
         )
         self.session_losses = Counter(

@@ -1807,6 +1807,12 @@ class RouteInfoManager:
         with self._lock:
             self._digest.settle()
 
+    def answer_sizes(self) -> tuple[int, int]:
+        """``(topic list bytes, cluster info bytes)``: the estimates the answer bound is checked
+        against (core.capacity; ``limits.max_answer_bytes``), for metrics."""
+        with self._lock:
+            return self._topics_bytes(), self._brokers_bytes()
+
     def stats(self) -> RouteTableStats:
         """Table sizes for metrics. The QueueData count takes a pass over every topic, made once per
         route change (a scrape of an unchanged 1,000,000-topic table costs no pass)."""

@@ -293,6 +293,7 @@ class RouteTableProcess:
         if method not in WRITES:
             link.channel.reply(call_id, False, LookupError(f"no route-table method {method!r}"))
             return
+        started = time.perf_counter()
         try:
             value = getattr(self.service, method)(link.index, *args)
         except NamesrvError as error:
@@ -302,6 +303,8 @@ class RouteTableProcess:
             log.exception("%s from serving process %d failed", method, link.index)
             self._answer(link, call_id, False, exc)
             return
+        finally:
+            self.metrics.route_table_busy.inc(time.perf_counter() - started)
         if asyncio.iscoroutine(value):
             task = asyncio.create_task(self._finish(link, call_id, value))
             self._tasks.add(task)
@@ -348,7 +351,9 @@ class RouteTableProcess:
         await asyncio.sleep(min(FIRST_SCAN_DELAY_MILLIS, config.scan_not_active_broker_interval) / 1000)
         while True:
             try:
+                started = time.perf_counter()
                 removed = self.nameserver.scan_not_active_broker()
+                self.metrics.route_table_busy.inc(time.perf_counter() - started)
                 self.metrics.expirations.inc(len(removed))
                 self.publisher.publish()
             except Exception:  # a scan must never kill the loop
