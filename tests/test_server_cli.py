@@ -4,7 +4,9 @@ configuration (exit 2, one line on stderr), signals, ``python -m namesrv_grpc`` 
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -473,3 +475,35 @@ def test_version_prints_the_released_version(module: str, prog: str) -> None:
     result = run_cli(module, "--version")
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == f"{prog} {expected}"
+
+
+ISO_TIME = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}[+-]\d\d:\d\d"
+"""ISO-8601 with milliseconds and the UTC offset, as every log line starts (text) or holds (json)."""
+
+
+def test_log_lines_carry_iso_time_with_zone_and_json_on_request(tmp_path: Path) -> None:
+    """``--log-format json``: every stderr line of every process is one JSON object with time
+    (ISO-8601 with offset), level, logger and message; the default text lines start with the same
+    time. broker-agent takes the same flag."""
+    with running_namesrv(tmp_path / "json", "--log-format", "json", "--log-level", "DEBUG") as server:
+        server.stop()
+    lines = [json.loads(line) for line in server.stderr_path.read_text().splitlines() if line.strip()]
+    assert lines, "no log line"
+    for line in lines:
+        assert set(line) >= {"time", "level", "logger", "message"}, line
+        assert re.fullmatch(ISO_TIME, line["time"]), line
+    # the children log JSON too (a serving process's debug line at start)
+    assert any(line["message"].endswith("frozen out of garbage collection") for line in lines)
+    assert any(line["logger"] == "namesrv" and line["level"] == "INFO" for line in lines)
+    with running_namesrv(tmp_path / "text") as server:
+        server.stop()
+    text = server.stderr_path.read_text().splitlines()
+    assert text
+    assert all(re.match(ISO_TIME + r" (DEBUG|INFO|WARNING|ERROR|CRITICAL) \S+: ", line) for line in text), text
+    agent = run_cli(
+        "broker_agent", "--log-format", "json", "--broker-config", str(tmp_path / "missing.conf"), timeout=30
+    )
+    assert agent.returncode == 2
+    bad = run_cli("namesrv_grpc", "--log-format", "xml", timeout=30)
+    assert bad.returncode == 2
+    assert "invalid choice: 'xml'" in bad.stderr

@@ -32,6 +32,7 @@ from broker_agent.config import (
 from broker_agent.metrics import AgentMetrics
 from broker_agent.topics import TopicsFileError, TopicSource
 from namesrv_grpc.core.route_table import wall_clock_millis
+from namesrv_grpc.log_format import LOG_FORMATS, configure_logging
 from namesrv_grpc.pipes import print_line, quiet_broken_pipe
 from namesrv_grpc.properties import ConfigError, read_properties
 from namesrv_grpc.security import client as security
@@ -94,6 +95,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="serve Prometheus /metrics on this port, all interfaces (default 0 = off)",
     )
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default INFO)")
+    parser.add_argument(
+        "--log-format",
+        choices=LOG_FORMATS,
+        default="text",
+        help="stderr lines as text (default) or JSON objects; times in ISO-8601 with the UTC offset",
+    )
     security.add_arguments(parser)
     return parser
 
@@ -165,11 +172,7 @@ def load_security(args: argparse.Namespace, properties: dict[str, str], source: 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the agent; return the process exit code. A closed stdout never stops it (logs go to stderr)."""
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=args.log_level.upper(),
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    configure_logging(args.log_level, args.log_format)
     try:
         config, topics_path, warnings = load(args)
         # Only the broker's own topics.json may be missing (a fresh broker, S38); also when named explicitly.

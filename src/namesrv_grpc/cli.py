@@ -25,6 +25,7 @@ from namesrv_grpc.config import (
     check_security_settings,
 )
 from namesrv_grpc.core.kvconfig import KVConfigFileError, load_config_table
+from namesrv_grpc.log_format import LOG_FORMATS, configure_logging
 from namesrv_grpc.pipes import quiet_broken_pipe
 from namesrv_grpc.processes import supervisor
 from namesrv_grpc.properties import ConfigError, read_properties
@@ -157,6 +158,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--log-level", default=LOG_LEVEL_DEFAULT, help=f"DEBUG, INFO, WARNING or ERROR (default {LOG_LEVEL_DEFAULT})"
     )
+    parser.add_argument(
+        "--log-format",
+        choices=LOG_FORMATS,
+        default="text",
+        help="stderr lines as text (default) or JSON objects; times in ISO-8601 with the UTC offset",
+    )
     return parser
 
 
@@ -265,11 +272,7 @@ def java_only_line(config: NamesrvConfig) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the NameServer; return the process exit code (141 when ``-p`` output goes to a closed pipe)."""
     args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=args.log_level.upper(),
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    configure_logging(args.log_level, args.log_format)
     try:
         config, warnings = load_config(args)
     except ConfigError as exc:
@@ -287,7 +290,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"namesrv: {exc}", file=sys.stderr)
         return 2
     with asyncio.Runner() as runner:
-        return runner.run(supervisor.serve(config, args.log_level, config_origin(args, config), boot_line))
+        origin = config_origin(args, config)
+        return runner.run(supervisor.serve(config, args.log_level, origin, boot_line, args.log_format))
 
 
 def check_files(config: NamesrvConfig) -> None:

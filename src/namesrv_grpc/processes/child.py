@@ -14,19 +14,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import ctypes
-import logging
 import signal
 import socket
-import sys
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from namesrv_grpc.config import NamesrvConfig
+from namesrv_grpc.log_format import configure_logging
 from namesrv_grpc.processes.channel import Channel
-
-LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
-"""The log line format of every process of ``namesrv``."""
 
 ROUTE_TABLE_SOCKET = "route-table.sock"
 """The route-table process's Unix socket, in the run directory (serving processes connect to it)."""
@@ -45,6 +41,8 @@ class ProcessParams:
     started_monotonic: float
     """``time.monotonic()`` when ``namesrv`` started (the warm-up, ``needWaitForService``, counts from it)."""
     log_level: str = "INFO"
+    log_format: str = "text"
+    """``text`` or ``json`` (:mod:`namesrv_grpc.log_format`), as the supervisor logs."""
     index: int = 0
     """Serving processes: 1..N (the route-table process: 0)."""
     workers: int = 1
@@ -142,7 +140,7 @@ def run_child(argv: Sequence[str] | None, main: Callable[[ProcessParams, Control
         reader, writer = await asyncio.open_unix_connection(sock=sock, limit=1 << 20)
         control = ControlLink(Channel(reader, writer, "supervisor"))
         params = await control.params
-        logging.basicConfig(level=params.log_level.upper(), stream=sys.stderr, format=LOG_FORMAT)
+        configure_logging(params.log_level, params.log_format)
         return await main(params, control)
 
     from namesrv_grpc.event_loop import new_event_loop

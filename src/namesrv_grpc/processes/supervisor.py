@@ -132,9 +132,10 @@ def port_holder(port: int) -> str:
 class Supervisor:
     """Starts the children, keeps the serving processes running, and stops everything in order."""
 
-    def __init__(self, config: NamesrvConfig, log_level: str = "INFO") -> None:
+    def __init__(self, config: NamesrvConfig, log_level: str = "INFO", log_format: str = "text") -> None:
         self.config = config
         self.log_level = log_level
+        self.log_format = log_format
         self.workers = config.server_worker_processes or default_worker_processes()
         self.started = time.monotonic()
         self.run_dir = tempfile.mkdtemp(prefix="namesrv-")
@@ -222,6 +223,7 @@ class Supervisor:
             run_dir=self.run_dir,
             started_monotonic=self.started,
             log_level=self.log_level,
+            log_format=self.log_format,
             index=index,
             workers=self.workers,
             remoting_port=self.remoting_port,
@@ -453,9 +455,11 @@ def process_families(roles: dict[str, int], restarts: int) -> list[Metric]:
     return [processes, restarted]
 
 
-async def serve(config: NamesrvConfig, log_level: str, origin: list[tuple[int, str]], boot_line: Any) -> int:
+async def serve(
+    config: NamesrvConfig, log_level: str, origin: list[tuple[int, str]], boot_line: Any, log_format: str = "text"
+) -> int:
     """Run ``namesrv``: start everything, print the boot line, supervise until a signal; the exit code."""
-    supervisor = Supervisor(config, log_level)
+    supervisor = Supervisor(config, log_level, log_format)
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
