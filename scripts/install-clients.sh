@@ -184,14 +184,16 @@ if ! up_to_date go-build "$KEY" "$OUT/namesrv-client-go"; then
     ran go-build "$KEY" "$OUT/namesrv-client-go"
 fi
 KEY="$(cd "$JAVA_DIR" && files_hash pom.xml src gen) $(java -version 2>&1 | head -n 1)"
-if ! up_to_date mvn-package "$KEY" "$JAVA_DIR/target/namesrv-client.jar"; then
-    if ! restore mvn-package "$KEY" "$JAVA_DIR/target/namesrv-client.jar"; then
+# The jar names its dependencies in target/lib (its manifest's Class-Path): both are the output.
+JAVA_OUT=("$JAVA_DIR/target/namesrv-client.jar" "$JAVA_DIR/target/lib")
+if ! up_to_date mvn-package "$KEY" "${JAVA_OUT[@]}"; then
+    if ! restore mvn-package-with-lib "$KEY" "${JAVA_OUT[@]}"; then
         step "mvn package (examples/clients/java)"
         rm -f "$JAVA_DIR/target/namesrv-client.jar" # as the Go program: the jar plugin may keep a newer jar
         (cd "$JAVA_DIR" && mvn -B -q package)
-        save mvn-package "$KEY" "$JAVA_DIR/target/namesrv-client.jar"
+        save mvn-package-with-lib "$KEY" "${JAVA_OUT[@]}"
     fi
-    ran mvn-package "$KEY" "$JAVA_DIR/target/namesrv-client.jar"
+    ran mvn-package "$KEY" "${JAVA_OUT[@]}"
 fi
 KEY="$(cd "$TS_DIR" && files_hash src package.json package-lock.json tsconfig.json) $(node --version)"
 if ! up_to_date tsc "$KEY" "$TS_DIR/dist"; then
