@@ -646,6 +646,16 @@ def test_s33_round_is_bounded_even_when_a_client_ignores_its_deadline(namesrv: N
 # --- the broker-agent command ------------------------------------------------------------------
 
 
+def sigterm(agent: subprocess.Popen[str], timeout: float) -> tuple[str, str]:
+    """SIGTERM the agent and collect its output; killed when it does not exit within ``timeout`` s."""
+    agent.send_signal(signal.SIGTERM)
+    try:
+        return agent.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        agent.kill()
+        return agent.communicate(timeout=5)
+
+
 def test_s36_cli_end_to_end_sigterm_unregisters(namesrv: NamesrvProcess):
     with socket.socket() as probe:  # --on-stop auto: a broker listening there would be handed over
         assert probe.connect_ex(("127.0.0.1", 10911)) != 0, f"something listens on {MASTER_ADDR}"
@@ -672,12 +682,8 @@ def test_s36_cli_end_to_end_sigterm_unregisters(namesrv: NamesrvProcess):
         agent.send_signal(signal.SIGHUP)
         wait_for(lambda: route_of(namesrv.address, "TopicTest") is not None, 5, "the route after SIGHUP")
 
-        agent.send_signal(signal.SIGTERM)
-        out, err = agent.communicate(timeout=15)
     finally:
-        if agent.poll() is None:
-            agent.kill()
-            agent.communicate(timeout=5)
+        out, err = sigterm(agent, 15)
     assert agent.returncode == 0, err
     assert "Traceback" not in err
     assert "broker-agent: stopped" in out
@@ -707,12 +713,8 @@ def test_s36_sigterm_while_the_broker_runs_hands_the_session_over(namesrv: Names
         try:
             wait_for(lambda: route_of(namesrv.address, "TopicTest") is not None, 15, "the agent's route")
             wait_for(session_open, 15, "the agent's session")
-            agent.send_signal(signal.SIGTERM)
-            out, err = agent.communicate(timeout=30)
         finally:
-            if agent.poll() is None:
-                agent.kill()
-                agent.communicate(timeout=5)
+            out, err = sigterm(agent, 30)
         assert agent.returncode == 0, err
         assert "broker-agent: stopped" in out
         return err
