@@ -48,6 +48,7 @@ KUBERNETES_VERSIONS = ("1.33", kv.latest_version())
 
 ALERTS = {
     "NamesrvDown",
+    "NamesrvRouteTableSilent",
     "NamesrvNoLiveBrokers",
     "NamesrvBrokerExpirationBurst",
     "NamesrvBrokerSessionLossBurst",
@@ -167,7 +168,9 @@ def exported_names() -> set[str]:
     agent = AgentMetrics()
     agent.observe_registration("10.0.0.1:9876", None, 0.01)
     supervisor = CollectorRegistry()  # namesrv's own series (processes/supervisor.py)
-    for family in process_families({"supervisor": 1, "route_table": 1, "serving": 2}, restarts=0):
+    for family in process_families(
+        {"supervisor": 1, "route_table": 1, "serving": 2}, 0, {"route_table": 0, "serving": 0}
+    ):
         supervisor.register(_Fixed(family))
     names = {"up"}
     for registry in (namesrv.registry, agent.registry, supervisor):

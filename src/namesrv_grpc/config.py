@@ -93,6 +93,14 @@ class NamesrvConfig:
     CPU quota, at most 8, :func:`namesrv_grpc.policy.default_worker_processes`)."""
     serving_process_apply_timeout_millis: int = 5_000
     """A serving process that applies no change of the route table for this long is restarted."""
+    process_heartbeat_timeout_millis: int = 10_000
+    """The watchdog (:mod:`namesrv_grpc.processes.watchdog`): ``namesrv`` asks every child each second
+    whether its event loop turns. A serving process silent for this long is killed and started again
+    (its listening sockets leave the ``SO_REUSEPORT`` group with it); while the route-table process is
+    silent this long, every serving process answers health NOT_SERVING and ``/ready`` 503."""
+    route_table_heartbeat_exit_millis: int = 60_000
+    """A route-table process silent for this long is killed and ``namesrv`` exits 1, as when it dies
+    (the service manager starts it again)."""
     kv_config_max_value_size: int = 64 * 1024
     kv_config_max_total_size: int = 2 * 1024 * 1024
     broker_session_hello_timeout_millis: int = 10_000
@@ -356,6 +364,16 @@ KEYS: dict[str, _Key] = {
         "server_worker_processes",
         _int_parser(0, 1024),
         "serving processes answering both ports (0 = the CPUs this process may use, cgroup quota included, at most 8)",
+    ),
+    "processHeartbeatTimeoutMillis": _Key(
+        "process_heartbeat_timeout_millis",
+        _int_parser(1_000, 600_000),
+        "watchdog: a serving process silent this long is killed and started again; a route-table one: NOT_SERVING",
+    ),
+    "routeTableHeartbeatExitMillis": _Key(
+        "route_table_heartbeat_exit_millis",
+        _int_parser(1_000, 3_600_000),
+        "a route-table process silent this long is killed and namesrv exits 1",
     ),
     "servingProcessApplyTimeoutMillis": _Key(
         "serving_process_apply_timeout_millis",
@@ -689,6 +707,8 @@ and ``UpdateNamesrvConfig``, checked as Java reads them, kept as given in
 RESTART_KEYS = frozenset(
     {
         "serverWorkerProcesses",
+        "processHeartbeatTimeoutMillis",
+        "routeTableHeartbeatExitMillis",
         "listenPort",
         "grpcServerPort",
         "bindAddress",

@@ -74,7 +74,8 @@ class ControlLink:
     def __init__(self, channel: Channel) -> None:
         self.channel = channel
         self.params: asyncio.Future[ProcessParams] = asyncio.get_running_loop().create_future()
-        self.handlers: dict[str, Callable[..., Any]] = {}
+        self.handlers: dict[str, Callable[..., Any]] = {"ping": lambda: None}
+        """``ping`` is the watchdog's heartbeat (:mod:`.watchdog`): answered from this event loop."""
         self.lost = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
         self._reading = asyncio.create_task(self._read())

@@ -346,10 +346,30 @@ class RouteTableProcess:
     # ------------------------------------------------------------------ expiry scan (S13)
 
     async def _scan_loop(self) -> None:
-        """S13: scan every ``scanNotActiveBrokerInterval`` ms (re-read each time, it may be updated)."""
+        """S13: scan every ``scanNotActiveBrokerInterval`` ms (re-read each time, it may be updated).
+
+        A scan that comes more than an interval late (this process was stopped or starved: SIGSTOP,
+        a paused VM) is put off by one interval, so that the registrations that queued up meanwhile
+        are applied before any broker is found silent: brokers are not removed for our pause. Never
+        twice in a row: a process late at every scan still expires brokers."""
         config = self.nameserver.config
-        await asyncio.sleep(min(FIRST_SCAN_DELAY_MILLIS, config.scan_not_active_broker_interval) / 1000)
+        loop = asyncio.get_running_loop()
+        delay = min(FIRST_SCAN_DELAY_MILLIS, config.scan_not_active_broker_interval) / 1000
+        put_off = False
         while True:
+            due = loop.time() + delay
+            await asyncio.sleep(delay)
+            delay = self.nameserver.config.scan_not_active_broker_interval / 1000
+            late = loop.time() - due
+            put_off = late > delay and not put_off
+            if put_off:
+                log.warning(
+                    "expiry scan %.1f s late (this process was stopped or starved): put off %.1f s so that "
+                    "the registrations that waited are applied first",
+                    late,
+                    delay,
+                )
+                continue
             try:
                 started = time.perf_counter()
                 removed = self.nameserver.scan_not_active_broker()
@@ -358,7 +378,6 @@ class RouteTableProcess:
                 self.publisher.publish()
             except Exception:  # a scan must never kill the loop
                 log.exception("expiry scan failed")
-            await asyncio.sleep(self.nameserver.config.scan_not_active_broker_interval / 1000)
 
     # ------------------------------------------------------------------ route snapshots
 

@@ -221,6 +221,15 @@ class ServingProcess:
         await server.start()
         self._health_server = server
 
+    async def route_table_silent(self, silent: bool) -> None:
+        """The watchdog (:mod:`.watchdog`) says the route-table process does not answer (``True``)
+        or answers again: health says NOT_SERVING meanwhile, on the gRPC port and the health port
+        (writes wait; lookups still answer from this replica). Nothing changes once stopping
+        (grpcio's servicer ignores a status set after ``enter_graceful_shutdown``)."""
+        status = health_pb2.HealthCheckResponse.NOT_SERVING if silent else health_pb2.HealthCheckResponse.SERVING
+        for name in ("", *SERVICE_NAMES):
+            await self.health.set(name, status)
+
     def reload_security(self) -> None:
         """SIGHUP: load the certificate files and the ACL file again; what fails to load is
         reported and the old one stays."""
@@ -338,6 +347,7 @@ async def _main(params: ProcessParams, control: ControlLink) -> int:
     for change in backlog:
         process.apply(change)
     control.handlers["metrics"] = lambda: list(process.metrics.registry.collect())
+    control.handlers["route_table_silent"] = process.route_table_silent
     try:
         await serving.start()
     except RuntimeError as exc:

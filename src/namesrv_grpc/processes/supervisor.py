@@ -16,7 +16,10 @@ else holds, a second ``namesrv`` included, is refused with exit code 2 instead o
 Failures: a serving process that exits is started again (its brokers stay in the routes until their
 next registration or the S13 expiry: our process died, not their connections; docs/rules.md, S15);
 if the route-table process exits, ``namesrv`` stops the serving processes and exits 1 with one line
-saying so, for the service manager to restart it (as it would a crashed Java NameServer).
+saying so, for the service manager to restart it (as it would a crashed Java NameServer). A process
+that runs but does not answer (stopped, starved, stuck) is the watchdog's (:mod:`.watchdog`).
+/metrics never falls: a silent process's last values stand in, and an exited serving process's
+counters are kept (:func:`counters_of`).
 SIGTERM/SIGINT: the serving processes drain their calls and stop, then the route-table process, then
 ``namesrv`` exits 0. SIGHUP is passed on (TLS certificates and the ACL are loaded again).
 """
@@ -52,6 +55,7 @@ from namesrv_grpc.processes.channel import Channel
 from namesrv_grpc.processes.child import LEDGER_FILE, ProcessParams
 from namesrv_grpc.processes.ledger import Ledger
 from namesrv_grpc.processes.metrics_server import CoalescingCollector, MetricsServer
+from namesrv_grpc.processes.watchdog import STALE_AFTER_SECONDS, watch
 from namesrv_grpc.security.setup import OPEN_WARNING
 
 log = logging.getLogger("namesrv")
@@ -82,6 +86,15 @@ class Child:
     control: Channel
     events: asyncio.Queue[tuple[Any, ...]] = field(default_factory=asyncio.Queue)
     reader: asyncio.Task[None] | None = None
+    watch: asyncio.Task[None] | None = None
+    """The watchdog's heartbeats (:mod:`.watchdog`), from when it serves."""
+    silent_for: float = 0.0
+    """Seconds its event loop has not answered the watchdog (0 while it answers)."""
+    killed_silent: bool = False
+    """The watchdog killed it for its silence."""
+    metrics: list[Metric] = field(default_factory=list)
+    """Its metric families as last collected: they stand in while it does not answer, and its
+    counters are kept once it exited (:class:`_ProcessesCollector`)."""
 
     @property
     def name(self) -> str:
@@ -149,6 +162,12 @@ class Supervisor:
         self.serving_ready: set[int] = set()
         """Indexes of the serving processes that said they serve and have not exited since (/ready)."""
         self.restarts = 0
+        self.silences = {"route_table": 0, "serving": 0}
+        """Times the watchdog found a process silent past ``processHeartbeatTimeoutMillis``, by role."""
+        self.route_table_silent = False
+        """The route-table process has not answered for ``processHeartbeatTimeoutMillis``."""
+        self.retired: list[Metric] = []
+        """The counters of serving processes that exited, as last collected (:func:`counters_of`)."""
         self._stopping = False
         self._metrics_server: MetricsServer | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -179,10 +198,13 @@ class Supervisor:
         for index in range(1, self.workers + 1):
             self.serving[index] = await self._spawn("serving", index, send_params=False)
         await self._until(self.route_table, "ready")
+        self._watch(self.route_table)
         for index, child in self.serving.items():
             child.control.send(("params", self.params(index)))
         await asyncio.gather(*(self._until(child, "serving") for child in self.serving.values()))
         self.serving_ready.update(self.serving)
+        for child in self.serving.values():
+            self._watch(child)
         if config.metrics_port:
             registry = CollectorRegistry()
             registry.register(CoalescingCollector(_ProcessesCollector(self).families))
@@ -203,6 +225,72 @@ class Supervisor:
         self.serving[index] = child
         await self._until(child, "serving")
         self.serving_ready.add(index)
+        self._watch(child)
+
+    # ------------------------------------------------------------------ watchdog
+
+    def _watch(self, child: Child) -> None:
+        """Start the watchdog's heartbeats of ``child`` (:mod:`.watchdog`; module docstring there)."""
+        timeout = self.config.process_heartbeat_timeout_millis / 1000
+
+        def silent(seconds: float) -> bool:
+            child.silent_for = seconds
+            if child.role == "serving":
+                if seconds < timeout:
+                    return True
+                self.silences["serving"] += 1
+                log.error(
+                    "serving process %d (pid %d) did not answer for %.1f s (processHeartbeatTimeoutMillis): "
+                    "killed, to be started again",
+                    child.index,
+                    child.process.pid,
+                    seconds,
+                )
+                self._kill_silent(child)
+                return False
+            if seconds >= timeout and not self.route_table_silent:
+                self.silences["route_table"] += 1
+                self.route_table_silent = True
+                log.error(
+                    "the route-table process (pid %d) did not answer for %.1f s (processHeartbeatTimeoutMillis): "
+                    "health says NOT_SERVING until it does",
+                    child.process.pid,
+                    seconds,
+                )
+                self._tell_serving("route_table_silent", True)
+            if seconds * 1000 >= self.config.route_table_heartbeat_exit_millis:
+                log.error(
+                    "the route-table process (pid %d) did not answer for %.1f s (routeTableHeartbeatExitMillis): "
+                    "killed; stopping: restart namesrv",
+                    child.process.pid,
+                    seconds,
+                )
+                self._kill_silent(child)
+                return False
+            return True
+
+        def answered() -> None:
+            if child.role == "route_table" and self.route_table_silent:
+                self.route_table_silent = False
+                log.warning("the route-table process answers again after %.1f s: health says SERVING", child.silent_for)
+                self._tell_serving("route_table_silent", False)
+            child.silent_for = 0.0
+
+        child.watch = asyncio.create_task(watch(child.control, silent, answered), name=f"watchdog {child.name}")
+
+    @staticmethod
+    def _kill_silent(child: Child) -> None:
+        child.killed_silent = True
+        with contextlib.suppress(ProcessLookupError):
+            child.process.kill()
+
+    def _tell_serving(self, method: str, *args: Any) -> None:
+        """Call ``method`` on every serving process, answers not awaited (one that does not answer
+        has its own heartbeats)."""
+        for child in self.serving.values():
+            if not child.control.closed:
+                task = asyncio.create_task(child.control.call(method, *args))
+                task.add_done_callback(_ignore_result)
 
     def readiness(self) -> tuple[bool, str]:
         """``(ready, why)`` for ``/ready`` on the metrics port: ready when the route-table process runs
@@ -212,7 +300,10 @@ class Supervisor:
             return False, "stopping"
         if self.route_table is None or self.route_table.process.returncode is not None:
             return False, "the route-table process is not running"
+        if self.route_table_silent:
+            return False, f"the route-table process has not answered for {self.route_table.silent_for:.0f} s"
         missing = [index for index in range(1, self.workers + 1) if index not in self.serving_ready]
+        missing += [i for i, c in self.serving.items() if c.silent_for >= STALE_AFTER_SECONDS and i not in missing]
         if missing:
             return False, f"serving process {', '.join(map(str, missing))} not serving"
         return True, f"{self.workers} serving processes and the route-table process serve"
@@ -300,12 +391,14 @@ class Supervisor:
                 code = task.result()
                 child = exited
                 if child.role == "route_table":
-                    log.error("the route-table process exited (%s); stopping: restart namesrv", _exit_text(code))
+                    if not child.killed_silent:  # else the watchdog said why already
+                        log.error("the route-table process exited (%s); stopping: restart namesrv", _exit_text(code))
                     for pending in waits:
                         pending.cancel()
                     await self.stop()
                     return 1
                 self.serving_ready.discard(child.index)
+                self.retired = merge_families([self.retired, counters_of(child.metrics)])
                 log.warning("serving process %d exited (%s); starting it again", child.index, _exit_text(code))
                 if self.ledger is not None:
                     self.ledger.clear(child.index)  # what it held went with it
@@ -325,6 +418,9 @@ class Supervisor:
         if self._stopping:
             return
         self._stopping = True
+        for child in self.children():
+            if child.watch is not None:
+                child.watch.cancel()
         grace = self.config.shutdown_grace_period_millis / 1000 + 10
         await asyncio.gather(*(self._terminate(child, grace) for child in self.serving.values()))
         if self.route_table is not None:
@@ -361,19 +457,28 @@ class Supervisor:
         return [c for c in (self.route_table, *self.serving.values()) if c is not None and not c.control.closed]
 
     def collect_children(self) -> list[list[Metric]]:
-        """Every child's metric families (called from the metrics server's thread)."""
+        """Every child's metric families (called from the metrics server's thread): a child that
+        answers the watchdog is asked; one silent for :data:`STALE_AFTER_SECONDS` is not, and its
+        last families stand in, as they do when it does not answer in time."""
         assert self._loop is not None
 
         async def gather() -> list[list[Metric]]:
             async def one(child: Child) -> list[Metric]:
-                try:
-                    return list(await asyncio.wait_for(child.control.call("metrics"), METRICS_TIMEOUT_SECONDS))
-                except (TimeoutError, ConnectionError):
-                    return []
+                if child.silent_for < STALE_AFTER_SECONDS:
+                    with contextlib.suppress(TimeoutError, ConnectionError):
+                        child.metrics = list(
+                            await asyncio.wait_for(child.control.call("metrics"), METRICS_TIMEOUT_SECONDS)
+                        )
+                return child.metrics
 
             return list(await asyncio.gather(*(one(child) for child in self.children())))
 
         return asyncio.run_coroutine_threadsafe(gather(), self._loop).result(METRICS_TIMEOUT_SECONDS + 1)
+
+
+def _ignore_result(task: asyncio.Task[Any]) -> None:
+    if not task.cancelled():
+        task.exception()  # retrieved: a link that closed meanwhile is no error here
 
 
 def _exit_text(code: int | None) -> str:
@@ -387,6 +492,26 @@ MINIMUM_GAUGES = frozenset({"process_start_time_seconds"})
 """Gauges merged by the minimum over processes (the oldest process's start)."""
 MAXIMUM_GAUGES = frozenset({"process_max_fds", "python_info", "namesrv_build_info", "namesrv_remoting_max_connections"})
 """Gauges merged by the maximum (the same value in every process)."""
+
+
+COUNTER_TYPES = frozenset({"counter", "histogram", "summary"})
+
+
+def counters_of(families: Iterable[Metric]) -> list[Metric]:
+    """The families of ``families`` that only grow (counters, histograms, summaries), without their
+    ``_created`` samples: what a process that exited adds to the totals for good, so that no
+    counter of ``namesrv`` falls when one of its processes is replaced (Prometheus would read the
+    fall as a reset and count the survivors' whole lifetime again; issue 39)."""
+    kept = []
+    for family in families:
+        if family.type not in COUNTER_TYPES:
+            continue
+        copy = Metric(family.name, family.documentation, family.type, family.unit)
+        for sample in family.samples:
+            if not sample.name.endswith("_created"):
+                copy.add_sample(sample.name, dict(sample.labels), sample.value)
+        kept.append(copy)
+    return kept
 
 
 def merge_families(per_process: Iterable[Iterable[Metric]]) -> list[Metric]:
@@ -420,8 +545,10 @@ def merge_families(per_process: Iterable[Iterable[Metric]]) -> list[Metric]:
 
 
 class _ProcessesCollector(Collector):
-    """/metrics of ``namesrv``: every process's metrics merged (:func:`merge_families`), plus
-    ``namesrv_processes{role}`` and ``namesrv_serving_process_restarts_total``."""
+    """/metrics of ``namesrv``: every process's metrics merged (:func:`merge_families`) with the
+    counters of the serving processes that exited (:attr:`Supervisor.retired`), plus
+    ``namesrv_processes{role}``, ``namesrv_serving_process_restarts_total`` and
+    ``namesrv_process_silences_total{role}``."""
 
     def __init__(self, supervisor: Supervisor) -> None:
         self._supervisor = supervisor
@@ -434,25 +561,40 @@ class _ProcessesCollector(Collector):
     def families(self) -> list[Metric]:
         """Every family, collected now (every process asked)."""
         supervisor = self._supervisor
-        per_process = [list(self._own.collect()), *supervisor.collect_children()]
-        alive = supervisor.children()
+        per_process = [list(self._own.collect()), supervisor.retired, *supervisor.collect_children()]
         roles = {"supervisor": 1}
         for role in ("route_table", "serving"):
-            roles[role] = sum(1 for child in alive if child.role == role)
-        return merge_families(per_process) + process_families(roles, supervisor.restarts)
+            roles[role] = sum(
+                1
+                for child in supervisor.children()
+                if child.role == role
+                and child.silent_for < STALE_AFTER_SECONDS
+                and (role == "route_table" or child.index in supervisor.serving_ready)
+            )
+        return merge_families(per_process) + process_families(roles, supervisor.restarts, supervisor.silences)
 
 
-def process_families(roles: dict[str, int], restarts: int) -> list[Metric]:
-    """``namesrv_processes{role}`` (processes alive by role) and
-    ``namesrv_serving_process_restarts_total``."""
-    processes = Metric("namesrv_processes", "Processes of this NameServer by role.", "gauge")
+def process_families(roles: dict[str, int], restarts: int, silences: dict[str, int]) -> list[Metric]:
+    """``namesrv_processes{role}`` (processes that serve and answer the watchdog, by role),
+    ``namesrv_serving_process_restarts_total`` and ``namesrv_process_silences_total{role}``."""
+    processes = Metric(
+        "namesrv_processes", "Processes of this NameServer by role that run and answer the watchdog.", "gauge"
+    )
     for role, count in roles.items():
         processes.add_sample("namesrv_processes", {"role": role}, count)
     restarted = Metric(
         "namesrv_serving_process_restarts", "Serving processes started again after they exited.", "counter"
     )
     restarted.add_sample("namesrv_serving_process_restarts_total", {}, restarts)
-    return [processes, restarted]
+    silent = Metric(
+        "namesrv_process_silences",
+        "Times a process did not answer the watchdog for processHeartbeatTimeoutMillis "
+        "(serving: killed and started again; route_table: health NOT_SERVING meanwhile).",
+        "counter",
+    )
+    for role, count in silences.items():
+        silent.add_sample("namesrv_process_silences_total", {"role": role}, count)
+    return [processes, restarted, silent]
 
 
 async def serve(
