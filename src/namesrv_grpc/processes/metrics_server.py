@@ -3,7 +3,11 @@ negotiation, OpenMetrics, gzip), served by the standard library's threading WSGI
 bounds a port open to a network needs (issue 30: 176 stalled connections each kept a thread, and
 four tight scrape loops of a 1,000,000-topic table kept a core busy):
 
-- at most :data:`MAX_CONNECTIONS` connections are served at once; one more is closed at once;
+- at most :data:`MAX_CONNECTIONS` connections at once; when all are taken, a new one takes the
+  place of the connection that has waited longest without sending its request (that one is
+  closed), so connections held open idle cannot keep a scraper out (issue 39: 16 idle connections,
+  reopened as they were closed, failed every scrape); only when every connection is in the middle
+  of a request is the new one closed at once;
 - a connection that sends nothing (or not a whole request) for :data:`READ_TIMEOUT_SECONDS` is
   closed (its thread ends);
 - one collection at a time: scrapes that come while one runs wait for it and get its samples, so
@@ -19,6 +23,7 @@ anything else 404.
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -30,8 +35,9 @@ from prometheus_client import CollectorRegistry, make_wsgi_app
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
-MAX_CONNECTIONS = 16
-"""Connections served at once (a Prometheus server uses one; a few more for people and tests)."""
+MAX_CONNECTIONS = 64
+"""Connections at once, each a thread (a Prometheus server uses one; more for people, tests, and
+for room while idle ones wait to be replaced)."""
 READ_TIMEOUT_SECONDS = 5.0
 """A connection idle this long in the middle of a request (or before one) is closed."""
 
@@ -57,9 +63,16 @@ class CoalescingCollector(Collector):
 
 
 class _Handler(WSGIRequestHandler):
-    """No access log; a socket timeout, so a stalled peer's thread ends."""
+    """No access log; a socket timeout, so a stalled peer's thread ends; tells the server when its
+    request has arrived (from then on it is not replaced by a newer connection)."""
 
     timeout = READ_TIMEOUT_SECONDS
+    server: _Server
+
+    def parse_request(self) -> bool:
+        parsed = super().parse_request()
+        self.server.request_arrived(self.connection)
+        return parsed
 
     def log_message(self, format: str, *args: Any) -> None:
         """Log nothing."""
@@ -70,28 +83,49 @@ class _Server(ThreadingMixIn, WSGIServer):
     request_queue_size = 64
     """The kernel's queue of connections not yet accepted (socketserver's default is 5)."""
     refused = 0
-    """Connections closed at once because :data:`MAX_CONNECTIONS` were being served."""
+    """Connections closed because :data:`MAX_CONNECTIONS` were open: the oldest one without a
+    request, or the new one when every connection was in the middle of a request."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        self._lock = threading.Lock()
+        self._waiting: dict[socket.socket, None] = {}
+        """Open connections whose request has not arrived, oldest first."""
+        self._open = 0
         super().__init__(*args, **kwargs)
 
     def process_request(self, request: Any, client_address: Any) -> None:
-        if not self._slots.acquire(blocking=False):
-            self.refused += 1
-            self.shutdown_request(request)
-            return
+        with self._lock:
+            if self._open >= MAX_CONNECTIONS:
+                self.refused += 1
+                if not self._waiting:
+                    self.shutdown_request(request)
+                    return
+                oldest = next(iter(self._waiting))
+                del self._waiting[oldest]
+                with contextlib.suppress(OSError):  # its thread's read ends: it closes and leaves
+                    oldest.shutdown(socket.SHUT_RDWR)
+            self._open += 1
+            self._waiting[request] = None
         try:
             super().process_request(request, client_address)
         except BaseException:
-            self._slots.release()
+            self._closed(request)
             raise
+
+    def request_arrived(self, request: socket.socket) -> None:
+        with self._lock:
+            self._waiting.pop(request, None)
+
+    def _closed(self, request: socket.socket) -> None:
+        with self._lock:
+            self._waiting.pop(request, None)
+            self._open -= 1
 
     def process_request_thread(self, request: Any, client_address: Any) -> None:
         try:
             super().process_request_thread(request, client_address)
         finally:
-            self._slots.release()
+            self._closed(request)
 
 
 class MetricsServer:
@@ -158,7 +192,7 @@ class _RefusalCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         refused = Metric(
             "namesrv_metrics_connections_refused",
-            "Connections to /metrics closed at once: 16 were being served.",
+            "Connections to /metrics closed because 64 were open (the oldest idle one, else the new one).",
             "counter",
         )
         refused.add_sample("namesrv_metrics_connections_refused_total", {}, getattr(self._server, "refused", 0))
