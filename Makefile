@@ -8,7 +8,7 @@ IMAGE ?= namesrv-grpc:dev
 # podman's configuration for this project's targets (written by scripts/install-podman.sh)
 CONTAINERS_CONF := $(CURDIR)/build/containers.conf
 
-.PHONY: demo report analytics-zip test test-tools test-builds test-suite test-checks jars test-quick lint deploy-check prometheus-tools java-runtime rocketmq proto proto-check clean bench bench-quick bench-tools remoting-clients podman-tools image image-test clients contract-image
+.PHONY: demo report analytics-zip test test-tools faketime-tools test-builds test-suite test-checks jars test-quick lint deploy-check prometheus-tools java-runtime rocketmq proto proto-check clean bench bench-quick bench-tools remoting-clients podman-tools image image-test clients contract-image
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -21,7 +21,7 @@ demo: $(STAMP)
 	$(PY) scripts/demo.py
 
 ## test: the whole check, in three phases: the system packages the checks need (prometheus, podman,
-## a Java runtime; one at a time, apt-get takes one lock); then what the suite runs against, side by
+## a Java runtime, libfaketime; one at a time, apt-get takes one lock); then what the suite runs against, side by
 ## side (TEST_JOBS at once): the RocketMQ jars and the example clients (one after the other: both use
 ## Maven's local repository), the ali-ons client; then two jobs at once: the test suite on
 ## TEST_WORKERS pytest-xdist workers (--dist loadgroup: tests/conftest.py keeps the tests of one
@@ -43,7 +43,7 @@ PYTEST_ARGS ?=
 TEST_CHECKS_LOG ?= build/test-checks.log
 
 ## test-tools: the system packages of `make test`, one after the other
-test-tools: prometheus-tools podman-tools java-runtime
+test-tools: prometheus-tools podman-tools java-runtime faketime-tools
 
 ## test-builds: what the suite runs against (run with -j)
 test-builds: remoting-clients jars
@@ -113,6 +113,10 @@ remoting-clients:
 ## tests/rocketmq/) in build/rocketmq/<version>/lib, for the tests against the real thing and bench
 rocketmq:
 	bash scripts/install-rocketmq.sh
+
+## faketime-tools: libfaketime from Debian's package, when missing (the test of a wall-clock step)
+faketime-tools:
+	bash scripts/install-faketime.sh
 
 ## java-runtime: a Java 17 runtime for PySpark (Debian's openjdk-17-jre-headless), when java is missing
 java-runtime:

@@ -114,13 +114,19 @@ class Stubs:
         self.health = health_pb2_grpc.HealthStub(self.channel)
 
 
-def spawn_namesrv(workdir: Path, *extra: str, health_port: int = 0, cpus: set[int] | None = None) -> NamesrvProcess:
+def spawn_namesrv(
+    workdir: Path,
+    *extra: str,
+    health_port: int = 0,
+    cpus: set[int] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> NamesrvProcess:
     """Start a NameServer process (kv config and config store inside ``workdir``), wait until it
     answers health checks (on ``health_port`` when given: pass ``--health-port`` with it in ``extra``
     when the gRPC port speaks TLS); raise RuntimeError with its stderr when it does not start in 20 s.
     ``cpus``: the CPUs it may run on (``os.sched_setaffinity``). It runs :data:`TEST_SERVING_PROCESSES`
     serving processes unless ``extra`` names ``--workers`` or ``cpus`` is given (then the default:
-    one per CPU it may use)."""
+    one per CPU it may use). ``env``: variables added to its environment."""
     workdir.mkdir(parents=True, exist_ok=True)
     if "--workers" not in extra and cpus is None:
         extra = ("--workers", TEST_SERVING_PROCESSES, *extra)
@@ -136,7 +142,7 @@ def spawn_namesrv(workdir: Path, *extra: str, health_port: int = 0, cpus: set[in
             stdout=subprocess.PIPE,
             stderr=stderr,
             text=True,
-            env=_env(),
+            env={**_env(), **(env or {})},
             preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None,
         )
     assert process.stdout is not None
@@ -170,9 +176,11 @@ def wait_serving(address: str, timeout: float = 20) -> None:
 
 
 @contextmanager
-def running_namesrv(workdir: Path, *extra: str, health_port: int = 0) -> Iterator[NamesrvProcess]:
+def running_namesrv(
+    workdir: Path, *extra: str, health_port: int = 0, env: Mapping[str, str] | None = None
+) -> Iterator[NamesrvProcess]:
     """A NameServer process for the ``with`` block; stopped with SIGTERM afterwards."""
-    server = spawn_namesrv(workdir, *extra, health_port=health_port)
+    server = spawn_namesrv(workdir, *extra, health_port=health_port, env=env)
     try:
         yield server
     finally:

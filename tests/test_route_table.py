@@ -4,6 +4,7 @@ documented extensions. Pure: no gRPC, no sockets, time from a FakeClock."""
 from __future__ import annotations
 
 import copy
+import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -391,6 +392,32 @@ def test_s13_each_broker_expires_on_its_own_timeout(rt: RouteInfoManager, clock:
     clock.advance(3_001)
     assert [r.broker_addr for r in rt.scan_not_active_broker()] == [B]
     assert rt.broker_live_table == {}
+
+
+@pytest.mark.parametrize("step", [300_000, -300_000])
+def test_s13_silence_is_measured_on_the_liveness_clock_not_the_wall_clock(step: int) -> None:
+    """Issue 39: the system clock stepped +300 s expired a broker registered 2 s earlier. Silence is
+    measured on the monotonic liveness clock; the wall clock only stamps what is shown."""
+    wall, liveness = FakeClock(), FakeClock(now=5_000)
+    rt = RouteInfoManager(wall, liveness_clock=liveness)
+    register(rt, addr=A, timeout=10_000)
+    wall.advance(step)  # a clock step: NTP, an operator, a VM resumed
+    liveness.advance(2_000)
+    assert rt.scan_not_active_broker() == []
+    live = rt.live_info(A)
+    assert live is not None
+    assert live.last_update_timestamp == wall.now - step  # shown as stamped
+    liveness.advance(8_001)
+    assert [r.broker_addr for r in rt.scan_not_active_broker()] == [A]
+
+
+def test_s13_the_default_liveness_clock_is_monotonic() -> None:
+    rt = RouteInfoManager()
+    register(rt, addr=A, timeout=10_000)
+    live = rt.live_info(A)
+    assert live is not None
+    assert abs(live.last_seen_millis - time.monotonic_ns() // 1_000_000) < 60_000
+    assert abs(live.last_update_timestamp - time.time_ns() // 1_000_000) < 60_000
 
 
 def test_s14_heartbeat_refreshes_last_update(rt: RouteInfoManager, clock: FakeClock) -> None:

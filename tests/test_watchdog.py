@@ -19,12 +19,20 @@ from pathlib import Path
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from namesrv.v1 import admin_service_pb2 as admin_pb2
 from namesrv_grpc.core.model import DataVersion
 from namesrv_grpc.remoting import bodies
 from namesrv_grpc.remoting.codes import RequestCode, ResponseCode
 from tests.metrics_support import Scrape, free_port, scrape
 from tests.remoting_support import RemotingTestClient
-from tests.support import LOADED_BOX_SLACK_SECONDS, NamesrvProcess, poll_until, running_namesrv, spawn_namesrv
+from tests.support import (
+    LOADED_BOX_SLACK_SECONDS,
+    NamesrvProcess,
+    Stubs,
+    poll_until,
+    running_namesrv,
+    spawn_namesrv,
+)
 from tests.test_processes import TOPICS, answers_both_doors, register, remoting_route, route_table_pid, serving_pids
 
 HEARTBEAT_TIMEOUT_MILLIS = 1500
@@ -189,3 +197,50 @@ def test_a_route_table_process_silent_past_its_bound_stops_namesrv_with_one_line
 def test_heartbeat_bounds_below_one_second_are_refused(tmp_path: Path, key: str) -> None:
     with pytest.raises(RuntimeError, match=f"namesrv did not start.*{key}"):
         spawn_namesrv(tmp_path / "ns", "-c", config_file(tmp_path, **{key: 999})).stop()
+
+
+LIBFAKETIME = next(
+    (p for p in Path("/usr/lib").glob("*-linux-gnu/faketime/libfaketime.so.1")),
+    None,
+)
+"""Debian's libfaketime (``make test`` installs it: scripts/install-faketime.sh)."""
+
+
+@pytest.mark.skipif(LIBFAKETIME is None, reason="libfaketime is not installed (scripts/install-faketime.sh)")
+def test_a_wall_clock_step_expires_no_broker(tmp_path: Path) -> None:
+    """Issue 39: with the system clock stepped +300 s (libfaketime, the monotonic clock untouched) a
+    live broker registered 2 s earlier expired 0.71 s later. S13 measures silence on the monotonic
+    clock: after the step the broker stays through many expiry scans, and its registration time is
+    still shown on the wall clock."""
+    offset = tmp_path / "faketime"
+    offset.write_text("+0\n")
+    env = {
+        "LD_PRELOAD": str(LIBFAKETIME),
+        "FAKETIME_TIMESTAMP_FILE": str(offset),
+        "FAKETIME_CACHE_DURATION": "1",  # the file is read again after at most 1 s
+        "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+    }
+    port = free_port()
+    args = ("--workers", "1", "--scan-not-active-broker-interval", "200", "--metrics-port", str(port))
+    with (
+        running_namesrv(tmp_path / "ns", *args, env=env) as server,
+        RemotingTestClient(server.remoting_address) as broker,
+    ):
+        assert register_with_timeout(broker, 1, 10_000) == ResponseCode.SUCCESS
+        offset.write_text("+300\n")
+        base = f"http://127.0.0.1:{port}"
+
+        def live_table() -> admin_pb2.GetBrokerLiveTableResponse:
+            with server.channel() as channel:
+                table: admin_pb2.GetBrokerLiveTableResponse = Stubs(channel).admin.GetBrokerLiveTable(
+                    admin_pb2.GetBrokerLiveTableRequest(), timeout=10
+                )
+                return table
+
+        # the route-table process sees the new wall time
+        poll_until(lambda: live_table().now_millis > time.time() * 1000 + 200_000, 10)
+        time.sleep(2)  # ten expiry scans on the stepped clock
+        assert scrape(f"{base}/metrics").total("namesrv_broker_expirations_total") == 0
+        assert remoting_route(server.remoting_address, "RYW-0") is not None
+        (entry,) = live_table().brokers
+        assert abs(entry.last_update_timestamp_millis - time.time() * 1000) < 60_000, "shown as stamped"

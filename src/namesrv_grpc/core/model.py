@@ -114,8 +114,10 @@ class BrokerData:
 class BrokerLiveInfo:
     """Liveness of one broker address (RocketMQ ``BrokerLiveInfo``).
 
-    ``last_update_timestamp`` is ms since the epoch; the broker is expired once
-    ``last_update_timestamp + heartbeat_timeout_millis < now`` (S13).
+    ``last_update_timestamp`` is ms since the epoch (shown: the admin API, snapshots), and
+    ``last_seen_millis`` the same moment on the liveness clock (``time.monotonic`` in ms); the broker
+    is expired once ``last_seen_millis + heartbeat_timeout_millis < now`` on that clock (S13), so a
+    step of the system clock expires nobody (issue 39: +300 s expired a broker registered 2 s before).
     ``instance_id`` names the broker run that registered the address (empty = unknown);
     ``session_id`` is the liveness session bound to it (0 = none). A session only removes the
     broker while it is still the bound one (S15, S17). ``protocol`` names the front door of the
@@ -139,10 +141,13 @@ class BrokerLiveInfo:
     QueueData): a body with the same topics and a new DataVersion needs no topic decoding."""
     protocol: str = "grpc"
     """Front door of the registration that wrote this entry, one of :data:`PROTOCOLS`."""
+    last_seen_millis: int = 0
+    """When the broker was last heard from, ms on the liveness clock (monotonic; S13)."""
 
     def expired(self, now_millis: int) -> bool:
-        """True when the broker has been silent for longer than its heartbeat timeout."""
-        return self.last_update_timestamp + self.heartbeat_timeout_millis < now_millis
+        """True when the broker has been silent for longer than its heartbeat timeout;
+        ``now_millis`` on the liveness clock (:attr:`last_seen_millis`)."""
+        return self.last_seen_millis + self.heartbeat_timeout_millis < now_millis
 
 
 METADATA_SCOPE_GLOBAL = "__global__"

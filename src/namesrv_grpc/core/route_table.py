@@ -181,6 +181,12 @@ def wall_clock_millis() -> int:
     return time.time_ns() // 1_000_000
 
 
+def monotonic_millis() -> int:
+    """``time.monotonic`` in milliseconds: the liveness clock (S13), which no clock step moves. The
+    same clock in every process of one machine (Linux ``CLOCK_MONOTONIC``), so replicas agree."""
+    return time.monotonic_ns() // 1_000_000
+
+
 T = TypeVar("T")
 
 
@@ -264,17 +270,21 @@ class RouteInfoManager:
         self,
         clock: Clock = wall_clock_millis,
         *,
+        liveness_clock: Clock | None = None,
         delete_topic_with_broker_registration: bool = False,
         support_acting_master: bool = False,
         limits: RouteTableLimits | None = None,
     ):
-        """``clock`` returns ms since the epoch. ``delete_topic_with_broker_registration`` is RocketMQ
+        """``clock`` returns ms since the epoch (the times shown); ``liveness_clock`` the ms that S13
+        measures silence with: :func:`monotonic_millis` when ``clock`` is the system clock, else
+        ``clock`` too (a test's fake clock drives both). ``delete_topic_with_broker_registration`` is RocketMQ
         5.x's ``deleteTopicWithBrokerRegistration`` (default off): a master's changed registration
         also removes its topics that the body no longer lists. ``support_acting_master`` is 5.x's
         ``supportActingMaster`` (default off, S52): routes show a master-less broker name's acting
         master under id 0; change it with :meth:`set_support_acting_master`. ``limits``: how large the
         table and its answers may grow (none by default; the NameServer sets its configuration's)."""
         self._clock = clock
+        self._liveness_clock = liveness_clock or (monotonic_millis if clock is wall_clock_millis else clock)
         self.route_answers = RouteAnswers()
         """Encoded answers of :meth:`pickup_topic_route_cached`, per encoding, within
         ``limits.route_cache_max_bytes`` (:mod:`namesrv_grpc.core.route_answers`)."""
@@ -306,7 +316,7 @@ class RouteInfoManager:
         self._expiry_heap: list[tuple[int, str]] = []
         self._scheduled: dict[str, int] = {}
         """S13 without scanning every broker: each live address has one heap entry at a deadline no
-        later than its real one (``last_update_timestamp + heartbeat_timeout_millis``); a scan pops
+        later than its real one (``last_seen_millis + heartbeat_timeout_millis``); a scan pops
         the entries that are due, removes the brokers that really expired and reschedules the rest
         at their real deadline. A scan with nothing due costs one comparison."""
         self._interned_records: dict[TopicQueues, TopicQueues] = {}
@@ -623,6 +633,7 @@ class RouteInfoManager:
                 broker_name=broker_name,
                 broker_id=broker_id,
                 last_update_timestamp=now,
+                last_seen_millis=self._liveness_clock(),
                 heartbeat_timeout_millis=timeout,
                 data_version=data_version,
                 ha_server_addr=ha_server_addr,
@@ -994,7 +1005,7 @@ class RouteInfoManager:
                     "register it first",
                     {"broker_addr": broker_addr},
                 )
-            live.last_update_timestamp = self._clock()
+            self._heard_from(live)
             self._schedule(broker_addr, live)
 
     def query_data_version(
@@ -1018,7 +1029,7 @@ class RouteInfoManager:
                 return True, None
             changed = live.data_version != data_version
             if not changed:
-                live.last_update_timestamp = self._clock()
+                self._heard_from(live)
                 self._schedule(broker_addr, live)
             return changed, live.data_version
 
@@ -1037,14 +1048,15 @@ class RouteInfoManager:
         return live
 
     def scan_not_active_broker(self) -> list[RemovedBroker]:
-        """S13: remove every broker with ``last_update_timestamp + heartbeat_timeout_millis < now``.
+        """S13: remove every broker with ``last_seen_millis + heartbeat_timeout_millis < now`` (the
+        liveness clock: monotonic).
 
         Returns the removed brokers (reason ``"expired"``). Decision and removal happen under one lock
         hold, so a broker that re-registered in between is never removed (S17). Costs O(brokers due
         now), not O(brokers): see ``_expiry_heap``.
         """
         with self._changing():
-            now = self._clock()
+            now = self._liveness_clock()
             heap = self._expiry_heap
             removed = []
             while heap and heap[0][0] < now:
@@ -1064,9 +1076,15 @@ class RouteInfoManager:
                 heapq.heapify(self._expiry_heap)
             return removed
 
+    def _heard_from(self, live: BrokerLiveInfo) -> None:
+        """S14: the broker was heard from now (both clocks)."""
+        live.last_update_timestamp = self._clock()
+        live.last_seen_millis = self._liveness_clock()
+
     def _schedule(self, addr: str, live: BrokerLiveInfo) -> None:
-        """Make sure the expiry heap holds an entry for ``addr`` no later than its real deadline."""
-        deadline = live.last_update_timestamp + live.heartbeat_timeout_millis
+        """Make sure the expiry heap holds an entry for ``addr`` no later than its real deadline
+        (on the liveness clock)."""
+        deadline = live.last_seen_millis + live.heartbeat_timeout_millis
         scheduled = self._scheduled.get(addr)
         if scheduled is None or deadline < scheduled:
             self._scheduled[addr] = deadline
@@ -1112,7 +1130,7 @@ class RouteInfoManager:
                 return None
             self._session_seq += 1
             live.session_id = self._session_seq
-            live.last_update_timestamp = self._clock()
+            self._heard_from(live)
             self._schedule(broker_addr, live)
             return live.session_id, live.heartbeat_timeout_millis
 
@@ -1123,7 +1141,7 @@ class RouteInfoManager:
             live = self.broker_live_table.get(broker_addr)
             if live is None or not session_id or live.session_id != session_id:
                 return False
-            live.last_update_timestamp = self._clock()
+            self._heard_from(live)
             self._schedule(broker_addr, live)
             return True
 
