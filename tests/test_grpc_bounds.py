@@ -379,11 +379,13 @@ class Session:
 
 def test_unbound_broker_sessions_cannot_lock_brokers_out(tmp_path: Path) -> None:
     """Sessions that never bind to a registered broker are bounded on their own: 3 per client address
-    (a fourth is RESOURCE_EXHAUSTED), 5 in all (a new one ends the oldest unbound one), and each
-    ends when it has not bound within brokerSessionHelloTimeoutMillis (NOT_FOUND after a hello for
-    a broker that is not registered, INVALID_ARGUMENT without a hello). A real broker opening its
-    session meanwhile is accepted. One serving process (--workers 1): these bounds are per serving
-    process and the kernel spreads connections over the processes, so one must hold all of them."""
+    and 5 in all, where a new session takes the place of the oldest unbound one (of its address, or
+    of all: RESOURCE_EXHAUSTED); each ends when it has not bound within
+    brokerSessionHelloTimeoutMillis (NOT_FOUND after a hello for a broker that is not registered,
+    INVALID_ARGUMENT without a hello). A real broker opening its session from the flooding address
+    meanwhile is accepted (issue 39: it was refused). One serving process (--workers 1): these
+    bounds are per serving process and the kernel spreads connections over the processes, so one
+    must hold all of them."""
     settings = {
         "maxUnboundBrokerSessionsPerPeer": "3",
         "maxUnboundBrokerSessions": "5",
@@ -392,30 +394,37 @@ def test_unbound_broker_sessions_cannot_lock_brokers_out(tmp_path: Path) -> None
     with start(tmp_path, settings, "--workers", "1") as server:
         path = NS + "OpenBrokerSession"
         ghost = hello("broker-ghost", "127.0.0.9:10911").SerializeToString()
-        flood = H2Client(server.address, window=None, source="127.0.0.2")
+        flood = H2Client(server.address, window=None, source="127.0.0.1")  # the real broker's address
         flooded = [flood.open_stream(path, ghost) for _ in range(4)]
         flood.pump(1)
-        assert flood.ended(flooded[3]) == RESOURCE_EXHAUSTED  # the 4th of one address
-        assert [flood.ended(stream) for stream in flooded[:3]] == [None, None, None]
-        silent = H2Client(server.address, window=None, source="127.0.0.3")
-        quiet = [silent.open_stream(path) for _ in range(3)]
-        silent.pump(1)
-        flood.pump(0.5)
-        assert flood.ended(flooded[0]) == RESOURCE_EXHAUSTED  # the oldest unbound made room
+        assert flood.ended(flooded[0]) == RESOURCE_EXHAUSTED  # the 4th of one address took its place
+        assert [flood.ended(stream) for stream in flooded[1:]] == [None, None, None]
         register_topics(server, ["SessionTopic"], broker_name="broker-real")
-        broker = Session(server.address, "broker-real")
+        broker = Session(server.address, "broker-real")  # from 127.0.0.1 too, which holds 3
         assert broker.first.WhichOneof("kind") == "accepted"
+        flood.pump(0.5)
+        assert flood.ended(flooded[1]) == RESOURCE_EXHAUSTED  # its address's oldest made room
+        silent = [H2Client(server.address, window=None, source=f"127.0.0.{n}") for n in (3, 4)]
+        quiet = [[client.open_stream(path) for _ in range(2)] for client in silent]  # 2 + 4 unbound
+        for client in silent:
+            client.pump(1)
+        flood.pump(0.5)
+        assert flood.ended(flooded[2]) == RESOURCE_EXHAUSTED  # the oldest unbound of all made room
 
         def all_ended() -> bool:
             flood.pump(0)
-            silent.pump(0)
-            return all(flood.ended(s) for s in flooded) and all(silent.ended(s) for s in quiet)
+            for client, streams in zip(silent, quiet, strict=True):
+                client.pump(0)
+                if not all(client.ended(stream) for stream in streams):
+                    return False
+            return all(flood.ended(s) for s in flooded)
 
         poll_until(all_ended, 20, 0.1)
-        assert flood.ended(flooded[2]) == NOT_FOUND  # hello for a broker not registered: ended in time
-        assert INVALID_ARGUMENT in {silent.ended(stream) for stream in quiet}  # no hello: ended in time
-        assert server.refusals("unbound_sessions_per_peer") == 1
-        assert server.refusals("unbound_sessions") >= 2
+        assert flood.ended(flooded[3]) == NOT_FOUND  # hello for a broker not registered: ended in time
+        ends = {client.ended(stream) for client, streams in zip(silent, quiet, strict=True) for stream in streams}
+        assert ends == {INVALID_ARGUMENT}  # no hello: ended in time
+        assert server.refusals("unbound_sessions_per_peer") == 2
+        assert server.refusals("unbound_sessions") >= 1
         assert server.refusals("unbound_session_ended") >= 2
         assert not broker.call.done()  # the bound session stays open
         with grpc.insecure_channel(server.address) as channel:
@@ -424,7 +433,7 @@ def test_unbound_broker_sessions_cannot_lock_brokers_out(tmp_path: Path) -> None
             )
         assert "broker-real" in clusters.broker_addr_table
         broker.close()
-        close_all([flood, silent])
+        close_all([flood, *silent])
 
 
 def test_with_an_acl_a_caller_that_may_open_no_session_is_refused_at_once(tmp_path: Path) -> None:

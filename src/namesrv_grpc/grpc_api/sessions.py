@@ -24,10 +24,10 @@ Limits (each serving process has its own sessions, so each bound is per serving 
   slot, and is answered ``register_required``).
 - **Unbound sessions** (no hello yet, or a hello for a broker that is not registered here) cost the
   server a stream and a task but protect nothing, so they are bounded on their own: at most
-  ``maxUnboundBrokerSessionsPerPeer`` per client IP address (more are refused with
-  RESOURCE_EXHAUSTED at once), and ``maxUnboundBrokerSessions`` of all clients, where a new session
-  takes the place of the oldest unbound one (ended with RESOURCE_EXHAUSTED): a broker connecting
-  while a flood holds them all still gets its session, and binds it with its hello at once. An
+  ``maxUnboundBrokerSessionsPerPeer`` per client IP address and ``maxUnboundBrokerSessions`` of all
+  clients; past either, a new session takes the place of the oldest unbound one (of that address,
+  or of all; ended with RESOURCE_EXHAUSTED): a broker connecting while a flood holds them all, even
+  from the broker's own address, still gets its session, and binds it with its hello at once. An
   unbound session must bind within ``brokerSessionHelloTimeoutMillis`` of opening (or of being told
   ``register_required``), else it is ended: INVALID_ARGUMENT when no hello came, NOT_FOUND
   (``BROKER_NOT_REGISTERED``) when its hello named no registered broker. (Before, a hello for a
@@ -114,7 +114,8 @@ class BrokerSessions:
         self._open: set[_Session] = set()
         self._unbound: dict[_Session, None] = {}
         """Open sessions not bound to a registration, oldest first."""
-        self._unbound_by_address: dict[str, int] = {}
+        self._unbound_by_address: dict[str, dict[_Session, None]] = {}
+        """The same, per client IP address, oldest first."""
         self._loop: asyncio.AbstractEventLoop | None = None
         self._slaves: dict[str, set[_Session]] = {}
         self._by_addr: dict[str, set[_Session]] = {}
@@ -140,18 +141,27 @@ class BrokerSessions:
         self._metrics.grpc_refusals.labels(reason).inc()
 
     def _admit_unbound(self, address: str) -> None:
-        """A new session of ``address`` is about to be unbound: refuse it (LimitExceededError) past
-        ``maxUnboundBrokerSessionsPerPeer``; past ``maxUnboundBrokerSessions`` end the oldest
-        unbound session to make room."""
+        """A new session of ``address`` is about to be unbound: past ``maxUnboundBrokerSessionsPerPeer``
+        end the oldest unbound session of that address, past ``maxUnboundBrokerSessions`` the oldest
+        unbound session of all, to make room. A new session takes the place of an old one rather
+        than being refused: a real broker that shares its address with sessions that never bind (a
+        flood, a broken client) still gets its session and binds it with its hello at once (issue 39:
+        it was refused, "127.0.0.1 has 128 broker sessions open that are bound to no registered
+        broker")."""
         config = self._ns.config
         per_peer = config.max_unbound_broker_sessions_per_peer
-        held = self._unbound_by_address.get(address, 0)
-        if held >= per_peer:
+        held = self._unbound_by_address.get(address, {})
+        while len(held) >= per_peer:
+            oldest = next(iter(held))
             self._refused("unbound_sessions_per_peer")
-            raise LimitExceededError(
-                "maxUnboundBrokerSessionsPerPeer",
-                f"{address} has {held} broker sessions open that are bound to no registered broker, the most one "
-                "address may have (maxUnboundBrokerSessionsPerPeer); say hello on them or close them",
+            self._end_session(
+                oldest,
+                LimitExceededError(
+                    "maxUnboundBrokerSessionsPerPeer",
+                    f"{address} has {len(held)} broker sessions open that are bound to no registered broker, "
+                    "the most one address may have (maxUnboundBrokerSessionsPerPeer); this one, its oldest, "
+                    "was ended to make room",
+                ),
             )
         limit = config.max_unbound_broker_sessions
         while len(self._unbound) >= limit:
@@ -177,7 +187,7 @@ class BrokerSessions:
         ``brokerSessionHelloTimeoutMillis``, else it is ended with ``error``."""
         if session not in self._unbound:
             self._unbound[session] = None
-            self._unbound_by_address[session.address] = self._unbound_by_address.get(session.address, 0) + 1
+            self._unbound_by_address.setdefault(session.address, {})[session] = None
         if session.unbound_timer is not None:
             session.unbound_timer.cancel()
         if self._loop is not None:
@@ -189,11 +199,10 @@ class BrokerSessions:
             session.unbound_timer.cancel()
             session.unbound_timer = None
         if self._unbound.pop(session, ()) is None:
-            left = self._unbound_by_address.get(session.address, 0) - 1
-            if left > 0:
-                self._unbound_by_address[session.address] = left
-            else:
-                self._unbound_by_address.pop(session.address, None)
+            held = self._unbound_by_address[session.address]
+            del held[session]
+            if not held:
+                del self._unbound_by_address[session.address]
 
     def _unbound_too_long(self, session: _Session, error: NamesrvError) -> None:
         session.unbound_timer = None
