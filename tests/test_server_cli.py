@@ -507,3 +507,18 @@ def test_log_lines_carry_iso_time_with_zone_and_json_on_request(tmp_path: Path) 
     bad = run_cli("namesrv_grpc", "--log-format", "xml", timeout=30)
     assert bad.returncode == 2
     assert "invalid choice: 'xml'" in bad.stderr
+
+
+
+def test_the_supervisor_starts_without_the_modules_only_its_children_use() -> None:
+    """``namesrv`` itself (the supervisor) imports neither gRPC, the ACL's YAML nor the route table
+    unless a TLS, ACL or audit file is named: they were 45 % of its imports (docs/development.md),
+    and ~300 servers start in one run of the suite."""
+    code = (
+        "import sys, namesrv_grpc.cli\n"
+        "heavy = ('grpc', 'yaml', 'namesrv_grpc.core.route_table', 'namesrv_grpc.security.tls')\n"
+        "print(sorted(m for m in heavy if m in sys.modules))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    imported = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
+    assert imported.stdout.strip() == "[]", imported.stdout + imported.stderr

@@ -29,8 +29,7 @@ from namesrv_grpc.log_format import LOG_FORMATS, configure_logging
 from namesrv_grpc.pipes import quiet_broken_pipe
 from namesrv_grpc.processes import supervisor
 from namesrv_grpc.properties import ConfigError, read_properties
-from namesrv_grpc.security.setup import server_guard, server_tls
-from namesrv_grpc.security.tls import TlsFileError
+from namesrv_grpc.security import TlsFileError
 from namesrv_grpc.version import add_version_flag
 
 log = logging.getLogger("namesrv")
@@ -300,8 +299,13 @@ def check_files(config: NamesrvConfig) -> None:
     kv_path = Path(config.kv_config_path).expanduser()
     if kv_path.exists():
         load_config_table(kv_path)
-    server_tls(config)
-    server_guard(config, None).audit_log.close()
+    if config.tls_server_cert_path or config.acl_file or config.audit_log_file:
+        # Imported only when a file is named: gRPC's TLS and the ACL's YAML are a fifth of the
+        # supervisor's start-up otherwise, and its processes load them themselves.
+        from namesrv_grpc.security.setup import server_guard, server_tls
+
+        server_tls(config)
+        server_guard(config, None).audit_log.close()
 
 
 BOOT_LINE_PREFIX = "The Name Server boot success."

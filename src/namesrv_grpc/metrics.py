@@ -82,6 +82,7 @@ import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from importlib import metadata
+from typing import TYPE_CHECKING
 
 from prometheus_client import (
     GC_COLLECTOR,
@@ -97,9 +98,11 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 
 from namesrv_grpc.core.errors import BodyChecksumMismatchError, NamesrvError
-from namesrv_grpc.core.route_table import RouteInfoManager
 from namesrv_grpc.pauses import GC_GENERATIONS
 from namesrv_grpc.security.audit import suppressed_lines
+
+if TYPE_CHECKING:  # an annotation only: namesrv's supervisor and broker-agent import this module without the table
+    from namesrv_grpc.core.route_table import RouteInfoManager
 
 REGISTRATION_RESULTS = (
     "ok",

@@ -56,7 +56,7 @@ from namesrv_grpc.processes.child import LEDGER_FILE, ProcessParams
 from namesrv_grpc.processes.ledger import Ledger
 from namesrv_grpc.processes.metrics_server import CoalescingCollector, MetricsServer
 from namesrv_grpc.processes.watchdog import STALE_AFTER_SECONDS, watch
-from namesrv_grpc.security.setup import OPEN_WARNING
+from namesrv_grpc.security import OPEN_WARNING
 
 log = logging.getLogger("namesrv")
 

@@ -15,11 +15,6 @@ from namesrv_grpc.security.tls import ServerTls, ServerTlsSettings
 
 log = logging.getLogger(__name__)
 
-OPEN_WARNING = (
-    "no --acl-file: anyone who can reach the gRPC port (and the remoting port) may register or unregister "
-    "brokers, change routes, write KV config and change the configuration; see docs/security.md"
-)
-
 
 def tls_settings(config: NamesrvConfig) -> ServerTlsSettings | None:
     """The TLS settings, or None when TLS is off (no certificate, or ``tls.server.mode=disabled``)."""

@@ -32,6 +32,8 @@ import grpc
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from namesrv_grpc.security import TlsFileError
+
 log = logging.getLogger(__name__)
 
 TLS_MODES = ("disabled", "permissive", "enforcing")
@@ -39,10 +41,6 @@ CLIENT_AUTH_MODES = ("none", "optional", "require")
 MAX_PEM_BYTES = 1024 * 1024
 WATCH_INTERVAL_SECONDS = 5.0
 """How often the certificate files are checked for changes."""
-
-
-class TlsFileError(Exception):
-    """A certificate, key or CA file cannot be used; the message names the file and the problem."""
 
 
 @dataclass(frozen=True, slots=True)
