@@ -509,7 +509,6 @@ def test_log_lines_carry_iso_time_with_zone_and_json_on_request(tmp_path: Path) 
     assert "invalid choice: 'xml'" in bad.stderr
 
 
-
 def test_the_supervisor_starts_without_the_modules_only_its_children_use() -> None:
     """``namesrv`` itself (the supervisor) imports neither gRPC, the ACL's YAML nor the route table
     unless a TLS, ACL or audit file is named: they were 45 % of its imports (docs/development.md),
