@@ -145,6 +145,7 @@ def test_a_stopped_route_table_process_turns_health_not_serving_and_expires_no_b
         RemotingTestClient(server.remoting_address, timeout=60) as broker,
     ):
         assert register_with_timeout(broker, 1, 4_000) == ResponseCode.SUCCESS
+        assert scrape(f"{base}/metrics").value("namesrv_brokers_live") == 1  # as Prometheus scrapes
         pid = route_table_pid(server)
         os.kill(pid, signal.SIGSTOP)
         answers: list[int] = []
@@ -157,6 +158,8 @@ def test_a_stopped_route_table_process_turns_health_not_serving_and_expires_no_b
             status, why = ready(base)
             assert status == 503
             assert why.startswith("the route-table process has not answered for"), why
+            # its last scraped values stand in (a scrape lacked namesrv_brokers_live while it was stopped)
+            assert scrape(f"{base}/metrics").value("namesrv_brokers_live") == 1
             resend.start()
             time.sleep(5)  # past the broker's 4 s: only our pause makes it look silent
         finally:
