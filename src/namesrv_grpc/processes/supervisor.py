@@ -95,6 +95,8 @@ class Child:
     metrics: list[Metric] = field(default_factory=list)
     """Its metric families as last collected: they stand in while it does not answer, and its
     counters are kept once it exited (:class:`_ProcessesCollector`)."""
+    retired: bool = False
+    """It exited and its counters moved to :attr:`Supervisor.retired`."""
 
     @property
     def name(self) -> str:
@@ -399,6 +401,7 @@ class Supervisor:
                     return 1
                 self.serving_ready.discard(child.index)
                 self.retired = merge_families([self.retired, counters_of(child.metrics)])
+                child.retired = True
                 log.warning("serving process %d exited (%s); starting it again", child.index, _exit_text(code))
                 if self.ledger is not None:
                     self.ledger.clear(child.index)  # what it held went with it
@@ -457,21 +460,25 @@ class Supervisor:
         return [c for c in (self.route_table, *self.serving.values()) if c is not None and not c.control.closed]
 
     def collect_children(self) -> list[list[Metric]]:
-        """Every child's metric families (called from the metrics server's thread): a child that
-        answers the watchdog is asked; one silent for :data:`STALE_AFTER_SECONDS` is not, and its
-        last families stand in, as they do when it does not answer in time."""
+        """The metric families of every child, and the counters of those that exited
+        (:attr:`retired`), called from the metrics server's thread. A child that answers the
+        watchdog is asked; one silent for :data:`STALE_AFTER_SECONDS` is not, and its last families
+        stand in, as they do when it does not answer in time. The list is made on the event loop
+        after the answers, with no wait between reading which children run and :attr:`retired`, so
+        a child that exits meanwhile is counted once: among the retired or among the running."""
         assert self._loop is not None
 
         async def gather() -> list[list[Metric]]:
-            async def one(child: Child) -> list[Metric]:
+            async def refresh(child: Child) -> None:
                 if child.silent_for < STALE_AFTER_SECONDS:
                     with contextlib.suppress(TimeoutError, ConnectionError):
                         child.metrics = list(
                             await asyncio.wait_for(child.control.call("metrics"), METRICS_TIMEOUT_SECONDS)
                         )
-                return child.metrics
 
-            return list(await asyncio.gather(*(one(child) for child in self.children())))
+            await asyncio.gather(*(refresh(child) for child in self.children()))
+            running = [c for c in (self.route_table, *self.serving.values()) if c is not None and not c.retired]
+            return [self.retired, *(child.metrics for child in running)]
 
         return asyncio.run_coroutine_threadsafe(gather(), self._loop).result(METRICS_TIMEOUT_SECONDS + 1)
 
@@ -561,7 +568,7 @@ class _ProcessesCollector(Collector):
     def families(self) -> list[Metric]:
         """Every family, collected now (every process asked)."""
         supervisor = self._supervisor
-        per_process = [list(self._own.collect()), supervisor.retired, *supervisor.collect_children()]
+        per_process = [list(self._own.collect()), *supervisor.collect_children()]
         roles = {"supervisor": 1}
         for role in ("route_table", "serving"):
             roles[role] = sum(
