@@ -74,6 +74,16 @@ RUNSERVER_JVM_FLAGS = (
 heap aside (runserver.sh: ``-Xms4g -Xmx4g``; :func:`start_java_namesrv` takes ``heap_mb``): what a
 production NameServer runs with, for the benchmarks (``bench/java_peer.py``)."""
 
+NO_SERVER_TLS: Mapping[str, str] = {"tls.server.mode": "disabled"}
+"""System properties of the NameServer, broker and proxy JVMs the tests start: no TLS on their server
+ports.
+RocketMQ's default (``tls.server.mode=permissive`` with ``tls.test.mode.enable=true``) makes each
+``NettyRemotingServer`` build a self-signed certificate at start, a new 2048-bit RSA key: profiled
+with JFR, prime search was most of a Java NameServer's 3.6 s of start-up CPU under the C1-only
+flags (the broker has two such servers). No test reaches a Java server over TLS; the TLS tests
+reach ours, from Java clients (tests/test_rocketmq_security.py); the gRPC client of the proxy tests
+dials plaintext."""
+
 BOOT_TIMEOUT = 120.0
 """Seconds a server JVM may take to print its boot line on a loaded 2-core box."""
 
@@ -370,7 +380,7 @@ def start_java_namesrv(
         addr=f"127.0.0.1:{port}",
         label="namesrv",
         heap_mb=heap_mb,
-        props=_logback("namesrv"),
+        props={**NO_SERVER_TLS, **_logback("namesrv")},
         jvm_flags=jvm_flags,
     )
 
@@ -445,7 +455,7 @@ def start_java_broker(
         addr=f"127.0.0.1:{port}",
         label=f"broker-{full['brokerName']}-{full['brokerId']}",
         heap_mb=heap_mb,
-        props={**_logback("broker"), **(props or {})},
+        props={**NO_SERVER_TLS, **_logback("broker"), **(props or {})},
         env=env,
     )
     broker.ports = {"listenPort": port, "haListenPort": int(full["haListenPort"])}
@@ -461,8 +471,8 @@ def start_java_proxy(
     attempts: int = 3,
 ) -> JavaProcess:
     """A 5.x ``rocketmq-proxy`` in cluster mode (``ProxyStartup -pm cluster -pc rmq-proxy.json``)
-    pointed at ``namesrv_addr``; ``.addr`` is its gRPC endpoint (plaintext or TLS, the proxy
-    accepts both), ``.ports`` holds ``grpcServerPort`` and ``remotingListenPort``.
+    pointed at ``namesrv_addr``; ``.addr`` is its gRPC endpoint (plaintext only:
+    :data:`NO_SERVER_TLS`), ``.ports`` holds ``grpcServerPort`` and ``remotingListenPort``.
 
     At start the proxy creates its system topics and gives each NameServer call 3 s and the check
     three immediate tries (``DefaultAdminService.createTopicOnTopicBrokerIfNotExist``): on a starved
@@ -497,7 +507,7 @@ def start_java_proxy(
                 addr=f"127.0.0.1:{grpc_port}",
                 label="proxy",
                 heap_mb=384,
-                props=_logback("proxy"),
+                props={**NO_SERVER_TLS, **_logback("proxy")},
             )
         except JavaStartError as e:
             last = e
