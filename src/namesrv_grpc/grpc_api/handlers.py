@@ -1,7 +1,8 @@
 """How servicer methods become gRPC handlers: once, at start, with no per-call interceptor.
 
-For every method of a service descriptor, :func:`service_handler` takes the servicer's method of the
-same name and registers it (``grpc.method_handlers_generic_handler``) wrapped by one plain function
+For every method of a service descriptor, :func:`method_handlers` takes the servicer's method of the
+same name and :func:`add_services` registers it (a registered method for the few of
+:data:`OWN_INTAKE_METHODS`, a generic handler for the others) wrapped by one plain function
 that does what three ``grpc.aio`` interceptors used to do on every call:
 
 - error mapping: a :class:`~namesrv_grpc.core.errors.NamesrvError` raised by the method becomes its
@@ -227,15 +228,38 @@ def method_handler(
     return factory(wrapped, **kwargs)
 
 
-def service_handler(
+OWN_INTAKE_METHODS = frozenset(
+    {
+        "/namesrv.v1.NameServerService/PickupTopicRoute",
+        "/namesrv.v1.NameServerService/PickupTopicRoutes",
+        "/namesrv.v1.NameServerService/QueryDataVersion",
+        "/namesrv.v1.NameServerService/RegisterBroker",
+        "/namesrv.v1.NameServerService/BrokerHeartbeat",
+        "/grpc.health.v1.Health/Check",
+    }
+)
+"""The methods served as *registered* methods, each with its own intake; every other method goes
+through the one shared generic handler.
+
+grpcio's asyncio server keeps one pending ``request_call`` for all generic handlers together and one
+per registered method (``grpc/_cython/_cygrpc/aio/server.pyx.pxi``, ``_server_main_loop``): calls of
+generic methods are taken in one at a time, so a lookup behind a burst of 1,000 calls of another
+method waits for every one of them (measured on a bare ``grpc.aio`` server: a concurrent lookup's
+worst wait 179-197 ms with generic handlers, 8-10 ms registered). Lookups, the broker's
+registrations and heartbeats (S13: a broker kept waiting expires) and health checks (a probe kept
+waiting restarts the pod) get their own; the rest share one. Registering every method costs
+intake speed (grpc PR #43461: 40 registered methods, call intake 1.2-1.5x slower), hence a few."""
+
+
+def method_handlers(
     service: ServiceDescriptor, servicer: object, metrics: GrpcServerMetrics, unsent: UnsentAnswers | None = None
-) -> grpc.GenericRpcHandler:
-    """Every method of ``service`` served by the servicer's method of the same name."""
-    handlers = {
+) -> dict[str, grpc.RpcMethodHandler[Any, Any]]:
+    """Method name -> handler for every method of ``service``, each the servicer's method of the
+    same name."""
+    return {
         method.name: method_handler(method, getattr(servicer, method.name), metrics, service.full_name, unsent)
         for method in service.methods
     }
-    return grpc.method_handlers_generic_handler(service.full_name, handlers)
 
 
 def add_services(
@@ -244,9 +268,11 @@ def add_services(
     services: list[tuple[ServiceDescriptor, object]],
     unsent: UnsentAnswers | None = None,
 ) -> None:
-    """Register ``(service descriptor, servicer)`` pairs on ``server``. ``unsent`` (default: the
-    ``unsent_answers`` of the first servicer that has one, the NameServerServicer's) bounds the
-    unsent answers of every unary method of every service, all sharing one count per connection."""
+    """Register ``(service descriptor, servicer)`` pairs on ``server``: the methods of
+    :data:`OWN_INTAKE_METHODS` as registered methods, the others as generic handlers. ``unsent``
+    (default: the ``unsent_answers`` of the first servicer that has one, the NameServerServicer's)
+    bounds the unsent answers of every unary method of every service, all sharing one count per
+    connection."""
     if unsent is None:
         unsent = next(
             (
@@ -256,4 +282,13 @@ def add_services(
             ),
             None,
         )
-    server.add_generic_rpc_handlers(tuple(service_handler(s, servicer, metrics, unsent) for s, servicer in services))
+    generic: list[grpc.GenericRpcHandler] = []
+    for service, servicer in services:
+        handlers = method_handlers(service, servicer, metrics, unsent)
+        own = {name: h for name, h in handlers.items() if f"/{service.full_name}/{name}" in OWN_INTAKE_METHODS}
+        shared = {name: h for name, h in handlers.items() if name not in own}
+        if own:
+            server.add_registered_method_handlers(service.full_name, own)
+        if shared:
+            generic.append(grpc.method_handlers_generic_handler(service.full_name, shared))
+    server.add_generic_rpc_handlers(tuple(generic))
