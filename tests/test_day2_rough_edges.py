@@ -214,3 +214,32 @@ def test_update_namesrv_config_persists_where_the_start_line_says(tmp_path: Path
     assert f"{store.resolve()}, the -c file: kept at restart (flags given at the next start override it)" in (
         third.stderr_path.read_text()
     )
+
+
+def test_started_with_c_on_a_config_store_not_written_yet_it_keeps_run_time_changes(tmp_path: Path) -> None:
+    """The image, the Kubernetes manifest and the systemd unit start ``namesrv -c STORE
+    --config-store-path STORE``: on the first start STORE does not exist (defaults), an
+    UpdateNamesrvConfig writes it, and the same command line keeps the change at restart. A missing
+    ``-c`` file that is not the store is still an error (exit 2, as Java's NamesrvStartup)."""
+    workdir = tmp_path / "ns"
+    store = workdir / "namesrv.properties"
+    first = spawn_namesrv(workdir, "-c", str(store))
+    try:
+        changed = run_cli("namesrv_grpc.admin_cli", "-n", first.address, "config", "scanNotActiveBrokerInterval=7000")
+        assert changed.returncode == 0, changed.stderr
+    finally:
+        first.stop()
+    assert f"{store.resolve()} (-c, not written yet)" in first.stderr_path.read_text()
+    assert "scanNotActiveBrokerInterval=7000" in store.read_text()
+
+    second = spawn_namesrv(workdir, "-c", str(store))
+    try:
+        config = json.loads(run_cli("namesrv_grpc.admin_cli", "-n", second.address, "config").stdout)["config"]
+    finally:
+        second.stop()
+    assert config["scanNotActiveBrokerInterval"] == "7000"
+
+    elsewhere = tmp_path / "missing.conf"
+    refused = run_cli("namesrv_grpc", "-c", str(elsewhere), "--config-store-path", str(store), "--port", "0")
+    assert refused.returncode == 2
+    assert f"{elsewhere}: cannot read" in refused.stderr

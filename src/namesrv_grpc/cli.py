@@ -190,12 +190,25 @@ FLAG_KEYS = {
 """Command-line flag (argparse dest) -> RocketMQ key."""
 
 
+def store_not_written_yet(args: argparse.Namespace) -> bool:
+    """True when ``-c FILE`` names the config store (``configStorePath``: ``--config-store-path`` or
+    its default) and FILE does not exist yet: the first start of a NameServer that keeps its run-time
+    changes by reading them back with ``-c`` (the container image, the Kubernetes manifest, the
+    systemd unit). It starts with the defaults and flags; the first ``UpdateNamesrvConfig`` writes
+    the file. Any other missing ``-c`` file is an error, as in Java's ``NamesrvStartup``."""
+    if args.config_file is None or Path(args.config_file).exists():
+        return False
+    store = args.config_store_path or NamesrvConfig().config_store_path
+    return Path(args.config_file).expanduser().resolve() == Path(store).expanduser().resolve()
+
+
 def load_config(args: argparse.Namespace) -> tuple[NamesrvConfig, list[str]]:
     """Defaults, then ``-c FILE``, then flags. Raises ConfigError (an unknown key in the file too,
-    unless ``--allow-unknown-keys``); returns the config and warnings (the unknown keys ignored)."""
+    unless ``--allow-unknown-keys``; a missing file, unless :func:`store_not_written_yet`); returns
+    the config and warnings (the unknown keys ignored)."""
     config = NamesrvConfig()
     warnings: list[str] = []
-    if args.config_file is not None:
+    if args.config_file is not None and not store_not_written_yet(args):
         try:
             config, warnings = apply_properties(
                 config,
@@ -223,7 +236,8 @@ def config_origin(args: argparse.Namespace, config: NamesrvConfig) -> list[tuple
     flags = [f"--{dest.replace('_', '-')}" for dest in FLAG_KEYS if getattr(args, dest, None) is not None]
     parts = ["defaults"]
     if args.config_file is not None:
-        parts.append(f"{Path(args.config_file).resolve()} (-c)")
+        written = "" if Path(args.config_file).exists() else ", not written yet"
+        parts.append(f"{Path(args.config_file).resolve()} (-c{written})")
     if flags:
         parts.append("flags " + " ".join(flags))
     store = Path(config.config_store_path).expanduser().resolve()
