@@ -56,12 +56,14 @@ JAVA_HEAP_MB = 1024
 
 @dataclass
 class Peer:
-    """A NameServer under test: remoting address, process id, metrics URL (None for Java)."""
+    """A NameServer under test: remoting address, process id, metrics URL and gRPC address (None
+    for Java)."""
 
     name: str
     addr: str
     pid: int
     metrics_url: str | None
+    grpc_addr: str | None = None
 
     def rss_bytes(self) -> int:
         """The peer's memory: PSS summed over its processes (one JVM; ours: every ``namesrv`` process)."""
@@ -96,7 +98,7 @@ def java_namesrv() -> Iterator[Peer]:
 def both() -> Iterator[tuple[Peer, Peer]]:
     """(Java, ours), both running."""
     with java_namesrv() as java, namesrv() as server:
-        yield java, Peer("ours", server.remoting_address, server.pid, server.metrics_url)
+        yield java, Peer("ours", server.remoting_address, server.pid, server.metrics_url, server.address)
 
 
 class Brokers:

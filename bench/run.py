@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench import big_table, java_peer, peers, remoting_hostile, scenarios
+from bench import big_table, java_peer, peers, remoting_hostile, scale, scenarios
 from bench.harness import ROOT, Profile, Result, load_average, machine, spread
 from bench.watch_scenarios import WATCH_SCENARIOS, watch_summary
 
@@ -56,6 +56,7 @@ SCENARIOS: dict[str, tuple[str, Scenario]] = {
     "14": ("ten brokers of 20,000 topics registering at once", big_table.s14_cluster_restart),
     "J1": ("the Java NameServer as a peer: lookups, CPU, RSS, p99 under re-registration", java_peer.j1_java_peer),
     "J2": ("mxsm/rocketmq-rust route workloads, Java NameServer and ours", java_peer.j2_route_workloads),
+    "J3": ("5,000 brokers every 30 s over 200,000 topics x 4 broker names, Java NameServer and ours", scale.j3_scale),
     # Route watching (bench/watch_scenarios.py), in the older one-line form.
     **{key: (title, legacy(scenario)) for key, (title, scenario) in WATCH_SCENARIOS.items()},
 }

@@ -51,8 +51,9 @@ EXPECTED_ROWS = {
     "14": ["14a"],
     "J1": ["J1a", "J1b", "J1c", "J1d"],
     "J2": ["J2a"],
+    "J3": ["J3a", "J3b", "J3c", "J3d"],
 }
-JAVA_PEER_SCENARIOS = {"J1", "J2"}
+JAVA_PEER_SCENARIOS = {"J1", "J2", "J3"}
 """Scenarios with the Java NameServer as a peer: they need the jars of ``make rocketmq``."""
 
 
@@ -161,9 +162,46 @@ def _check_j2(result: dict[str, Any]) -> None:
     assert all(0 < s < 60 for s in r["runs"]["fleet re-registration s"]), r["runs"]  # no stall between runs
 
 
+def _check_j3(result: dict[str, Any]) -> None:
+    raw = result["raw"]
+    assert set(raw["beats"]) == {"Java 5.5.0", "ours"}
+    for beats in raw["beats"].values():
+        assert len(beats) == 3
+        assert all(b["rate"] > 0 and b["p99"] > 0 for b in beats), beats
+    assert len(raw["grpc"]) == 3
+    assert all(run["grpc_ok"] > 0 for run in raw["grpc"])
+    assert all(run["requests"] > 0 for runs in raw["remoting"].values() for run in runs)
+    assert set(_row(result, "J3a")["runs"]) == set(_row(result, "J3a")["baseline_runs"])
+    assert all(0 <= share <= 1 for share in _row(result, "J3c")["runs"]["route-table process busy share"])
+    assert _row(result, "J3d")["baseline_runs"]["PSS MiB"][0] > 10, "a JVM uses more than 10 MiB"
+
+
+def test_the_scale_fleet_puts_every_topic_on_four_broker_names_with_master_and_slave() -> None:
+    """J3's cluster (bench/scale.py): names in groups of four carrying the same topics, a master and
+    a slave per name, each request's CRC of its own body."""
+    import json
+
+    from bench.scale import fleet
+
+    requests = fleet(8, 10)
+    assert len(requests) == 16
+    names_of: dict[str, set[str]] = {}
+    for header, body in requests:
+        assert header["bodyCrc32"] == str(zlib.crc32(body) & 0x7FFFFFFF)
+        for topic in json.loads(body)["topicConfigSerializeWrapper"]["topicConfigTable"]:
+            names_of.setdefault(topic, set()).add(header["brokerName"])
+    assert sorted(names_of) == sorted(f"scale-topic-{t}" for t in range(10))
+    assert all(len(names) == 4 for names in names_of.values())
+    assert names_of["scale-topic-0"] == {f"scale-{n:04d}" for n in range(4)}
+    assert names_of["scale-topic-1"] == {f"scale-{n:04d}" for n in range(4, 8)}
+    assert {h["brokerId"] for h, _ in requests} == {"0", "1"}
+    with pytest.raises(ValueError, match="multiple of 4"):
+        fleet(6, 10)
+
+
 SCENARIO_CHECKS = {
     "2": _check_2, "4": _check_4, "6": _check_6, "9": _check_9, "10": _check_10, "13": _check_13, "14": _check_14,
-    "J1": _check_j1, "J2": _check_j2,
+    "J1": _check_j1, "J2": _check_j2, "J3": _check_j3,
 }  # fmt: skip
 
 
