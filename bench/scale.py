@@ -181,7 +181,7 @@ def route_table_pid(peer: Peer) -> int:
 def j3_scale(p: Profile) -> Result:
     """5,000 brokers heartbeating every 30 s over 200,000 topics x 4 broker names, both NameServers."""
     names, topics = p.pick((2_500, 200_000), (252, 20_000), (4, 40))
-    seconds, warm_up = p.pick(10.0, 3.0, 1.0), p.pick(5.0, 2.0, 0.5)
+    seconds, warm_up = p.pick(10.0, 3.0, 0.5), p.pick(5.0, 2.0, 0.1)
     requests = fleet(names, topics)
     rate = p.pick(len(requests) / HEARTBEAT_SECONDS, len(requests) / HEARTBEAT_SECONDS, 8.0)
     rng = random.Random(38)
