@@ -150,8 +150,8 @@ def refused(security: ClientSecurity, address: str) -> grpc.StatusCode:
 
 
 def run_script(*args: str) -> subprocess.CompletedProcess[str]:
-    script = ROOT / "deploy" / "docker" / "grpc-health-check"
-    return subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, env=_env(), timeout=30)
+    script = Path(sys.executable).parent / "grpc-health-check"  # a console script of this package
+    return subprocess.run([str(script), *args], capture_output=True, text=True, env=_env(), timeout=30)
 
 
 def test_tls_refuses_plaintext_and_unknown_cas(pki: Pki, start_secure: Callable[..., SecureNamesrv]) -> None:

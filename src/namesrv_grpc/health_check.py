@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Container health check of a NameServer through gRPC health checking (grpc.health.v1).
 
 Usage: grpc-health-check [--tls-ca-file FILE [--tls-cert-file FILE --tls-key-file FILE]
@@ -58,12 +57,17 @@ def main(argv: list[str]) -> int:
                 health_pb2.HealthCheckRequest(service=args.service), timeout=2
             )
     except grpc.RpcError as error:
-        print(f"{args.address}: {error.code().name}", file=sys.stderr)  # type: ignore[attr-defined]
+        print(f"{args.address}: {error.code().name}", file=sys.stderr)
         return 1
     status = health_pb2.HealthCheckResponse.ServingStatus.Name(response.status)
     print(f"{args.address} {args.service or '(server)'}: {status}")
     return 0 if response.status == health_pb2.HealthCheckResponse.SERVING else 1
 
 
-if __name__ == "__main__":
+def run() -> None:
+    """The console script's entry point."""
     raise SystemExit(main(sys.argv))
+
+
+if __name__ == "__main__":
+    run()

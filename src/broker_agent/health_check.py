@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Container health check of a broker agent, from its own Prometheus metrics.
 
 Usage: agent-health-check [METRICS_URL] [MAX_FAILURES]
@@ -49,5 +48,10 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-if __name__ == "__main__":
+def run() -> None:
+    """The console script's entry point."""
     raise SystemExit(main(sys.argv))
+
+
+if __name__ == "__main__":
+    run()
