@@ -238,7 +238,7 @@ def fleet_requests(brokers: int, topics: int, variant: int = 0) -> list[tuple[di
 
 def j1_java_peer(p: Profile) -> Result:
     """Our NameServer against the Java 5.5.0 NameServer: lookups/s, CPU per lookup, RSS, p99 under re-registration."""
-    seconds = p.pick(5, 2, 1)
+    seconds = p.pick(5, 2, 0.3)
     brokers, topics = p.pick((100, 10_000), (20, 2_000), (3, 50))
     processes, connections, depth, concurrency = 2, 2, 64, 8
     # Two topics: RocketMQ 5.x refuses a first registration with exactly one.

@@ -173,7 +173,7 @@ def _check_j3(result: dict[str, Any]) -> None:
     assert all(run["requests"] > 0 for runs in raw["remoting"].values() for run in runs)
     assert set(_row(result, "J3a")["runs"]) == set(_row(result, "J3a")["baseline_runs"])
     assert all(0 <= share <= 1 for share in _row(result, "J3c")["runs"]["route-table process busy share"])
-    assert _row(result, "J3d")["baseline_runs"]["PSS MiB"][0] > 10, "a JVM uses more than 10 MiB"
+    assert min(_row(result, "J3d")["baseline_runs"]["PSS MiB"]) > 10, "a JVM uses more than 10 MiB"
 
 
 def test_the_scale_fleet_puts_every_topic_on_four_broker_names_with_master_and_slave() -> None:
