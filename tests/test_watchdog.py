@@ -247,3 +247,17 @@ def test_a_wall_clock_step_expires_no_broker(tmp_path: Path) -> None:
         assert remoting_route(server.remoting_address, "RYW-0") is not None
         (entry,) = live_table().brokers
         assert abs(entry.last_update_timestamp_millis - time.time() * 1000) < 60_000, "shown as stamped"
+
+
+def test_a_scrape_waits_for_a_child_only_until_it_would_count_as_silent() -> None:
+    """Issue 39: a scrape in the first moments of a stall waited the whole 5 s for the stopped
+    process's metrics. Now it waits until the child would count as silent (2 s), at least 0.5 s,
+    and does not ask a silent one at all (its last values stand in)."""
+    from namesrv_grpc.processes.supervisor import METRICS_MIN_WAIT_SECONDS, metrics_wait_seconds
+    from namesrv_grpc.processes.watchdog import STALE_AFTER_SECONDS
+
+    assert metrics_wait_seconds(0.0) == STALE_AFTER_SECONDS
+    assert metrics_wait_seconds(1.2) == pytest.approx(STALE_AFTER_SECONDS - 1.2)
+    assert metrics_wait_seconds(STALE_AFTER_SECONDS - 0.1) == METRICS_MIN_WAIT_SECONDS
+    assert metrics_wait_seconds(STALE_AFTER_SECONDS) is None
+    assert metrics_wait_seconds(30.0) is None

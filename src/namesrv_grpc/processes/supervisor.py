@@ -65,7 +65,19 @@ RESTART_DELAY_SECONDS = 0.2
 START_TIMEOUT_SECONDS = 60.0
 """A child that is not ready within this long is a failed start."""
 METRICS_TIMEOUT_SECONDS = 5.0
-"""How long a scrape waits for each child's metrics."""
+"""How long a scrape waits for the children's metrics, at most (see :func:`metrics_wait_seconds`)."""
+METRICS_MIN_WAIT_SECONDS = 0.5
+"""The shortest wait for a child's metrics that it is asked for."""
+
+
+def metrics_wait_seconds(silent_for: float) -> float | None:
+    """How long a scrape waits for the metrics of a child silent for ``silent_for`` seconds: until it
+    would count as silent (:data:`STALE_AFTER_SECONDS`), at least :data:`METRICS_MIN_WAIT_SECONDS`;
+    None: not asked (its last values stand in). A scrape that comes in the first moments of a stall
+    waits at most 2 s for it, not :data:`METRICS_TIMEOUT_SECONDS` (issue 39: 5.0 s)."""
+    if silent_for >= STALE_AFTER_SECONDS:
+        return None
+    return min(METRICS_TIMEOUT_SECONDS, max(METRICS_MIN_WAIT_SECONDS, STALE_AFTER_SECONDS - silent_for))
 
 
 class StartError(RuntimeError):
@@ -462,19 +474,19 @@ class Supervisor:
     def collect_children(self) -> list[list[Metric]]:
         """The metric families of every child, and the counters of those that exited
         (:attr:`retired`), called from the metrics server's thread. A child that answers the
-        watchdog is asked; one silent for :data:`STALE_AFTER_SECONDS` is not, and its last families
-        stand in, as they do when it does not answer in time. The list is made on the event loop
+        watchdog is asked (for :func:`metrics_wait_seconds`); one silent for
+        :data:`STALE_AFTER_SECONDS` is not, and its last families stand in, as they do when it does
+        not answer in time. The list is made on the event loop
         after the answers, with no wait between reading which children run and :attr:`retired`, so
         a child that exits meanwhile is counted once: among the retired or among the running."""
         assert self._loop is not None
 
         async def gather() -> list[list[Metric]]:
             async def refresh(child: Child) -> None:
-                if child.silent_for < STALE_AFTER_SECONDS:
+                wait = metrics_wait_seconds(child.silent_for)
+                if wait is not None:
                     with contextlib.suppress(TimeoutError, ConnectionError):
-                        child.metrics = list(
-                            await asyncio.wait_for(child.control.call("metrics"), METRICS_TIMEOUT_SECONDS)
-                        )
+                        child.metrics = list(await asyncio.wait_for(child.control.call("metrics"), wait))
 
             await asyncio.gather(*(refresh(child) for child in self.children()))
             running = [c for c in (self.route_table, *self.serving.values()) if c is not None and not c.retired]
