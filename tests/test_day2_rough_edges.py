@@ -30,6 +30,7 @@ from namesrv_grpc.properties import ConfigError
 from tests.metrics_support import scrape
 from tests.support import (
     LineWatcher,
+    NamesrvProcess,
     _env,
     fixture_path,
     free_port,
@@ -177,6 +178,17 @@ def test_agent_exits_2_on_a_lower_case_broker_role(tmp_path: Path) -> None:
 # ------------------------------------------------------------------------------------ namesrv config
 
 
+def config_of_a_start(workdir: Path, *extra: str) -> tuple[dict[str, str], NamesrvProcess]:
+    """Start a NameServer in ``workdir`` with ``extra``, read its effective configuration
+    (``namesrv-admin config``), stop it; the configuration and the stopped server (for its log)."""
+    server = spawn_namesrv(workdir, *extra)
+    try:
+        config = json.loads(run_cli("namesrv_grpc.admin_cli", "-n", server.address, "config").stdout)["config"]
+    finally:
+        server.stop()
+    return config, server
+
+
 def test_update_namesrv_config_persists_where_the_start_line_says(tmp_path: Path) -> None:
     workdir = tmp_path / "ns"
     store = workdir / "namesrv.properties"
@@ -194,22 +206,14 @@ def test_update_namesrv_config_persists_where_the_start_line_says(tmp_path: Path
     assert "scanNotActiveBrokerInterval=7000" in store.read_text()
 
     # A restart without -c on configStorePath forgets the change, and says so.
-    second = spawn_namesrv(workdir)
-    try:
-        config = json.loads(run_cli("namesrv_grpc.admin_cli", "-n", second.address, "config").stdout)["config"]
-    finally:
-        second.stop()
+    config, second = config_of_a_start(workdir)
     assert config["scanNotActiveBrokerInterval"] == str(NamesrvConfig().scan_not_active_broker_interval)
     assert (
         f"WARNING namesrv: {store.resolve()} (configStorePath) exists but is not read" in second.stderr_path.read_text()
     )
 
     # Started with -c on it, the change is back.
-    third = spawn_namesrv(workdir, "-c", str(store))
-    try:
-        config = json.loads(run_cli("namesrv_grpc.admin_cli", "-n", third.address, "config").stdout)["config"]
-    finally:
-        third.stop()
+    config, third = config_of_a_start(workdir, "-c", str(store))
     assert config["scanNotActiveBrokerInterval"] == "7000"
     assert f"{store.resolve()}, the -c file: kept at restart (flags given at the next start override it)" in (
         third.stderr_path.read_text()
@@ -232,11 +236,7 @@ def test_started_with_c_on_a_config_store_not_written_yet_it_keeps_run_time_chan
     assert f"{store.resolve()} (-c, not written yet)" in first.stderr_path.read_text()
     assert "scanNotActiveBrokerInterval=7000" in store.read_text()
 
-    second = spawn_namesrv(workdir, "-c", str(store))
-    try:
-        config = json.loads(run_cli("namesrv_grpc.admin_cli", "-n", second.address, "config").stdout)["config"]
-    finally:
-        second.stop()
+    config, _ = config_of_a_start(workdir, "-c", str(store))
     assert config["scanNotActiveBrokerInterval"] == "7000"
 
     elsewhere = tmp_path / "missing.conf"
