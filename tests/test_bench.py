@@ -329,3 +329,22 @@ def test_register_cost_runs_and_reports_every_phase(compressed: bool) -> None:
         assert set(times) == {f"{what}{cpu}_ms" for what in ("decode", "apply", "total") for cpu in ("", "_cpu")} | {
             "registrations"
         }
+
+
+def test_first_lookups_reports_both_ways_for_every_form() -> None:
+    """``python -m bench.first_lookups`` (first lookups per topic and by content, in process) at a
+    tiny size; a bad size is a usage error naming the options."""
+    args = [sys.executable, "-m", "bench.first_lookups", "--topics", "200", "--layouts", "8", "--brokers", "6"]
+    completed = subprocess.run(args, capture_output=True, text=True, env=_env(), cwd=ROOT, timeout=120)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    report = json.loads(completed.stdout)
+    assert (report["topics"], report["layouts"], report["brokers"]) == (200, 8, 6)
+    assert 1 <= report["distinct_layouts"] <= 8
+    for form in ("grpc", "standard_json", "old_json"):
+        assert set(report[form]) == {
+            f"{way}_{when}_us" for way in ("per_topic", "by_content") for when in ("first", "warm")
+        } | {"first_ratio"}
+        assert all(value > 0 for value in report[form].values())
+    bad = subprocess.run([*args[:3], "--topics", "0"], capture_output=True, text=True, env=_env(), cwd=ROOT, timeout=60)
+    assert bad.returncode == 2
+    assert "--topics, --layouts and --brokers must be at least 1" in bad.stderr

@@ -43,10 +43,30 @@ topic_configs = st.builds(
     perm=st.integers(0, 15),
     topic_sys_flag=st.integers(0, 3),
 )
-topic_sets = st.lists(topic_configs, max_size=4, unique_by=lambda t: t.topic_name)
+same_layout_topic_sets = st.builds(
+    lambda names, nums: [TopicConfig(name, *nums) for name in names],
+    st.lists(topic_names, unique=True, min_size=2, max_size=4),
+    st.sampled_from([(4, 4, 6, 0), (1, 1, 6, 0), (4, 4, 4, 0)]),
+)
+"""Topics with the same QueueNums, so that routes share layouts (answers found by content, issue 41)."""
+topic_sets = st.one_of(st.lists(topic_configs, max_size=4, unique_by=lambda t: t.topic_name), same_layout_topic_sets)
 data_versions = st.builds(DataVersion, st.integers(0, 2), st.integers(0, 2), st.integers(0, 2))
 filter_lists = st.lists(st.sampled_from(["10.9.0.1:1", "10.9.0.2:1"]), max_size=2)
 timeouts = st.sampled_from([0, 1_000, 10_000, 60_000])
+
+
+def as_is(route: Any) -> Any:
+    """The route itself as the "encoding" of the per-topic answers (a stable function: it keys them)."""
+    return route
+
+
+def as_is_by_content(route: Any) -> Any:
+    """The same, as another encoding: the answers found by content (``shared``)."""
+    return route
+
+
+def any_topic(topic: str) -> bool:
+    return True
 
 
 def snapshot(rt: RouteInfoManager) -> Any:
@@ -369,7 +389,8 @@ class RouteTableMachine(RuleBasedStateMachine):
         dropped the entries it touched. Each check also refills the cache for the next step."""
         for topic in [*self.rt.topic_queue_table, *TOPICS]:
             fresh = self.rt.pickup_topic_route_data(topic)
-            assert self.rt.pickup_topic_route_cached(topic, lambda route: route) == fresh
+            assert self.rt.pickup_topic_route_cached(topic, as_is) == fresh
+            assert self.rt.pickup_topic_route_cached(topic, as_is_by_content, shared=any_topic) == fresh
 
     @invariant()
     def replica_answers_as_the_route_table(self) -> None:
@@ -377,7 +398,9 @@ class RouteTableMachine(RuleBasedStateMachine):
         every lookup alike; its cached routes (filled at the previous step) were dropped for every
         topic whose route changed, and those topics were reported to its route listeners with the
         route table's revision."""
-        cached_before = {topic: self.replica.pickup_topic_route_cached(topic, lambda r: r) for topic in TOPICS}
+        cached_before = {topic: self.replica.pickup_topic_route_cached(topic, as_is) for topic in TOPICS}
+        for topic in TOPICS:  # answers found by content, filled before the change as well
+            self.replica.pickup_topic_route_cached(topic, as_is_by_content, shared=any_topic)
         change = self.rt.take_change()
         self.replica_notices.clear()
         if change is not None:  # as it crosses to a serving process
@@ -404,7 +427,8 @@ class RouteTableMachine(RuleBasedStateMachine):
             notified |= set(TOPICS) if topics is None else topics
         for topic in TOPICS:
             fresh = rt.pickup_topic_route_data(topic)
-            assert replica.pickup_topic_route_cached(topic, lambda r: r) == fresh
+            assert replica.pickup_topic_route_cached(topic, as_is) == fresh
+            assert replica.pickup_topic_route_cached(topic, as_is_by_content, shared=any_topic) == fresh
             if cached_before[topic] != fresh:
                 assert topic in notified, f"{topic}'s route changed but the replica's listeners were not told"
 

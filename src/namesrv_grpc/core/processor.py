@@ -68,6 +68,11 @@ MAX_CACHED_ANSWERS = 256
 """Answers :meth:`NameServer.answer_per_change` keeps (per-cluster topic lists are keyed by name)."""
 
 
+def _always(topic: str) -> bool:
+    """Every topic's answer may be shared by content (nothing per topic is added to it)."""
+    return True
+
+
 def _as_is(route: TopicRouteData) -> TopicRouteData:
     return route
 
@@ -506,8 +511,11 @@ class NameServer:
         ``encode`` and :func:`~namesrv_grpc.core.zones.zone_key`, so whatever zone names clients
         send, a topic holds at most one filtered encoding per zone of its brokers, plus one."""
         order_conf_enabled = self.config.order_message_enable
+        # The answer is the same for every topic of the same layout unless it carries an order
+        # config of the topic's own (issue 41: found by content, see RouteInfoManager).
+        shared = self._without_order_conf if order_conf_enabled else _always
         if zone_requested(zone_name):
-            zone_names = self.route_table.pickup_topic_route_cached(topic, route_zone_names)
+            zone_names = self.route_table.pickup_topic_route_cached(topic, route_zone_names, shared=_always)
             if zone_names is None:
                 return None
             key = zone_key(zone_names, zone_name)
@@ -520,7 +528,10 @@ class NameServer:
                 return encode(route)
 
             return cast(
-                "T | None", self.route_table.pickup_topic_route_cached(topic, build_in_zone, key=(encode, "zone", key))
+                "T | None",
+                self.route_table.pickup_topic_route_cached(
+                    topic, build_in_zone, key=(encode, "zone", key), shared=shared
+                ),
             )
         build = encode
         if order_conf_enabled:
@@ -530,7 +541,11 @@ class NameServer:
                 order_conf = self.kv_config.get_or_none(ORDER_TOPIC_CONFIG_NAMESPACE, topic) or ""
                 return encode(dataclasses.replace(route, order_topic_conf=order_conf))
 
-        return cast("T | None", self.route_table.pickup_topic_route_cached(topic, build, key=encode))
+        return cast("T | None", self.route_table.pickup_topic_route_cached(topic, build, key=encode, shared=shared))
+
+    def _without_order_conf(self, topic: str) -> bool:
+        """True when ``topic`` has no order configuration (S19): its answer adds nothing of its own."""
+        return not self.kv_config.get_or_none(ORDER_TOPIC_CONFIG_NAMESPACE, topic)
 
     def answer_per_change(self, key: Hashable, build: Callable[[], T]) -> T:
         """``build()``, built once per change of the route table or the configuration and then

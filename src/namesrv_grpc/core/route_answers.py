@@ -17,13 +17,22 @@ A plain dict of bytes and strings is never tracked by the garbage collector: a f
 not walk the answers, however many (an ``OrderedDict`` of 400,000 entries added 21 ms to each full
 collection).
 
+Answers that depend only on a route's content are also kept under that content (issue 41): a
+topic's :data:`~namesrv_grpc.core.route_table.TopicQueues` record (its broker names and their
+QueueNums, interned) is a key beside the topic names, so the first lookup of a topic whose layout
+another topic already has costs a dict hit, not an encoding (most topics of a real cluster share a
+few hundred layouts). Such an answer also depends on its broker names' BrokerData and filter
+servers: :meth:`RouteAnswers.drop_layouts_of` drops it when one of them changes. The route table
+decides which topics may share (not those whose answer carries per-topic data: static-topic
+mappings, order configuration, ``SYNC_BROKER_MEMBER_GROUP`` topics under acting master).
+
 Not thread-safe on its own: :class:`~namesrv_grpc.core.route_table.RouteInfoManager` calls it under
 its lock, except for a lookup in :attr:`RouteAnswers.young`, a dict lookup of complete values.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Hashable, Iterator
+from collections.abc import Collection, Hashable, Iterable, Iterator
 from typing import Any
 
 from namesrv_grpc.core.model import TopicRouteData
@@ -51,18 +60,21 @@ def answer_bytes(value: Any) -> int:
 
 
 class RouteAnswers:
-    """Per encoding (a number given by :meth:`encoding`), topic -> encoded answer, in two
-    generations within :attr:`max_bytes` (0: no bound)."""
+    """Per encoding (a number given by :meth:`encoding`), topic (a ``str``) or route layout (a
+    ``TopicQueues`` tuple) -> encoded answer, in two generations within :attr:`max_bytes`
+    (0: no bound)."""
 
     def __init__(self, max_bytes: int = 0) -> None:
         self.max_bytes = max_bytes
         """Bytes the answers may hold (:func:`answer_bytes` each); 0 = no bound."""
         self.numbers: dict[Hashable, int] = {}
         """encoding key -> its number (an index into the generations' lists)."""
-        self.young: list[dict[str, Any]] = []
-        """The young generation: per encoding number, topic -> answer (replaced, never changed in
-        place, when it becomes the old one)."""
-        self._old: list[dict[str, Any]] = []
+        self.young: list[dict[Hashable, Any]] = []
+        """The young generation: per encoding number, topic or layout -> answer (replaced, never
+        changed in place, when it becomes the old one)."""
+        self._old: list[dict[Hashable, Any]] = []
+        self._layouts_of: dict[str, set[tuple[tuple[str, ...], Any]]] = {}
+        """broker name -> the layouts naming it that may be held (in either generation)."""
         self._young_bytes = 0
         self._old_bytes = 0
         self.evictions = 0
@@ -76,7 +88,7 @@ class RouteAnswers:
     def __len__(self) -> int:
         return sum(map(len, self.young)) + sum(map(len, self._old))
 
-    def dicts(self) -> Iterator[dict[str, Any]]:
+    def dicts(self) -> Iterator[dict[Hashable, Any]]:
         """Every dict of answers (both generations, every encoding)."""
         yield from self.young
         yield from self._old
@@ -90,18 +102,22 @@ class RouteAnswers:
             self._old.append({})
         return number
 
-    def get(self, number: int, topic: str) -> Any | None:
-        """The answer, or None; one found in the old generation moves to the young one."""
+    def get(self, number: int, topic: Hashable) -> Any | None:
+        """The answer of a topic or a layout, or None; one found in the old generation moves to the
+        young one."""
         value = self.young[number].get(topic)
         if value is not None:
             return value
         value = self._old[number].pop(topic, None)
         if value is not None:
             self._old_bytes -= answer_bytes(value)
-            self.put(number, topic, value)
+            if type(topic) is tuple:
+                self.put_layout(number, topic, value)  # indexed again: put may drop the old generation
+            else:
+                self.put(number, topic, value)
         return value
 
-    def put(self, number: int, topic: str, value: Any) -> None:
+    def put(self, number: int, topic: Hashable, value: Any) -> None:
         """Keep ``value`` (not None) as the topic's answer in encoding ``number``. When it would take
         the young generation past half the budget, the young generation becomes the old one first
         (and the old one is dropped)."""
@@ -115,8 +131,36 @@ class RouteAnswers:
             self._old_bytes = self._young_bytes
             self.young = [{} for _ in self._old]
             self._young_bytes = 0
+            self._index_layouts()
         self.young[number][topic] = value
         self._young_bytes += size
+
+    def put_layout(self, number: int, layout: tuple[tuple[str, ...], Any], value: Any) -> None:
+        """:meth:`put` of an answer shared by every topic whose route has ``layout`` (a
+        ``TopicQueues`` record: broker names, their QueueNums)."""
+        self.put(number, layout, value)
+        for broker_name in layout[0]:
+            self._layouts_of.setdefault(broker_name, set()).add(layout)
+
+    def drop_layouts_of(self, broker_names: Iterable[str]) -> None:
+        """Forget the shared answers of every layout naming one of ``broker_names`` (their
+        BrokerData or filter servers changed)."""
+        for broker_name in broker_names:
+            layouts = self._layouts_of.pop(broker_name, None)
+            if layouts:
+                for layout in layouts:
+                    self._young_bytes -= _pop_from(self.young, layout)
+                    self._old_bytes -= _pop_from(self._old, layout)
+
+    def _index_layouts(self) -> None:
+        """Rebuild :attr:`_layouts_of` from the layouts still held (after a generation was dropped,
+        so that the index never outgrows the answers)."""
+        self._layouts_of = {}
+        for answers in self._old:
+            for key in answers:
+                if type(key) is tuple:
+                    for broker_name in key[0]:
+                        self._layouts_of.setdefault(broker_name, set()).add(key)
 
     def drop(self, topics: Collection[str]) -> None:
         """Forget every answer of ``topics`` (their routes changed)."""
@@ -133,9 +177,10 @@ class RouteAnswers:
         for answers in self.dicts():
             answers.clear()
         self._young_bytes = self._old_bytes = 0
+        self._layouts_of = {}
 
 
-def _drop_from(generation: list[dict[str, Any]], topics: Collection[str]) -> int:
+def _drop_from(generation: list[dict[Hashable, Any]], topics: Collection[str]) -> int:
     """Remove ``topics`` from every dict of ``generation``; the bytes (:func:`answer_bytes`) freed."""
     freed = 0
     for answers in generation:
@@ -145,8 +190,8 @@ def _drop_from(generation: list[dict[str, Any]], topics: Collection[str]) -> int
     return freed
 
 
-def _pop_from(generation: list[dict[str, Any]], topic: str) -> int:
-    """Remove ``topic`` from every dict of ``generation``; the bytes freed."""
+def _pop_from(generation: list[dict[Hashable, Any]], topic: Hashable) -> int:
+    """Remove ``topic`` (or a layout) from every dict of ``generation``; the bytes freed."""
     freed = 0
     for answers in generation:
         value = answers.pop(topic, None)

@@ -1342,7 +1342,11 @@ class RouteInfoManager:
             return self._route_data(topic)
 
     def pickup_topic_route_cached(
-        self, topic: str, encode: Callable[[TopicRouteData], Any], key: Hashable | None = None
+        self,
+        topic: str,
+        encode: Callable[[TopicRouteData], Any],
+        key: Hashable | None = None,
+        shared: Callable[[str], bool] | None = None,
     ) -> Any | None:
         """S18 at the cost of a dict lookup: ``encode(route)`` of the topic's route, cached until a
         change touches the route (its QueueData, its broker names' BrokerData or filter servers).
@@ -1357,6 +1361,12 @@ class RouteInfoManager:
         sees the route either before or after a registration, never half of one. ``encode`` runs
         under the lock; it must not call back into this table. Call :meth:`invalidate_routes` when
         what ``encode`` adds changes.
+
+        ``shared(topic)`` true (called under the lock): ``encode`` adds nothing of the topic's own,
+        so its answer is the answer of every topic with the same QueueData records whose route
+        carries nothing per topic either (no static-topic mappings, not a ``SYNC_BROKER_MEMBER_GROUP``
+        topic under acting master): found by that content first, encoded only for the first such
+        topic (issue 41; :mod:`namesrv_grpc.core.route_answers`).
         """
         if key is None:
             key = encode
@@ -1371,11 +1381,29 @@ class RouteInfoManager:
             cached = answers.get(number, topic)
             if cached is not None:
                 return cached
+            layout = None
+            if shared is not None:
+                layout = self.topic_queue_nums.get(topic)
+                if layout is None:
+                    return None
+                if (
+                    topic in self.topic_queue_mapping_info_table
+                    or (self.support_acting_master and topic.startswith(SYNC_BROKER_MEMBER_GROUP_PREFIX))
+                    or not shared(topic)
+                ):
+                    layout = None
+                else:
+                    cached = answers.get(number, layout)
+                    if cached is not None:
+                        answers.put(number, topic, cached)
+                        return cached
             route = self._route_data(topic)
             if route is None:
                 return None
             value = encode(route)
             answers.put(number, topic, value)
+            if layout is not None:
+                answers.put_layout(number, layout, value)
             return value
 
     def invalidate_routes(self, topics: Iterable[str] | None = None) -> None:
@@ -1397,6 +1425,7 @@ class RouteInfoManager:
         every topic it holds QueueData of."""
         for topic in self.topics_by_broker_name.get(broker_name, ()):
             self._route_changed(topic)
+        self.route_answers.drop_layouts_of((broker_name,))
         if self._tracking:
             self._dirty_brokers.add(broker_name)
 
@@ -1773,6 +1802,8 @@ class RouteInfoManager:
                 self.route_answers.clear()
             else:
                 self.route_answers.drop(changed)
+                # the writer marks a broker name whose BrokerData or filter servers changed
+                self.route_answers.drop_layouts_of(change.broker_datas)
             self.version += 1
             revision_moved = change.route_revision != self.route_revision
             self.route_revision = change.route_revision
