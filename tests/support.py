@@ -4,6 +4,7 @@ and readers of the rich error details."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -187,6 +188,68 @@ def running_namesrv(
         if server.process.poll() is None:
             server.stop()
         server.process.stdout.close()  # type: ignore[union-attr]
+
+
+def empty_namesrv(server: NamesrvProcess, stubs: Stubs, config: Mapping[str, str]) -> None:
+    """Bring a NameServer that a module's tests share back to what a fresh one holds, through its
+    public API only: every broker of ``GetBrokerLiveTable`` unregistered, every topic still listed
+    (a topic of ``RegisterTopic`` outlives its brokers) deleted, every KV entry its
+    ``kvConfig.json`` holds (RocketMQ's file, written before a change is acknowledged) deleted,
+    every config key whose value differs from ``config`` (``GetNamesrvConfig`` of the fresh server)
+    set back. Then checks that nothing is left: AssertionError naming what is."""
+    from namesrv.v1 import admin_service_pb2 as admin_pb2
+    from namesrv.v1 import kv_config_service_pb2 as kv_pb2
+
+    for broker in stubs.admin.GetBrokerLiveTable(admin_pb2.GetBrokerLiveTableRequest(), timeout=10).brokers:
+        stubs.ns.UnregisterBroker(
+            ns_pb2.UnregisterBrokerRequest(
+                cluster_name=broker.cluster_name,
+                broker_name=broker.broker_name,
+                broker_id=broker.broker_id,
+                broker_addr=broker.broker_addr,
+            ),
+            timeout=10,
+        )
+    for name in stubs.ns.GetAllTopicList(ns_pb2.GetAllTopicListRequest(), timeout=10).topics:
+        stubs.admin.DeleteTopic(admin_pb2.DeleteTopicRequest(topic=name), timeout=10)
+    kv_path = server.workdir / "kvConfig.json"
+    if kv_path.exists():
+        for namespace, table in json.loads(kv_path.read_text(encoding="utf-8"))["configTable"].items():
+            for key in table:
+                stubs.kv.DeleteKVConfig(kv_pb2.DeleteKVConfigRequest(namespace=namespace, key=key), timeout=10)
+    now = dict(stubs.admin.GetNamesrvConfig(admin_pb2.GetNamesrvConfigRequest(), timeout=10).config)
+    changed = {key: value for key, value in config.items() if now.get(key) != value}
+    if changed:
+        stubs.admin.UpdateNamesrvConfig(admin_pb2.UpdateNamesrvConfigRequest(config=changed), timeout=10)
+    now = dict(stubs.admin.GetNamesrvConfig(admin_pb2.GetNamesrvConfigRequest(), timeout=10).config)
+    left = {
+        "brokers": list(stubs.admin.GetBrokerLiveTable(admin_pb2.GetBrokerLiveTableRequest(), timeout=10).brokers),
+        "broker names": list(
+            stubs.ns.GetBrokerClusterInfo(ns_pb2.GetBrokerClusterInfoRequest(), timeout=10).broker_addr_table
+        ),
+        "topics": list(stubs.ns.GetAllTopicList(ns_pb2.GetAllTopicListRequest(), timeout=10).topics),
+        "kv": json.loads(kv_path.read_text(encoding="utf-8"))["configTable"] if kv_path.exists() else {},
+        "config": {key: value for key, value in now.items() if config.get(key) != value},
+    }
+    assert not any(left.values()), f"the shared NameServer still holds {left}"
+
+
+@contextmanager
+def shared_namesrv(workdir: Path, *extra: str) -> Iterator[tuple[NamesrvProcess, Callable[[], Stubs]]]:
+    """One NameServer for a module's tests (``running_namesrv(workdir, *extra)``), and a function
+    that empties it (:func:`empty_namesrv`) and returns its stubs: each test starts from what a
+    fresh server holds, without a start-up of its own (~1.5 s of CPU each)."""
+    from namesrv.v1 import admin_service_pb2 as admin_pb2
+
+    with running_namesrv(workdir, *extra) as server, server.channel() as channel:
+        stubs = Stubs(channel)
+        config = dict(stubs.admin.GetNamesrvConfig(admin_pb2.GetNamesrvConfigRequest(), timeout=10).config)
+
+        def emptied() -> Stubs:
+            empty_namesrv(server, stubs, config)
+            return stubs
+
+        yield server, emptied
 
 
 def spawn_agent(*args: str) -> subprocess.Popen[str]:
