@@ -38,7 +38,7 @@ test: $(STAMP)
 	$(MAKE) --no-print-directory -j2 test-checks test-suite
 
 TEST_JOBS ?= 4
-TEST_WORKERS ?= 2
+TEST_WORKERS ?= 3
 PYTEST_ARGS ?=
 TEST_CHECKS_LOG ?= build/test-checks.log
 
