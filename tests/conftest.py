@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import random
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -24,7 +24,7 @@ from hypothesis import settings
 # (JAVA_GATEWAY_EXITED for every Spark test of an xdist worker that had run gRPC tests first).
 os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 
-from tests.support import NamesrvProcess, Stubs, running_namesrv
+from tests.support import NamesrvProcess, Stubs, running_namesrv, shared_namesrv
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -103,6 +103,24 @@ def namesrv(tmp_path: Path) -> Iterator[NamesrvProcess]:
     """A fresh NameServer process on 127.0.0.1 (expiry scan every 200 ms)."""
     with running_namesrv(tmp_path / "namesrv", "--scan-not-active-broker-interval", "200") as server:
         yield server
+
+
+@pytest.fixture(scope="module")
+def module_namesrv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[NamesrvProcess, Callable[[], Stubs]]]:
+    """One NameServer (expiry scan every 200 ms) for a module's tests, and the function that empties
+    it (:func:`tests.support.shared_namesrv`)."""
+    with shared_namesrv(tmp_path_factory.mktemp("namesrv"), "--scan-not-active-broker-interval", "200") as found:
+        yield found
+
+
+@pytest.fixture
+def emptied_namesrv(module_namesrv: tuple[NamesrvProcess, Callable[[], Stubs]]) -> NamesrvProcess:
+    """The module's NameServer, emptied through its public API (:func:`tests.support.empty_namesrv`):
+    what a fresh one holds, without a start-up per test (~1.5 s of CPU each). A module whose tests
+    need nothing of a process of their own (its exit, its log, its counters) overrides ``namesrv``
+    with a fixture that returns this one."""
+    module_namesrv[1]()
+    return module_namesrv[0]
 
 
 @pytest.fixture

@@ -52,6 +52,12 @@ MASTER_ADDR = "127.0.0.1:10911"
 SLAVE_ADDR = "127.0.0.1:10921"
 
 
+@pytest.fixture
+def namesrv(emptied_namesrv: NamesrvProcess) -> NamesrvProcess:
+    """One NameServer for the module, emptied before each test (tests/conftest.py)."""
+    return emptied_namesrv
+
+
 # --- helpers -----------------------------------------------------------------------------------
 
 

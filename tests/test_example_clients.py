@@ -48,6 +48,11 @@ from tests.support import (
 )
 from tests.tls_support import Issued, TestCA
 
+pytestmark = pytest.mark.xdist_group("example-clients")
+"""Every test of the module on one pytest-xdist worker: two of them change the Go client's source and
+rebuild or overwrite its program (restored afterwards), which the others run and the build steps
+compare (a fresh-clone run on 4 workers saw a concurrent rebuild in the "rebuilds nothing" test)."""
+
 LANGUAGES = ["go", "java", "ts"]
 PROGRAMS = {
     "go": [str(ROOT / "build" / "clients" / "namesrv-client-go")],

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import grpc
@@ -16,7 +15,7 @@ from namesrv.v1 import kv_config_service_pb2 as kv_pb2
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv.v1 import types_pb2
 from namesrv_grpc.core.model import DataVersion
-from tests.support import NamesrvProcess, Stubs, register_request, running_namesrv, shared_namesrv, topic
+from tests.support import NamesrvProcess, Stubs, register_request, running_namesrv, topic
 
 MASTER_A = "127.0.0.1:10911"
 MASTER_A_HA = "127.0.0.1:10912"
@@ -26,22 +25,10 @@ MASTER_B = "127.0.0.1:10931"
 MASTER_B_HA = "127.0.0.1:10932"
 
 
-@pytest.fixture(scope="module")
-def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[NamesrvProcess, Callable[[], Stubs]]]:
-    """One NameServer (expiry scan every 200 ms) for the module's tests, emptied before each."""
-    with shared_namesrv(tmp_path_factory.mktemp("namesrv"), "--scan-not-active-broker-interval", "200") as found:
-        yield found
-
-
 @pytest.fixture
-def namesrv(shared: tuple[NamesrvProcess, Callable[[], Stubs]]) -> NamesrvProcess:
-    return shared[0]
-
-
-@pytest.fixture
-def stubs(shared: tuple[NamesrvProcess, Callable[[], Stubs]]) -> Stubs:
-    """The shared server's stubs, the server emptied first (tests.support.empty_namesrv)."""
-    return shared[1]()
+def namesrv(emptied_namesrv: NamesrvProcess) -> NamesrvProcess:
+    """One NameServer for the module, emptied before each test (tests/conftest.py)."""
+    return emptied_namesrv
 
 
 def route_of(stubs: Stubs, name: str) -> types_pb2.TopicRouteData:

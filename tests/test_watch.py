@@ -49,6 +49,12 @@ SCAN = ("--scan-not-active-broker-interval", "200")
 Change = ns_pb2.TopicRouteChange
 
 
+@pytest.fixture
+def namesrv(emptied_namesrv: NamesrvProcess) -> NamesrvProcess:
+    """One NameServer for the module, emptied before each test (tests/conftest.py)."""
+    return emptied_namesrv
+
+
 class Watch:
     """A WatchTopicRoutes stream read by a background thread into a queue."""
 
