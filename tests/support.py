@@ -21,7 +21,9 @@ from google.rpc import error_details_pb2
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_status import rpc_status
 
+from namesrv.v1 import admin_service_pb2 as admin_pb2
 from namesrv.v1 import admin_service_pb2_grpc, kv_config_service_pb2_grpc, name_server_service_pb2_grpc
+from namesrv.v1 import kv_config_service_pb2 as kv_pb2
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv_grpc.cli import parse_boot_line
 from namesrv_grpc.core.model import DataVersion, RegisterBrokerResult, TopicConfig
@@ -197,9 +199,6 @@ def empty_namesrv(server: NamesrvProcess, stubs: Stubs, config: Mapping[str, str
     ``kvConfig.json`` holds (RocketMQ's file, written before a change is acknowledged) deleted,
     every config key whose value differs from ``config`` (``GetNamesrvConfig`` of the fresh server)
     set back. Then checks that nothing is left: AssertionError naming what is."""
-    from namesrv.v1 import admin_service_pb2 as admin_pb2
-    from namesrv.v1 import kv_config_service_pb2 as kv_pb2
-
     for broker in stubs.admin.GetBrokerLiveTable(admin_pb2.GetBrokerLiveTableRequest(), timeout=10).brokers:
         stubs.ns.UnregisterBroker(
             ns_pb2.UnregisterBrokerRequest(
@@ -239,8 +238,6 @@ def shared_namesrv(workdir: Path, *extra: str) -> Iterator[tuple[NamesrvProcess,
     """One NameServer for a module's tests (``running_namesrv(workdir, *extra)``), and a function
     that empties it (:func:`empty_namesrv`) and returns its stubs: each test starts from what a
     fresh server holds, without a start-up of its own (~1.5 s of CPU each)."""
-    from namesrv.v1 import admin_service_pb2 as admin_pb2
-
     with running_namesrv(workdir, *extra) as server, server.channel() as channel:
         stubs = Stubs(channel)
         config = dict(stubs.admin.GetNamesrvConfig(admin_pb2.GetNamesrvConfigRequest(), timeout=10).config)
