@@ -35,24 +35,16 @@ from namesrv_grpc.core.model import DataVersion, TopicConfig, TopicRouteData
 from namesrv_grpc.core.processor import NameServer
 from namesrv_grpc.core.route_table import RouteInfoManager
 from namesrv_grpc.grpc_api.encoded_responses import encode_route_response
-from namesrv_grpc.remoting.bodies import encode_topic_route_data
+from namesrv_grpc.remoting.handlers import route_old_json, route_standard_json
 
 SHAPES = [(8, 8, 6, 0), (16, 16, 6, 0), (4, 4, 6, 0), (8, 8, 4, 0)]
 """QueueNums (read, write, perm, sysflag) a topic is created with."""
 
 
-def standard_json(route: TopicRouteData) -> bytes:
-    return encode_topic_route_data(route)
-
-
-def old_json(route: TopicRouteData) -> bytes:
-    return encode_topic_route_data(route, standard_json=False)
-
-
 FORMS: dict[str, Callable[[TopicRouteData], Any]] = {
     "grpc": encode_route_response,
-    "standard_json": standard_json,
-    "old_json": old_json,
+    "standard_json": route_standard_json,
+    "old_json": route_old_json,
 }
 
 

@@ -106,7 +106,7 @@ def namesrv(tmp_path: Path) -> Iterator[NamesrvProcess]:
 
 
 @pytest.fixture(scope="module")
-def module_namesrv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[NamesrvProcess, Callable[[], Stubs]]]:
+def module_namesrv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[NamesrvProcess, Callable[[], None]]]:
     """One NameServer (expiry scan every 200 ms) for a module's tests, and the function that empties
     it (:func:`tests.support.shared_namesrv`)."""
     with shared_namesrv(tmp_path_factory.mktemp("namesrv"), "--scan-not-active-broker-interval", "200") as found:
@@ -114,7 +114,7 @@ def module_namesrv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[N
 
 
 @pytest.fixture
-def emptied_namesrv(module_namesrv: tuple[NamesrvProcess, Callable[[], Stubs]]) -> NamesrvProcess:
+def emptied_namesrv(module_namesrv: tuple[NamesrvProcess, Callable[[], None]]) -> NamesrvProcess:
     """The module's NameServer, emptied through its public API (:func:`tests.support.empty_namesrv`):
     what a fresh one holds, without a start-up per test (~1.5 s of CPU each). A module whose tests
     need nothing of a process of their own (its exit, its log, its counters) overrides ``namesrv``

@@ -234,19 +234,14 @@ def empty_namesrv(server: NamesrvProcess, stubs: Stubs, config: Mapping[str, str
 
 
 @contextmanager
-def shared_namesrv(workdir: Path, *extra: str) -> Iterator[tuple[NamesrvProcess, Callable[[], Stubs]]]:
+def shared_namesrv(workdir: Path, *extra: str) -> Iterator[tuple[NamesrvProcess, Callable[[], None]]]:
     """One NameServer for a module's tests (``running_namesrv(workdir, *extra)``), and a function
-    that empties it (:func:`empty_namesrv`) and returns its stubs: each test starts from what a
-    fresh server holds, without a start-up of its own (~1.5 s of CPU each)."""
+    that empties it (:func:`empty_namesrv`): each test starts from what a fresh server holds,
+    without a start-up of its own (~1.5 s of CPU each)."""
     with running_namesrv(workdir, *extra) as server, server.channel() as channel:
         stubs = Stubs(channel)
         config = dict(stubs.admin.GetNamesrvConfig(admin_pb2.GetNamesrvConfigRequest(), timeout=10).config)
-
-        def emptied() -> Stubs:
-            empty_namesrv(server, stubs, config)
-            return stubs
-
-        yield server, emptied
+        yield server, lambda: empty_namesrv(server, stubs, config)
 
 
 def spawn_agent(*args: str) -> subprocess.Popen[str]:

@@ -25,7 +25,7 @@ from namesrv_grpc.core.route_answers import RouteAnswers
 from namesrv_grpc.core.route_table import RouteInfoManager
 from namesrv_grpc.grpc_api.encoded_responses import encode_route_response
 from namesrv_grpc.grpc_api.register_body import encode_body
-from namesrv_grpc.remoting.bodies import encode_topic_route_data
+from namesrv_grpc.remoting.handlers import route_old_json, route_standard_json
 from tests.support import FakeClock, register_broker
 
 BROKER_NAMES = ["broker-a", "broker-b", "broker-c"]
@@ -38,15 +38,7 @@ STORE = tempfile.TemporaryDirectory(prefix="answers-by-content-")
 """Where the machines' NameServers persist their configuration (removed at exit)."""
 
 
-def standard_json(route: Any) -> bytes:
-    return encode_topic_route_data(route)
-
-
-def old_json(route: Any) -> bytes:
-    return encode_topic_route_data(route, standard_json=False)
-
-
-ENCODINGS = [encode_route_response, standard_json, old_json]
+ENCODINGS = [encode_route_response, route_standard_json, route_old_json]
 """What the doors send: gRPC, remoting 4.9.4+ (standard JSON), older remoting clients and zone mode."""
 
 nums = st.sampled_from([(4, 4, 6, 0), (4, 4, 4, 0), (1, 2, 6, 0), (8, 8, 7, 1)])
@@ -184,7 +176,7 @@ def test_topics_of_one_layout_share_one_encoded_answer(tmp_path: Path) -> None:
     def counting(route: Any) -> bytes:
         nonlocal encoded
         encoded += 1
-        return standard_json(route)
+        return route_standard_json(route)
 
     answers = [ns.topic_route_encoded(topic, counting) for topic in topics]
     assert encoded == 1

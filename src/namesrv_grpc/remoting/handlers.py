@@ -203,12 +203,12 @@ def _topic_list_body(topics: list[str], broker_addr: str | None = None) -> bytes
     return bodies.encode_topic_list(topics, broker_addr)
 
 
-def _route_old_json(route: TopicRouteData) -> bytes:
+def route_old_json(route: TopicRouteData) -> bytes:
     """GET_ROUTEINFO_BY_TOPIC body for clients before 4.9.4: fastjson's default form (unquoted int keys)."""
     return bodies.encode_topic_route_data(route, standard_json=False)
 
 
-def _route_standard_json(route: TopicRouteData) -> bytes:
+def route_standard_json(route: TopicRouteData) -> bytes:
     """GET_ROUTEINFO_BY_TOPIC body for 4.9.4+ or ``acceptStandardJsonOnly``: standard JSON, sorted keys."""
     return bodies.encode_topic_route_data(route, standard_json=True)
 
@@ -527,9 +527,9 @@ class RemotingHandlers:
             topic = _field(request, "topic")
             zone_name = _optional(request, ZONE_NAME_EXT_FIELD) if _bool(request, ZONE_MODE_EXT_FIELD) else ""
             if zone_name.strip():
-                return self._ok(request, self._ns.pickup_topic_route_encoded(topic, _route_old_json, zone_name))
+                return self._ok(request, self._ns.pickup_topic_route_encoded(topic, route_old_json, zone_name))
             standard = request.version >= VERSION_V4_9_4 or _bool(request, "acceptStandardJsonOnly")
-            encode = _route_standard_json if standard else _route_old_json
+            encode = route_standard_json if standard else route_old_json
             return self._ok(request, self._ns.pickup_topic_route_encoded(topic, encode))
         finally:
             self._route_lookup_seconds.observe(perf_counter() - started)
