@@ -7,6 +7,10 @@ BUF := npx --yes @bufbuild/buf@1.75.0
 IMAGE ?= namesrv-grpc:dev
 # podman's configuration for this project's targets (written by scripts/install-podman.sh)
 CONTAINERS_CONF := $(CURDIR)/build/containers.conf
+# Python may cache compiled modules (__pycache__/, ignored by git) even when the environment says
+# not to: a NameServer start is three Python processes, and without the cache each one compiles the
+# modules it imports from source again (~0.2 CPU-s per process; docs/development.md).
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: demo report analytics-zip test test-tools faketime-tools test-builds test-suite test-checks jars test-quick lint deploy-check prometheus-tools java-runtime rocketmq proto proto-check clean bench bench-quick bench-tools remoting-clients podman-tools image image-test clients contract-image
 
