@@ -63,6 +63,12 @@ PUSH_SECONDS = 1.0
 """A route change made over remoting reaches every watcher within this (the issue's promise)."""
 
 
+@pytest.fixture
+def namesrv(emptied_namesrv: NamesrvProcess) -> NamesrvProcess:
+    """One NameServer for the module, emptied before each test (tests/conftest.py)."""
+    return emptied_namesrv
+
+
 @pytest.fixture(params=LANGUAGES)
 def program(request: pytest.FixtureRequest) -> list[str]:
     """The command line that runs one example client."""
