@@ -3,12 +3,49 @@ commands (CONTRACT.md "Programs"; issue: generated code built or shipped, never 
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 from tests.support import ROOT
+
+# What `pip wheel` reads of the checkout (pyproject.toml: readme, packages found in src/ and analytics/).
+WHEEL_SOURCES = ("pyproject.toml", "README.md", "src", "analytics")
+
+
+@dataclass(frozen=True)
+class BuiltWheel:
+    path: Path
+    output: str  # pip's and setuptools' stdout + stderr (-v)
+
+
+@pytest.fixture(scope="module")
+def built_wheel(tmp_path_factory: pytest.TempPathFactory) -> BuiltWheel:
+    """The project's wheel, built once per module from a copy of the checkout's sources. Never in the
+    checkout itself: setuptools builds in-tree (build/, *.egg-info), and `make image` beside the suite
+    (test-checks) builds its wheel there at the same time; two in-tree builds race on build/lib."""
+    root = tmp_path_factory.mktemp("wheel")
+    source = root / "source"
+    source.mkdir()
+    for name in WHEEL_SOURCES:
+        if (ROOT / name).is_dir():
+            shutil.copytree(ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+        else:
+            shutil.copy2(ROOT / name, source / name)
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-v", "--no-deps", "--no-build-isolation", "-w", str(root), str(source)],
+        capture_output=True,
+        text=True,
+    )
+    output = built.stdout + built.stderr
+    assert built.returncode == 0, f"pip wheel failed ({built.returncode}):\n{output[-4000:]}"
+    (wheel,) = root.glob("namesrv_grpc-*.whl")
+    return BuiltWheel(wheel, output)
 
 
 def test_generated_code_matches_protos(tmp_path: Path) -> None:
@@ -22,25 +59,8 @@ def test_generated_code_matches_protos(tmp_path: Path) -> None:
         )
 
 
-def test_wheel_ships_generated_code_and_commands(tmp_path: Path) -> None:
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "--quiet",
-            "--no-deps",
-            "--no-build-isolation",
-            "-w",
-            str(tmp_path),
-            str(ROOT),
-        ],
-        check=True,
-        capture_output=True,
-    )
-    (wheel,) = tmp_path.glob("namesrv_grpc-*.whl")
-    with zipfile.ZipFile(wheel) as archive:
+def test_wheel_ships_generated_code_and_commands(built_wheel: BuiltWheel, tmp_path: Path) -> None:
+    with zipfile.ZipFile(built_wheel.path) as archive:
         names = set(archive.namelist())
         entry_points = next(n for n in names if n.endswith("entry_points.txt"))
         scripts = archive.read(entry_points).decode()
@@ -67,30 +87,12 @@ def test_wheel_ships_generated_code_and_commands(tmp_path: Path) -> None:
     assert "--broker-config" in helped.stdout
 
 
-def test_license_is_an_spdx_expression_without_deprecation_warnings(tmp_path: Path) -> None:
+def test_license_is_an_spdx_expression_without_deprecation_warnings(built_wheel: BuiltWheel) -> None:
     """``project.license`` as an SPDX string (PEP 639, setuptools >= 77): the metadata carries
     ``License-Expression`` and building prints no setuptools license deprecation block."""
-    built = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "-v",
-            "--no-deps",
-            "--no-build-isolation",
-            "-w",
-            str(tmp_path),
-            str(ROOT),
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    output = built.stdout + built.stderr
+    output = built_wheel.output
     assert "project.license" not in output
     assert "License classifiers are deprecated" not in output
-    (wheel,) = tmp_path.glob("namesrv_grpc-*.whl")
-    with zipfile.ZipFile(wheel) as archive:
+    with zipfile.ZipFile(built_wheel.path) as archive:
         metadata = archive.read(next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))).decode()
     assert "License-Expression: Apache-2.0" in metadata.splitlines()
