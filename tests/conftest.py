@@ -78,6 +78,8 @@ def xdist_group_of(item: pytest.Item) -> str | None:
     (a server or JVM started once for the file); None for a test that sets up all it needs itself
     (spread one by one)."""
     info = getattr(item, "_fixtureinfo", None)
+    if item.get_closest_marker(SHARED_NAMESRV) is not None:
+        return item.nodeid.split("::", 1)[0]
     if item.get_closest_marker("spark") is not None or (info is not None and "spark" in info.names_closure):
         return "spark"
     if info is None:
@@ -98,9 +100,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.xdist_group(group))
 
 
+SHARED_NAMESRV = "shared_namesrv"
+
+
 @pytest.fixture
-def namesrv(tmp_path: Path) -> Iterator[NamesrvProcess]:
-    """A fresh NameServer process on 127.0.0.1 (expiry scan every 200 ms)."""
+def namesrv(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[NamesrvProcess]:
+    """A fresh NameServer process on 127.0.0.1 (expiry scan every 200 ms). In a module marked
+    ``pytestmark = pytest.mark.shared_namesrv`` (its tests need nothing of a process of their own:
+    its exit, its log, its counters): the module's one NameServer, emptied first (``emptied_namesrv``)."""
+    if request.node.get_closest_marker(SHARED_NAMESRV) is not None:
+        yield request.getfixturevalue("emptied_namesrv")
+        return
     with running_namesrv(tmp_path / "namesrv", "--scan-not-active-broker-interval", "200") as server:
         yield server
 
@@ -117,8 +127,8 @@ def module_namesrv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[N
 def emptied_namesrv(module_namesrv: tuple[NamesrvProcess, Callable[[], None]]) -> NamesrvProcess:
     """The module's NameServer, emptied through its public API (:func:`tests.support.empty_namesrv`):
     what a fresh one holds, without a start-up per test (~1.5 s of CPU each). A module whose tests
-    need nothing of a process of their own (its exit, its log, its counters) overrides ``namesrv``
-    with a fixture that returns this one."""
+    need nothing of a process of their own (its exit, its log, its counters) gets it as ``namesrv``
+    by marking itself ``pytest.mark.shared_namesrv``."""
     module_namesrv[1]()
     return module_namesrv[0]
 

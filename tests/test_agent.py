@@ -48,15 +48,12 @@ from tests.support import (
     spawn_agent,
 )
 
+# One NameServer for the module, emptied before each test (tests/conftest.py).
+pytestmark = pytest.mark.shared_namesrv
+
 QUICKSTART = fixture_path("topics-quickstart.json")
 MASTER_ADDR = "127.0.0.1:10911"
 SLAVE_ADDR = "127.0.0.1:10921"
-
-
-@pytest.fixture
-def namesrv(emptied_namesrv: NamesrvProcess) -> NamesrvProcess:
-    """One NameServer for the module, emptied before each test (tests/conftest.py)."""
-    return emptied_namesrv
 
 
 # --- helpers -----------------------------------------------------------------------------------

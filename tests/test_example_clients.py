@@ -48,7 +48,7 @@ from tests.support import (
 )
 from tests.tls_support import Issued, TestCA
 
-pytestmark = pytest.mark.xdist_group("example-clients")
+pytestmark = [pytest.mark.xdist_group("example-clients"), pytest.mark.shared_namesrv]
 """Every test of the module on one pytest-xdist worker: two of them change the Go client's source and
 rebuild or overwrite its program (restored afterwards), which the others run and the build steps
 compare (a fresh-clone run on 4 workers saw a concurrent rebuild in the "rebuilds nothing" test)."""
@@ -61,12 +61,6 @@ PROGRAMS = {
 }
 PUSH_SECONDS = 1.0
 """A route change made over remoting reaches every watcher within this (the issue's promise)."""
-
-
-@pytest.fixture
-def namesrv(emptied_namesrv: NamesrvProcess) -> NamesrvProcess:
-    """One NameServer for the module, emptied before each test (tests/conftest.py)."""
-    return emptied_namesrv
 
 
 @pytest.fixture(params=LANGUAGES)

@@ -17,18 +17,15 @@ from namesrv.v1 import types_pb2
 from namesrv_grpc.core.model import DataVersion
 from tests.support import NamesrvProcess, Stubs, register_request, running_namesrv, topic
 
+# One NameServer for the module, emptied before each test (tests/conftest.py).
+pytestmark = pytest.mark.shared_namesrv
+
 MASTER_A = "127.0.0.1:10911"
 MASTER_A_HA = "127.0.0.1:10912"
 SLAVE_A = "127.0.0.1:10921"
 SLAVE_A_HA = "127.0.0.1:10922"
 MASTER_B = "127.0.0.1:10931"
 MASTER_B_HA = "127.0.0.1:10932"
-
-
-@pytest.fixture
-def namesrv(emptied_namesrv: NamesrvProcess) -> NamesrvProcess:
-    """One NameServer for the module, emptied before each test (tests/conftest.py)."""
-    return emptied_namesrv
 
 
 def route_of(stubs: Stubs, name: str) -> types_pb2.TopicRouteData:

@@ -28,14 +28,11 @@ from tests.support import (
     topic,
 )
 
+# One NameServer for the module, emptied before each test (tests/conftest.py).
+pytestmark = pytest.mark.shared_namesrv
+
 MASTER = "127.0.0.1:10911"
 SLAVE = "127.0.0.1:10921"
-
-
-@pytest.fixture
-def namesrv(emptied_namesrv: NamesrvProcess) -> NamesrvProcess:
-    """One NameServer for the module, emptied before each test (tests/conftest.py)."""
-    return emptied_namesrv
 
 
 def hello(broker_id: int = 0, addr: str = MASTER, instance: str = "run-1") -> ns_pb2.OpenBrokerSessionRequest:

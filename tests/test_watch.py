@@ -45,14 +45,11 @@ from tests.support import (
     topic,
 )
 
+# One NameServer for the module, emptied before each test (tests/conftest.py).
+pytestmark = pytest.mark.shared_namesrv
+
 SCAN = ("--scan-not-active-broker-interval", "200")
 Change = ns_pb2.TopicRouteChange
-
-
-@pytest.fixture
-def namesrv(emptied_namesrv: NamesrvProcess) -> NamesrvProcess:
-    """One NameServer for the module, emptied before each test (tests/conftest.py)."""
-    return emptied_namesrv
 
 
 class Watch:
@@ -395,6 +392,7 @@ def test_silent_watch_client_is_found_by_keepalive(tmp_path: Path) -> None:
 WATCH_CLIENT = """
 import sys, grpc
 from namesrv.v1 import name_server_service_pb2 as ns_pb2, name_server_service_pb2_grpc as ns_grpc
+
 channel = grpc.insecure_channel(sys.argv[1])
 stub = ns_grpc.NameServerServiceStub(channel)
 calls = [stub.WatchTopicRoutes(ns_pb2.WatchTopicRoutesRequest(topics=[f"T{i}", "Shared"])) for i in range(5)]
