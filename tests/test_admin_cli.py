@@ -7,32 +7,52 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
-from pathlib import Path
+from collections.abc import Callable, Iterator
 
 import pytest
 
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv_grpc.admin_cli import parse_namesrv_list
 from namesrv_grpc.core.model import DataVersion
-from tests.support import ROOT, NamesrvProcess, Stubs, free_port, register_request, run_cli, running_namesrv, topic
+from tests.support import (
+    ROOT,
+    NamesrvProcess,
+    Stubs,
+    free_port,
+    register_request,
+    run_cli_in_process,
+    shared_namesrv,
+    topic,
+)
 
 ADMIN = "namesrv_grpc.admin_cli"
 
 
-@pytest.fixture
-def two_namesrvs(tmp_path: Path) -> Iterator[tuple[NamesrvProcess, NamesrvProcess]]:
-    """Two NameServers, each with broker-a (topics T1, T2) and broker-b (T2) registered."""
-    with running_namesrv(tmp_path / "ns1") as one, running_namesrv(tmp_path / "ns2") as two:
-        for server in (one, two):
-            with server.channel() as channel:
-                stubs = Stubs(channel)
-                stubs.ns.RegisterBroker(register_request(topics=[topic("T1"), topic("T2")]), timeout=10)
-                stubs.ns.RegisterBroker(
-                    register_request(broker_name="broker-b", broker_addr="127.0.0.1:10921", topics=[topic("T2")]),
-                    timeout=10,
-                )
+SharedNamesrv = tuple[NamesrvProcess, Callable[[], None]]
+
+
+@pytest.fixture(scope="module")
+def shared_two(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SharedNamesrv, SharedNamesrv]]:
+    """Two NameServers for the module's tests, each with the function that empties it."""
+    root = tmp_path_factory.mktemp("two")
+    with shared_namesrv(root / "ns1") as one, shared_namesrv(root / "ns2") as two:
         yield one, two
+
+
+@pytest.fixture
+def two_namesrvs(shared_two: tuple[SharedNamesrv, SharedNamesrv]) -> tuple[NamesrvProcess, NamesrvProcess]:
+    """Two NameServers, each with broker-a (topics T1, T2) and broker-b (T2) registered: the
+    module's two, emptied first."""
+    for server, empty in shared_two:
+        empty()
+        with server.channel() as channel:
+            stubs = Stubs(channel)
+            stubs.ns.RegisterBroker(register_request(topics=[topic("T1"), topic("T2")]), timeout=10)
+            stubs.ns.RegisterBroker(
+                register_request(broker_name="broker-b", broker_addr="127.0.0.1:10921", topics=[topic("T2")]),
+                timeout=10,
+            )
+    return shared_two[0][0], shared_two[1][0]
 
 
 def perms(server: NamesrvProcess, topic_name: str) -> dict[str, int]:
@@ -55,7 +75,7 @@ def test_parse_namesrv_list() -> None:
 
 def test_wipe_write_perm_changes_every_namesrv(two_namesrvs: tuple[NamesrvProcess, NamesrvProcess]) -> None:
     one, two = two_namesrvs
-    result = run_cli(ADMIN, "-n", both(two_namesrvs), "wipe-write-perm", "broker-a")
+    result = run_cli_in_process(ADMIN, "-n", both(two_namesrvs), "wipe-write-perm", "broker-a")
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == [
         f"{one.address}: OK write permission wiped: 2 topics of broker-a",
@@ -63,7 +83,7 @@ def test_wipe_write_perm_changes_every_namesrv(two_namesrvs: tuple[NamesrvProces
     ]
     for server in two_namesrvs:
         assert perms(server, "T2") == {"broker-a": 4, "broker-b": 6}
-    back = run_cli(ADMIN, "-n", both(two_namesrvs), "add-write-perm", "broker-a")
+    back = run_cli_in_process(ADMIN, "-n", both(two_namesrvs), "add-write-perm", "broker-a")
     assert back.returncode == 0, back.stderr
     for server in two_namesrvs:
         assert perms(server, "T1") == {"broker-a": 6}
@@ -81,7 +101,7 @@ def test_namesrv_addr_environment_names_every_namesrv(two_namesrvs: tuple[Namesr
     assert result.returncode == 0, result.stderr
     assert len(result.stdout.splitlines()) == 2
     for server in two_namesrvs:
-        got = run_cli(ADMIN, "-n", server.address, "kv-get", "ORDER_TOPIC_CONFIG", "T1")
+        got = run_cli_in_process(ADMIN, "-n", server.address, "kv-get", "ORDER_TOPIC_CONFIG", "T1")
         assert '"value": "broker-a:4"' in got.stdout
 
 
@@ -90,7 +110,7 @@ def test_change_with_one_namesrv_down_reports_it_and_fails(
 ) -> None:
     one, _ = two_namesrvs
     dead = f"127.0.0.1:{free_port()}"
-    result = run_cli(ADMIN, "-n", f"{dead};{one.address}", "--timeout", "3", "wipe-write-perm", "broker-b")
+    result = run_cli_in_process(ADMIN, "-n", f"{dead};{one.address}", "--timeout", "3", "wipe-write-perm", "broker-b")
     assert result.returncode == 1
     lines = result.stdout.splitlines()
     assert len(lines) == 2
@@ -100,7 +120,7 @@ def test_change_with_one_namesrv_down_reports_it_and_fails(
 
 
 def test_wipe_write_perm_of_unknown_broker_says_so(two_namesrvs: tuple[NamesrvProcess, NamesrvProcess]) -> None:
-    result = run_cli(ADMIN, "-n", both(two_namesrvs), "wipe-write-perm", "broker-x")
+    result = run_cli_in_process(ADMIN, "-n", both(two_namesrvs), "wipe-write-perm", "broker-x")
     assert result.returncode == 1
     for server, line in zip(two_namesrvs, result.stdout.splitlines(), strict=True):
         assert line == (
@@ -113,23 +133,23 @@ def test_wipe_write_perm_of_unknown_broker_says_so(two_namesrvs: tuple[NamesrvPr
 def test_read_asks_the_first_namesrv_that_answers(two_namesrvs: tuple[NamesrvProcess, NamesrvProcess]) -> None:
     one, _ = two_namesrvs
     dead = f"127.0.0.1:{free_port()}"
-    result = run_cli(ADMIN, "-n", f"{dead};{one.address}", "--timeout", "3", "route", "T1")
+    result = run_cli_in_process(ADMIN, "-n", f"{dead};{one.address}", "--timeout", "3", "route", "T1")
     assert result.returncode == 0, result.stderr
     assert '"broker_name": "broker-a"' in result.stdout
     assert f"{dead} did not answer (UNAVAILABLE" in result.stderr
     # an answer that is an error is the answer: the next NameServer is not asked
-    missing = run_cli(ADMIN, "-n", both(two_namesrvs), "route", "NoSuchTopic")
+    missing = run_cli_in_process(ADMIN, "-n", both(two_namesrvs), "route", "NoSuchTopic")
     assert missing.returncode == 1
     assert missing.stderr.count("NOT_FOUND") == 1
-    nobody = run_cli(ADMIN, "-n", dead, "--timeout", "3", "topics")
+    nobody = run_cli_in_process(ADMIN, "-n", dead, "--timeout", "3", "topics")
     assert nobody.returncode == 1
     assert "no NameServer answered" in nobody.stderr
 
 
 def test_each_reads_every_namesrv(two_namesrvs: tuple[NamesrvProcess, NamesrvProcess]) -> None:
     one, two = two_namesrvs
-    run_cli(ADMIN, "-n", two.address, "wipe-write-perm", "broker-a")
-    result = run_cli(ADMIN, "-n", both(two_namesrvs), "--each", "route", "T1")
+    run_cli_in_process(ADMIN, "-n", two.address, "wipe-write-perm", "broker-a")
+    result = run_cli_in_process(ADMIN, "-n", both(two_namesrvs), "--each", "route", "T1")
     assert result.returncode == 0, result.stderr
     first, second = result.stdout.split(f"== {two.address}\n")
     assert first.startswith(f"== {one.address}\n")
@@ -138,7 +158,7 @@ def test_each_reads_every_namesrv(two_namesrvs: tuple[NamesrvProcess, NamesrvPro
 
 
 def test_bad_namesrv_list_is_a_usage_error() -> None:
-    result = run_cli(ADMIN, "-n", "127.0.0.1:8081;nohostport", "topics")
+    result = run_cli_in_process(ADMIN, "-n", "127.0.0.1:8081;nohostport", "topics")
     assert result.returncode == 2
     assert "-n/--namesrv" in result.stderr
     assert "nohostport" in result.stderr
@@ -150,7 +170,7 @@ def test_clusters_shows_liveness_per_broker_address(namesrv: NamesrvProcess, stu
     stubs.ns.RegisterBroker(
         register_request(broker_id=1, broker_addr="127.0.0.1:10915", version=DataVersion(0, 7, 7)), timeout=10
     )
-    result = run_cli(ADMIN, "-n", namesrv.address, "clusters")
+    result = run_cli_in_process(ADMIN, "-n", namesrv.address, "clusters")
     assert result.returncode == 0, result.stderr
     header, master, slave = result.stdout.splitlines()
     assert header.split() == [
@@ -162,7 +182,7 @@ def test_clusters_shows_liveness_per_broker_address(namesrv: NamesrvProcess, stu
     assert cells[7:] == ["30s", "0/1/1"]
     assert slave.split()[2:4] == ["1", "127.0.0.1:10915"]
     assert slave.split()[-2:] == ["120s", "0/7/7"]
-    as_json = run_cli(ADMIN, "-n", namesrv.address, "clusters", "--json")
+    as_json = run_cli_in_process(ADMIN, "-n", namesrv.address, "clusters", "--json")
     assert '"protocol": "REGISTRATION_PROTOCOL_GRPC"' in as_json.stdout
     assert '"heartbeat_timeout_millis": "30000"' in as_json.stdout
 

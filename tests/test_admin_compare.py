@@ -33,7 +33,7 @@ from namesrv_grpc.admin_readers import Endpoint
 from namesrv_grpc.core.model import BrokerData, ClusterInfo, QueueData, TopicRouteData
 from namesrv_grpc.remoting.codes import RequestCode
 from tests.remoting_support import RemotingTestClient
-from tests.support import NamesrvProcess, free_port, run_cli, running_namesrv, topic
+from tests.support import NamesrvProcess, free_port, run_cli_in_process, running_namesrv, topic
 from tests.test_admin_remoting import BROKER_A, populate, register
 
 ADMIN = "namesrv_grpc.admin_cli"
@@ -41,7 +41,8 @@ PROMETHEUS = re.compile(r'^namesrv_compare_differences\{namesrvs="[^"]*",result=
 
 
 def admin(*args: str) -> Any:
-    return run_cli(ADMIN, *args, timeout=120)
+    """namesrv-admin ARGS, run in this process (tests/support.py ``run_cli_in_process``)."""
+    return run_cli_in_process(ADMIN, *args)
 
 
 # ------------------------------------------------------------------------------ one absent broker

@@ -29,7 +29,7 @@ from tests.rocketmq_support import (
     start_java_namesrv,
     wait_registered,
 )
-from tests.support import NamesrvProcess, run_cli, running_namesrv, topic
+from tests.support import NamesrvProcess, run_cli_in_process, running_namesrv, topic
 from tests.test_admin_remoting import register
 
 ADMIN = "namesrv_grpc.admin_cli"
@@ -87,7 +87,8 @@ def normalized(text: str) -> object:
 
 
 def admin(*args: str) -> tuple[int, str, str]:
-    result = run_cli(ADMIN, *args, timeout=120)
+    """namesrv-admin ARGS, run in this process (tests/support.py ``run_cli_in_process``)."""
+    result = run_cli_in_process(ADMIN, *args)
     return result.returncode, result.stdout, result.stderr
 
 

@@ -33,13 +33,14 @@ from namesrv_grpc.remoting.codec import FrameDecoder, FrameError, encode_command
 from namesrv_grpc.remoting.codes import DEFAULT_FRAME_MAX_LENGTH, RequestCode, ResponseCode
 from namesrv_grpc.remoting.errors import not_supported_remark
 from namesrv_grpc.security.client import ClientSecurity
-from tests.support import NamesrvProcess, _env, free_port, run_cli, running_namesrv
+from tests.support import NamesrvProcess, _env, free_port, run_cli_in_process, running_namesrv
 
 ADMIN = "namesrv_grpc.admin_cli"
 
 
 def admin(*args: str) -> subprocess.CompletedProcess[str]:
-    return run_cli(ADMIN, "--timeout", "2", *args, timeout=60)
+    """namesrv-admin --timeout 2 ARGS, run in this process (tests/support.py ``run_cli_in_process``)."""
+    return run_cli_in_process(ADMIN, "--timeout", "2", *args)
 
 
 class FakeBroker:

@@ -6,13 +6,14 @@ import json
 import shutil
 from pathlib import Path
 
-from tests.support import Stubs, register_request, run_cli, running_namesrv, topic
+from tests.support import Stubs, register_request, run_cli_in_process, running_namesrv, topic
 
 ADMIN = "namesrv_grpc.admin_cli"
 
 
 def admin(*args: str) -> str:
-    result = run_cli(ADMIN, *args)
+    """namesrv-admin ARGS, run in this process (tests/support.py ``run_cli_in_process``)."""
+    result = run_cli_in_process(ADMIN, *args)
     assert result.returncode == 0, result.stdout + result.stderr
     return result.stdout
 
