@@ -24,7 +24,7 @@ from hypothesis import settings
 # (JAVA_GATEWAY_EXITED for every Spark test of an xdist worker that had run gRPC tests first).
 os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 
-from tests.support import SPARK_TEST_JVM_OPTIONS, NamesrvProcess, Stubs, running_namesrv, shared_namesrv
+from tests.support import SHORT_JVM_OPTIONS, NamesrvProcess, Stubs, running_namesrv, shared_namesrv
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -143,7 +143,7 @@ def stubs(namesrv: NamesrvProcess) -> Iterator[Stubs]:
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
     """One local Spark session for every analytics test (starting one takes seconds): two cores,
-    two shuffle partitions, no UI, UTC, a quick-starting JVM (:data:`SPARK_TEST_JVM_OPTIONS`)."""
+    two shuffle partitions, no UI, UTC, a quick-starting JVM (:data:`SHORT_JVM_OPTIONS`)."""
     from pyspark.sql import SparkSession
 
     session = (
@@ -155,7 +155,7 @@ def spark() -> Iterator[SparkSession]:
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.memory", "1g")
-        .config("spark.driver.extraJavaOptions", SPARK_TEST_JVM_OPTIONS)
+        .config("spark.driver.extraJavaOptions", SHORT_JVM_OPTIONS)
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")

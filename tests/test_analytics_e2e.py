@@ -24,7 +24,7 @@ from namesrv.v1 import types_pb2
 from namesrv_analytics import churn, namesrv_consistency
 from tests.support import (
     ROOT,
-    SPARK_TEST_JVM_OPTIONS,
+    SHORT_JVM_OPTIONS,
     NamesrvProcess,
     Stubs,
     fixture_path,
@@ -176,7 +176,7 @@ def test_snapshots_of_real_namesrvs_through_every_job(
         [
             str(Path(sys.executable).parent / "spark-submit"),
             "--master", "local[2]", "--conf", "spark.ui.enabled=false", "--conf", "spark.sql.shuffle.partitions=2",
-            "--driver-java-options", SPARK_TEST_JVM_OPTIONS,
+            "--driver-java-options", SHORT_JVM_OPTIONS,
             str(ROOT / "analytics" / "namesrv_analytics" / "topic_distribution.py"),
             "--snapshots", f"file://{snapshots}", "--out", f"file://{out}", "--namesrv", ns1.address,
         ],

@@ -35,6 +35,7 @@ from tests.remoting_support import RemotingTestClient
 from tests.support import (
     LOADED_BOX_SLACK_SECONDS,
     ROOT,
+    SHORT_JVM_OPTIONS,
     LineWatcher,
     NamesrvProcess,
     Stubs,
@@ -56,7 +57,12 @@ compare (a fresh-clone run on 4 workers saw a concurrent rebuild in the "rebuild
 LANGUAGES = ["go", "java", "ts"]
 PROGRAMS = {
     "go": [str(ROOT / "build" / "clients" / "namesrv-client-go")],
-    "java": ["java", "-jar", str(ROOT / "examples" / "clients" / "java" / "target" / "namesrv-client.jar")],
+    "java": [
+        "java",
+        *SHORT_JVM_OPTIONS.split(),
+        "-jar",
+        str(ROOT / "examples" / "clients" / "java" / "target" / "namesrv-client.jar"),
+    ],
     "ts": ["node", str(ROOT / "examples" / "clients" / "ts" / "dist" / "main.js")],
 }
 PUSH_SECONDS = 1.0
