@@ -68,6 +68,8 @@ def pytest_runtest_makereport(
 
 
 SHARED_SCOPES = frozenset({"module", "class", "package"})
+SHARED_NAMESRV = "shared_namesrv"
+"""The mark of a module whose tests share one emptied NameServer as ``namesrv``."""
 
 
 def xdist_group_of(item: pytest.Item) -> str | None:
@@ -98,9 +100,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.get_closest_marker("xdist_group") is None and (group := xdist_group_of(item)) is not None:
             item.add_marker(pytest.mark.xdist_group(group))
-
-
-SHARED_NAMESRV = "shared_namesrv"
 
 
 @pytest.fixture
