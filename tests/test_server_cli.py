@@ -41,6 +41,7 @@ from tests.support import (
     topic,
     wait_serving,
 )
+from tests.test_security_acl import write_acl
 
 INSTALLED_SCRIPT = Path(sys.executable).with_name("namesrv")
 """The console script ``pip install`` put beside the virtualenv's python."""
@@ -521,3 +522,22 @@ def test_the_supervisor_starts_without_the_modules_only_its_children_use() -> No
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     imported = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
     assert imported.stdout.strip() == "[]", imported.stdout + imported.stderr
+
+
+def test_a_serving_process_reads_yaml_only_for_an_acl_file(tmp_path: Path) -> None:
+    """The serving process (a copy per core, restarted by the watchdog) imports PyYAML only when
+    ``--acl-file`` names a file to read (``security.acl.load_acl``)."""
+    code = (
+        "import sys, namesrv_grpc.processes.serving_process\n"
+        "print('yaml' in sys.modules)\n"
+        "from namesrv_grpc.security.acl import load_acl\n"
+        "from pathlib import Path\n"
+        "load_acl(Path(sys.argv[1]))\n"
+        "print('yaml' in sys.modules)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    acl = write_acl(tmp_path / "acl.yml")
+    imported = subprocess.run(
+        [sys.executable, "-c", code, str(acl)], capture_output=True, text=True, timeout=60, env=env
+    )
+    assert imported.stdout.split() == ["False", "True"], imported.stdout + imported.stderr
