@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import random
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -24,7 +24,7 @@ from hypothesis import settings
 # (JAVA_GATEWAY_EXITED for every Spark test of an xdist worker that had run gRPC tests first).
 os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 
-from tests.support import SHORT_JVM_OPTIONS, NamesrvProcess, Stubs, running_namesrv, shared_namesrv
+from tests.support import SHORT_JVM_OPTIONS, NamesrvProcess, SharedNamesrv, Stubs, running_namesrv, shared_namesrv
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -115,15 +115,26 @@ def namesrv(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[NamesrvP
 
 
 @pytest.fixture(scope="module")
-def module_namesrv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[NamesrvProcess, Callable[[], None]]]:
+def module_namesrv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SharedNamesrv]:
     """One NameServer (expiry scan every 200 ms) for a module's tests, and the function that empties
     it (:func:`tests.support.shared_namesrv`)."""
     with shared_namesrv(tmp_path_factory.mktemp("namesrv"), "--scan-not-active-broker-interval", "200") as found:
         yield found
 
 
+@pytest.fixture(scope="module")
+def module_namesrv_pair(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[SharedNamesrv, SharedNamesrv]]:
+    """Two NameServers (default options) for a module's tests, each with the function that empties
+    it (:func:`tests.support.shared_namesrv`): for the tests of commands that talk to several."""
+    root = tmp_path_factory.mktemp("pair")
+    with shared_namesrv(root / "ns1") as one, shared_namesrv(root / "ns2") as two:
+        yield one, two
+
+
 @pytest.fixture
-def emptied_namesrv(module_namesrv: tuple[NamesrvProcess, Callable[[], None]]) -> NamesrvProcess:
+def emptied_namesrv(module_namesrv: SharedNamesrv) -> NamesrvProcess:
     """The module's NameServer, emptied through its public API (:func:`tests.support.empty_namesrv`):
     what a fresh one holds, without a start-up per test (~1.5 s of CPU each). A module whose tests
     need nothing of a process of their own (its exit, its log, its counters) gets it as ``namesrv``

@@ -244,8 +244,12 @@ def empty_namesrv(server: NamesrvProcess, stubs: Stubs, config: Mapping[str, str
     assert not any(left.values()), f"the shared NameServer still holds {left}"
 
 
+SharedNamesrv = tuple[NamesrvProcess, Callable[[], None]]
+"""A NameServer that a module's tests share, and the function that empties it (:func:`shared_namesrv`)."""
+
+
 @contextmanager
-def shared_namesrv(workdir: Path, *extra: str) -> Iterator[tuple[NamesrvProcess, Callable[[], None]]]:
+def shared_namesrv(workdir: Path, *extra: str) -> Iterator[SharedNamesrv]:
     """One NameServer for a module's tests (``running_namesrv(workdir, *extra)``), and a function
     that empties it (:func:`empty_namesrv`): each test starts from what a fresh server holds,
     without a start-up of its own (~1.5 s of CPU each)."""

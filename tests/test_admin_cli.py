@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -17,33 +16,22 @@ from namesrv_grpc.core.model import DataVersion
 from tests.support import (
     ROOT,
     NamesrvProcess,
+    SharedNamesrv,
     Stubs,
     free_port,
     register_request,
     run_cli_in_process,
-    shared_namesrv,
     topic,
 )
 
 ADMIN = "namesrv_grpc.admin_cli"
 
 
-SharedNamesrv = tuple[NamesrvProcess, Callable[[], None]]
-
-
-@pytest.fixture(scope="module")
-def shared_two(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SharedNamesrv, SharedNamesrv]]:
-    """Two NameServers for the module's tests, each with the function that empties it."""
-    root = tmp_path_factory.mktemp("two")
-    with shared_namesrv(root / "ns1") as one, shared_namesrv(root / "ns2") as two:
-        yield one, two
-
-
 @pytest.fixture
-def two_namesrvs(shared_two: tuple[SharedNamesrv, SharedNamesrv]) -> tuple[NamesrvProcess, NamesrvProcess]:
+def two_namesrvs(module_namesrv_pair: tuple[SharedNamesrv, SharedNamesrv]) -> tuple[NamesrvProcess, NamesrvProcess]:
     """Two NameServers, each with broker-a (topics T1, T2) and broker-b (T2) registered: the
-    module's two, emptied first."""
-    for server, empty in shared_two:
+    module's two (tests/conftest.py), emptied first."""
+    for server, empty in module_namesrv_pair:
         empty()
         with server.channel() as channel:
             stubs = Stubs(channel)
@@ -52,7 +40,7 @@ def two_namesrvs(shared_two: tuple[SharedNamesrv, SharedNamesrv]) -> tuple[Names
                 register_request(broker_name="broker-b", broker_addr="127.0.0.1:10921", topics=[topic("T2")]),
                 timeout=10,
             )
-    return shared_two[0][0], shared_two[1][0]
+    return module_namesrv_pair[0][0], module_namesrv_pair[1][0]
 
 
 def perms(server: NamesrvProcess, topic_name: str) -> dict[str, int]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +37,7 @@ from namesrv_grpc.remoting import bodies
 from namesrv_grpc.remoting.codes import RequestCode
 from namesrv_grpc.security.client import ClientSecurity
 from tests.remoting_support import RemotingTestClient
-from tests.support import NamesrvProcess, Stubs, free_port, run_cli_in_process, running_namesrv, shared_namesrv, topic
+from tests.support import NamesrvProcess, SharedNamesrv, Stubs, free_port, run_cli_in_process, running_namesrv, topic
 from tests.test_security_acl import write_acl
 from tests.test_security_tls import SecureNamesrv, client, pki, start_secure  # noqa: F401 (fixtures)
 
@@ -79,22 +79,12 @@ def populate(server_remoting: str) -> RemotingTestClient:
     return remoting
 
 
-SharedNamesrv = tuple[NamesrvProcess, Callable[[], None]]
-
-
-@pytest.fixture(scope="module")
-def shared_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SharedNamesrv, SharedNamesrv]]:
-    """Two NameServers for the module's tests, each with the function that empties it."""
-    root = tmp_path_factory.mktemp("pair")
-    with shared_namesrv(root / "ns1") as one, shared_namesrv(root / "ns2") as two:
-        yield one, two
-
-
 @pytest.fixture
-def pair(shared_pair: tuple[SharedNamesrv, SharedNamesrv]) -> Iterator[tuple[NamesrvProcess, NamesrvProcess]]:
-    """Two NameServers with the same brokers and KV (:func:`populate`): the module's two, emptied
-    first (a broker whose connection closed is gone by S15 anyway; one registered since is not)."""
-    (one, empty_one), (two, empty_two) = shared_pair
+def pair(module_namesrv_pair: tuple[SharedNamesrv, SharedNamesrv]) -> Iterator[tuple[NamesrvProcess, NamesrvProcess]]:
+    """Two NameServers with the same brokers and KV (:func:`populate`): the module's two
+    (tests/conftest.py), emptied first (a broker whose connection closed is gone by S15 anyway; one
+    registered since is not)."""
+    (one, empty_one), (two, empty_two) = module_namesrv_pair
     empty_one()
     empty_two()
     first, second = populate(one.remoting_address), populate(two.remoting_address)
