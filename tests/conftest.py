@@ -24,7 +24,15 @@ from hypothesis import settings
 # (JAVA_GATEWAY_EXITED for every Spark test of an xdist worker that had run gRPC tests first).
 os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 
-from tests.support import SHORT_JVM_OPTIONS, NamesrvProcess, SharedNamesrv, Stubs, running_namesrv, shared_namesrv
+from tests.support import (
+    SHORT_JVM_OPTIONS,
+    SPARK_TEST_CONF,
+    NamesrvProcess,
+    SharedNamesrv,
+    Stubs,
+    running_namesrv,
+    shared_namesrv,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -153,7 +161,8 @@ def stubs(namesrv: NamesrvProcess) -> Iterator[Stubs]:
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
     """One local Spark session for every analytics test (starting one takes seconds): two cores,
-    two shuffle partitions, no UI, UTC, a quick-starting JVM (:data:`SHORT_JVM_OPTIONS`)."""
+    two shuffle partitions, no UI, UTC, a quick-starting JVM (:data:`SHORT_JVM_OPTIONS`), no code
+    generation (:data:`SPARK_TEST_CONF`)."""
     from pyspark.sql import SparkSession
 
     session = (
@@ -166,6 +175,7 @@ def spark() -> Iterator[SparkSession]:
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.memory", "1g")
         .config("spark.driver.extraJavaOptions", SHORT_JVM_OPTIONS)
+        .config(map=SPARK_TEST_CONF)
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")

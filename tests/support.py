@@ -63,6 +63,17 @@ compilations never pay back: the four analytics modules took 368 CPU-s with thes
 without (one worker, same machine, same wall time); a lookup of the Java example client 1.5 CPU-s
 against 2.3-2.8."""
 
+SPARK_TEST_CONF = {
+    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+    "spark.sql.codegen.wholeStage": "false",
+    "spark.sql.adaptive.enabled": "false",
+}
+"""Spark settings of the tests' sessions and ``spark-submit`` runs: expressions interpreted, not
+compiled (Janino), no whole-stage code generation, no adaptive re-planning. The tests' inputs are a
+few hundred rows, so compiling each query's code never pays back; the answers are the same (Spark's
+own test suites run both ways). The analytics modules' session tests on one worker: 132-149 ->
+100 CPU-s, 101-114 -> 79 s (docs/development.md)."""
+
 
 def _env() -> dict[str, str]:
     env = dict(os.environ)
