@@ -240,7 +240,9 @@ def j1_java_peer(p: Profile) -> Result:
     """Our NameServer against the Java 5.5.0 NameServer: lookups/s, CPU per lookup, RSS, p99 under re-registration."""
     seconds = p.pick(5, 2, 0.3)
     brokers, topics = p.pick((100, 10_000), (20, 2_000), (3, 50))
-    processes, connections, depth, concurrency = 2, 2, 64, 8
+    # One load-generator process per run at the tiny size (tests/test_bench.py: 18 processes, not 36;
+    # several workers' counts merged is run by J3's tiny run, bench/scale.py).
+    processes, connections, depth, concurrency = p.pick(2, 2, 1), 2, 64, 8
     # Two topics: RocketMQ 5.x refuses a first registration with exactly one.
     configs = {name: TopicConfig(name, 4, 4) for name in ("TopicTest", "TopicTest2")}
     body = encode_register_broker_body(configs, DataVersion(0, 1, 1), compressed=False)
@@ -378,7 +380,7 @@ def _workloads(p: Profile) -> list[Workload]:
 
 def j2_route_workloads(p: Profile) -> Result:
     """mxsm/rocketmq-rust's route workloads against the Java NameServer and ours."""
-    processes = 2
+    processes = p.pick(2, 2, 1)  # tiny: one load-generator process per run, as in J1
     rows = []
     raw: dict[str, Any] = {}
     row_ids = "abcd"
