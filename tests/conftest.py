@@ -175,7 +175,7 @@ def spark() -> Iterator[SparkSession]:
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.memory", "1g")
         .config("spark.driver.extraJavaOptions", SHORT_JVM_OPTIONS)
-        .config(map=SPARK_TEST_CONF)
+        .config(map={**SPARK_TEST_CONF})
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")
