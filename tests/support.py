@@ -68,11 +68,12 @@ SPARK_TEST_CONF = {
     "spark.sql.codegen.wholeStage": "false",
     "spark.sql.adaptive.enabled": "false",
 }
-"""Spark settings of the tests' sessions and ``spark-submit`` runs: expressions interpreted, not
+"""Spark settings of the tests' Spark session (the ``spark`` fixture): expressions interpreted, not
 compiled (Janino), no whole-stage code generation, no adaptive re-planning. The tests' inputs are a
 few hundred rows, so compiling each query's code never pays back; the answers are the same (Spark's
 own test suites run both ways). The analytics modules' session tests on one worker: 132-149 ->
-100 CPU-s, 101-114 -> 79 s (docs/development.md)."""
+100 CPU-s, 101-114 -> 79 s (docs/development.md). The end-to-end test's ``spark-submit`` run keeps
+Spark's defaults: one job runs as the jobs ship."""
 
 
 def _env() -> dict[str, str]:

@@ -25,7 +25,6 @@ from namesrv_analytics import churn, namesrv_consistency
 from tests.support import (
     ROOT,
     SHORT_JVM_OPTIONS,
-    SPARK_TEST_CONF,
     NamesrvProcess,
     Stubs,
     fixture_path,
@@ -178,7 +177,6 @@ def test_snapshots_of_real_namesrvs_through_every_job(
             str(Path(sys.executable).parent / "spark-submit"),
             "--master", "local[2]", "--conf", "spark.ui.enabled=false", "--conf", "spark.sql.shuffle.partitions=2",
             "--driver-java-options", SHORT_JVM_OPTIONS,
-            *(arg for key, value in SPARK_TEST_CONF.items() for arg in ("--conf", f"{key}={value}")),
             str(ROOT / "analytics" / "namesrv_analytics" / "topic_distribution.py"),
             "--snapshots", f"file://{snapshots}", "--out", f"file://{out}", "--namesrv", ns1.address,
         ],
