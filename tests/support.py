@@ -67,13 +67,17 @@ SPARK_TEST_CONF = {
     "spark.sql.codegen.factoryMode": "NO_CODEGEN",
     "spark.sql.codegen.wholeStage": "false",
     "spark.sql.adaptive.enabled": "false",
+    "spark.sql.constraintPropagation.enabled": "false",
 }
 """Spark settings of the tests' Spark session (the ``spark`` fixture): expressions interpreted, not
-compiled (Janino), no whole-stage code generation, no adaptive re-planning. The tests' inputs are a
-few hundred rows, so compiling each query's code never pays back; the answers are the same (Spark's
-own test suites run both ways). The analytics modules' session tests on one worker: 132-149 ->
-100 CPU-s, 101-114 -> 79 s (docs/development.md). The end-to-end test's ``spark-submit`` run keeps
-Spark's defaults: one job runs as the jobs ship."""
+compiled (Janino), no whole-stage code generation, no adaptive re-planning, no constraint
+propagation (the optimizer rule that infers extra filters, such as ``isnotnull``, from a plan's
+constraints). The tests' inputs are a few hundred rows, so compiling each query's code or
+optimizing its plan harder never pays back; the answers are the same (Spark's own test suites run
+both ways). The analytics modules' session tests on one worker: 132-149 -> 100 CPU-s, 101-114 ->
+79 s without code generation; then 138-152 -> 121-126 CPU-s without constraint propagation too
+(docs/development.md). The end-to-end test's ``spark-submit`` run keeps Spark's defaults: one job
+runs as the jobs ship."""
 
 
 def _env() -> dict[str, str]:
