@@ -171,7 +171,7 @@ def route_table_pid(peer: Peer) -> int:
     pid for Java."""
     for pid in tree_pids(peer.pid)[1:]:
         try:
-            if b"route_table_process" in Path(f"/proc/{pid}/cmdline").read_bytes():
+            if Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"namesrv: route-table process"):
                 return pid
         except OSError:
             continue

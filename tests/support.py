@@ -187,6 +187,23 @@ def spawn_namesrv(
     return server
 
 
+def namesrv_children(pid: int, name: str) -> list[int]:
+    """The pids of ``namesrv`` ``pid``'s children called ``name`` (``serving process`` or
+    ``route-table process``), found by the title ps shows (``namesrv: serving process 1 (...)``;
+    processes/fork_server.py). They are children of its fork server; a process that exited and was
+    not reaped yet (a zombie) is not one."""
+    import psutil
+
+    pids = []
+    for child in psutil.Process(pid).children(recursive=True):
+        try:
+            if " ".join(child.cmdline()).startswith(f"namesrv: {name}") and child.status() != psutil.STATUS_ZOMBIE:
+                pids.append(child.pid)
+        except (psutil.ZombieProcess, psutil.NoSuchProcess):
+            pass
+    return pids
+
+
 def wait_serving(address: str, timeout: float = 20) -> None:
     """Wait until the gRPC health check of ``address`` says SERVING."""
     deadline = time.monotonic() + timeout

@@ -34,7 +34,15 @@ from namesrv_grpc.core.route_table import RouteInfoManager
 from namesrv_grpc.grpc_api.servicers import NameServerServicer
 from namesrv_grpc.metrics import NamesrvMetrics
 from tests.metrics_support import Scrape, free_port, parse
-from tests.support import NamesrvProcess, error_info, poll_until, register_request, running_namesrv, topic
+from tests.support import (
+    NamesrvProcess,
+    error_info,
+    namesrv_children,
+    poll_until,
+    register_request,
+    running_namesrv,
+    topic,
+)
 
 MIB = 1024 * 1024
 RESOURCE_EXHAUSTED = str(grpc.StatusCode.RESOURCE_EXHAUSTED.value[0])
@@ -59,10 +67,9 @@ class Server:
     def serving_rss(self) -> int:
         """Resident bytes of the serving processes together (where the gRPC door's memory is)."""
         total = 0
-        for child in psutil.Process(self.process.process.pid).children():
+        for pid in namesrv_children(self.process.process.pid, "serving process"):
             try:
-                if "serving" in " ".join(child.cmdline()):
-                    total += child.memory_info().rss
+                total += psutil.Process(pid).memory_info().rss
             except psutil.NoSuchProcess:
                 continue
         return total

@@ -36,6 +36,7 @@ from tests.support import (
     LOADED_BOX_SLACK_SECONDS,
     NamesrvProcess,
     Stubs,
+    namesrv_children,
     poll_until,
     run_cli,
     running_namesrv,
@@ -92,20 +93,11 @@ def answers_both_doors(server: NamesrvProcess) -> bool:
 
 def serving_pids(server: NamesrvProcess) -> list[int]:
     """The serving processes running now (a killed one not yet reaped, a zombie, is not one)."""
-    pids = []
-    for child in psutil.Process(server.process.pid).children():
-        try:
-            if "serving_process" in " ".join(child.cmdline()):
-                pids.append(child.pid)
-        except (psutil.ZombieProcess, psutil.NoSuchProcess):
-            pass
-    return pids
+    return namesrv_children(server.process.pid, "serving process")
 
 
 def route_table_pid(server: NamesrvProcess) -> int:
-    (pid,) = [
-        c.pid for c in psutil.Process(server.process.pid).children() if "route_table_process" in " ".join(c.cmdline())
-    ]
+    (pid,) = namesrv_children(server.process.pid, "route-table process")
     return pid
 
 
@@ -338,6 +330,43 @@ def test_a_dead_route_table_process_stops_namesrv_with_one_line(tmp_path: Path) 
     errors = [line for line in server.stderr_path.read_text().splitlines() if " ERROR " in line]
     assert any("route-table process exited (signal SIGKILL)" in line for line in errors), errors
     assert not psutil.pid_exists(server.process.pid) or psutil.Process(server.process.pid).status() == "zombie"
+
+
+def test_children_are_forked_with_their_titles_and_leave_with_a_killed_supervisor(tmp_path: Path) -> None:
+    """docs/production.md "What runs": the route-table and serving processes are children of the fork
+    server, titled as ps shows them; a kill -9 of the supervisor leaves none of them running."""
+    server = spawn_namesrv(tmp_path / "ns", "--workers", "2")
+    try:
+        supervisor = psutil.Process(server.process.pid)
+        (route_table,) = namesrv_children(supervisor.pid, "route-table process")
+        serving = sorted(namesrv_children(supervisor.pid, "serving process"))
+        assert len(serving) == 2
+        titles = {" ".join(psutil.Process(pid).cmdline()).strip() for pid in serving}
+        assert titles == {f"namesrv: serving process {i} (namesrv_grpc.processes.serving_process)" for i in (1, 2)}, (
+            titles
+        )
+        fork_server = psutil.Process(route_table).parent()
+        assert fork_server is not None
+        assert fork_server.parent() == supervisor
+        assert "multiprocessing.forkserver" in " ".join(fork_server.cmdline())
+        assert {psutil.Process(pid).ppid() for pid in serving} == {fork_server.pid}
+        descendants = supervisor.children(recursive=True)
+        os.kill(supervisor.pid, signal.SIGKILL)
+        server.process.wait(30)
+
+        def none_left() -> bool:
+            for process in descendants:
+                try:
+                    if process.status() != psutil.STATUS_ZOMBIE:
+                        return False
+                except psutil.NoSuchProcess:
+                    pass
+            return True
+
+        poll_until(none_left, 30)
+    finally:
+        if server.process.poll() is None:
+            server.process.kill()
 
 
 def test_one_serving_process_serves_both_doors(tmp_path: Path) -> None:

@@ -1,8 +1,9 @@
 """What every child process of ``namesrv`` shares: how it is started, what it is told, and how it
 talks to the supervisor.
 
-A child is ``python -m namesrv_grpc.processes.route_table_process --control-fd N`` (or
-``serving_process``): fd N is its end of a socketpair with the supervisor, a
+A child is forked by the fork server (:mod:`.fork_server`) and runs its module's ``main(["--control-fd",
+N])`` (``python -m namesrv_grpc.processes.route_table_process --control-fd N``, or
+``serving_process``, runs the same by hand): fd N is its end of a socketpair with the supervisor, a
 :class:`~namesrv_grpc.processes.channel.Channel` over which the supervisor sends the
 :class:`ProcessParams` first and later asks for metrics, and the child says when it is ready.
 The child dies with the supervisor (``PR_SET_PDEATHSIG``) and logs to the inherited stderr in the

@@ -53,6 +53,7 @@ from namesrv_grpc.pipes import print_line
 from namesrv_grpc.policy import default_worker_processes
 from namesrv_grpc.processes.channel import Channel
 from namesrv_grpc.processes.child import LEDGER_FILE, ProcessParams
+from namesrv_grpc.processes.fork_server import ChildProcess, start_child
 from namesrv_grpc.processes.ledger import Ledger
 from namesrv_grpc.processes.metrics_server import CoalescingCollector, MetricsServer
 from namesrv_grpc.processes.watchdog import STALE_AFTER_SECONDS, watch
@@ -94,7 +95,7 @@ class Child:
 
     role: str
     index: int
-    process: asyncio.subprocess.Process
+    process: ChildProcess
     control: Channel
     events: asyncio.Queue[tuple[Any, ...]] = field(default_factory=asyncio.Queue)
     reader: asyncio.Task[None] | None = None
@@ -340,18 +341,13 @@ class Supervisor:
         """Start a child process of ``role`` (``route_table`` or ``serving``) and send it its params
         (unless ``send_params`` is false: it waits for them after its imports)."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        module = "route_table_process" if role == "route_table" else "serving_process"
-        process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            f"namesrv_grpc.processes.{module}",
-            "--control-fd",
-            str(theirs.fileno()),
-            pass_fds=(theirs.fileno(),),
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.DEVNULL,
-        )
-        theirs.close()
+        try:
+            process = await start_child(role, index, theirs)
+        except OSError as exc:
+            ours.close()
+            raise StartError(f"cannot start the {role.replace('_', '-')} process: {exc}", 1) from None
+        finally:
+            theirs.close()
         reader, writer = await asyncio.open_unix_connection(sock=ours, limit=1 << 20)
         child = Child(role, index, process, Channel(reader, writer, f"{role} {index}"))
         if send_params:
