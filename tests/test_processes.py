@@ -348,7 +348,7 @@ def test_children_are_forked_with_their_titles_and_leave_with_a_killed_superviso
         fork_server = psutil.Process(route_table).parent()
         assert fork_server is not None
         assert fork_server.parent() == supervisor
-        assert "multiprocessing.forkserver" in " ".join(fork_server.cmdline())
+        assert " ".join(fork_server.cmdline()).startswith("namesrv: fork server")
         assert {psutil.Process(pid).ppid() for pid in serving} == {fork_server.pid}
         descendants = supervisor.children(recursive=True)
         os.kill(supervisor.pid, signal.SIGKILL)
@@ -367,6 +367,25 @@ def test_children_are_forked_with_their_titles_and_leave_with_a_killed_superviso
     finally:
         if server.process.poll() is None:
             server.process.kill()
+
+
+def test_a_dead_fork_server_stops_namesrv_with_one_line(tmp_path: Path) -> None:
+    """Its children go with it (PR_SET_PDEATHSIG), so namesrv stops as for a dead route-table process
+    (exit 1; systemd or Kubernetes starts it again) and names the fork server, not each child."""
+    server = spawn_namesrv(tmp_path / "ns", "--workers", "2")
+    try:
+        (route_table,) = namesrv_children(server.process.pid, "route-table process")
+        fork_server = psutil.Process(route_table).ppid()
+        assert " ".join(psutil.Process(fork_server).cmdline()).startswith("namesrv: fork server")
+        os.kill(fork_server, signal.SIGKILL)
+        code = server.process.wait(30)
+    finally:
+        if server.process.poll() is None:
+            server.process.kill()
+    assert code == 1
+    errors = [line for line in server.stderr_path.read_text().splitlines() if " ERROR " in line]
+    assert len(errors) == 1, errors
+    assert f"the fork server (pid {fork_server}) exited and took every child with it" in errors[0]
 
 
 def test_one_serving_process_serves_both_doors(tmp_path: Path) -> None:

@@ -15,8 +15,10 @@ only its end of its control socketpair (passed to the fork server over a Unix so
 stdout on ``/dev/null`` and the supervisor's stderr for its log; it is a child of the fork server,
 which reports its exit status to the supervisor (:class:`ChildProcess`). ``ps`` shows each child by
 its title (``namesrv: serving process 1 (namesrv_grpc.processes.serving_process)``, set with
-setproctitle). When the supervisor dies, the fork server exits, and each child with it
-(``PR_SET_PDEATHSIG``, :func:`~namesrv_grpc.processes.child.die_with_parent`).
+setproctitle; the fork server's own, ``namesrv: fork server``, by :mod:`.fork_server_title`). When
+the supervisor dies, the fork server exits, and each child with it (``PR_SET_PDEATHSIG``,
+:func:`~namesrv_grpc.processes.child.die_with_parent`); when the fork server dies, its children go
+with it and the supervisor stops with exit code 1, as for a dead route-table process.
 """
 
 from __future__ import annotations
@@ -26,7 +28,10 @@ import importlib
 import multiprocessing
 import os
 import socket
+import time
 from multiprocessing.process import BaseProcess
+
+import psutil
 
 CHILD_MODULES = {
     "route_table": "namesrv_grpc.processes.route_table_process",
@@ -35,7 +40,7 @@ CHILD_MODULES = {
 """The module whose ``main(["--control-fd", N])`` runs a child of each role."""
 
 _CONTEXT = multiprocessing.get_context("forkserver")
-_CONTEXT.set_forkserver_preload(list(CHILD_MODULES.values()))
+_CONTEXT.set_forkserver_preload(["namesrv_grpc.processes.fork_server_title", *CHILD_MODULES.values()])
 
 
 def title(role: str, index: int) -> str:
@@ -70,6 +75,10 @@ class ChildProcess:
         self._loop = loop
         self.pid: int = process.pid or 0
         self.returncode: int | None = None
+        """Set when its exit was seen. 255 also when the fork server died: it reports its children's
+        exits, and takes them with it (:func:`alive`)."""
+        self.fork_server_pid = _parent_of(self.pid)
+        """The fork server that forked it (0: unknown, the child had already gone)."""
         self._exited: asyncio.Future[int] = loop.create_future()
         self._sentinel = process.sentinel
         loop.add_reader(self._sentinel, self._on_sentinel)
@@ -101,6 +110,40 @@ class ChildProcess:
         import signal
 
         self.send_signal(signal.SIGKILL)
+
+
+def _parent_of(pid: int) -> int:
+    try:
+        return psutil.Process(pid).ppid()
+    except psutil.Error:
+        return 0
+
+
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie, exited but not yet waited for, does not)."""
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+async def fork_server_died(child: ChildProcess) -> bool:
+    """Whether ``child``, seen to have exited, went because its fork server died. The status 255
+    is what the supervisor sees then, possibly while the fork server is still exiting: for that
+    status, this waits up to :data:`FORK_SERVER_EXIT_SECONDS` for it to be gone."""
+    if not child.fork_server_pid:
+        return False
+    deadline = time.monotonic() + (FORK_SERVER_EXIT_SECONDS if child.returncode == 255 else 0)
+    while alive(child.fork_server_pid):
+        if time.monotonic() >= deadline:
+            return False
+        await asyncio.sleep(0.01)
+    return True
+
+
+FORK_SERVER_EXIT_SECONDS = 2.0
+"""How long a child's status 255 may precede its fork server's death becoming visible (a killed
+process closes its descriptors, which tells the supervisor, before it becomes a zombie)."""
 
 
 async def start_child(role: str, index: int, control: socket.socket) -> ChildProcess:

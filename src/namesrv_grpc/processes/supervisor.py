@@ -53,7 +53,7 @@ from namesrv_grpc.pipes import print_line
 from namesrv_grpc.policy import default_worker_processes
 from namesrv_grpc.processes.channel import Channel
 from namesrv_grpc.processes.child import LEDGER_FILE, ProcessParams
-from namesrv_grpc.processes.fork_server import ChildProcess, start_child
+from namesrv_grpc.processes.fork_server import ChildProcess, fork_server_died, start_child
 from namesrv_grpc.processes.ledger import Ledger
 from namesrv_grpc.processes.metrics_server import CoalescingCollector, MetricsServer
 from namesrv_grpc.processes.watchdog import STALE_AFTER_SECONDS, watch
@@ -400,6 +400,15 @@ class Supervisor:
                     return 0
                 code = task.result()
                 child = exited
+                if await fork_server_died(child.process):
+                    log.error(
+                        "the fork server (pid %d) exited and took every child with it; stopping: restart namesrv",
+                        child.process.fork_server_pid,
+                    )
+                    for pending in waits:
+                        pending.cancel()
+                    await self.stop()
+                    return 1
                 if child.role == "route_table":
                     if not child.killed_silent:  # else the watchdog said why already
                         log.error("the route-table process exited (%s); stopping: restart namesrv", _exit_text(code))
