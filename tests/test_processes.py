@@ -332,6 +332,13 @@ def test_a_dead_route_table_process_stops_namesrv_with_one_line(tmp_path: Path) 
     assert not psutil.pid_exists(server.process.pid) or psutil.Process(server.process.pid).status() == "zombie"
 
 
+def ignored_signals(pid: int) -> set[signal.Signals]:
+    """The signals process ``pid`` ignores (``SigIgn`` of /proc/PID/status)."""
+    (line,) = [line for line in Path(f"/proc/{pid}/status").read_text().splitlines() if line.startswith("SigIgn:")]
+    mask = int(line.split()[1], 16)
+    return {sig for sig in signal.Signals if mask & (1 << (sig - 1))}
+
+
 def test_children_are_forked_with_their_titles_and_leave_with_a_killed_supervisor(tmp_path: Path) -> None:
     """docs/production.md "What runs": the route-table and serving processes are children of the fork
     server, titled as ps shows them; a kill -9 of the supervisor leaves none of them running."""
@@ -350,6 +357,11 @@ def test_children_are_forked_with_their_titles_and_leave_with_a_killed_superviso
         assert fork_server.parent() == supervisor
         assert " ".join(fork_server.cmdline()).startswith("namesrv: fork server")
         assert {psutil.Process(pid).ppid() for pid in serving} == {fork_server.pid}
+        # the fork server ignores SIGTERM and SIGHUP (a stop that signals every process at once must
+        # not kill it before its children's exits are told); each child has them back
+        assert ignored_signals(fork_server.pid) >= {signal.SIGTERM, signal.SIGHUP}
+        for pid in (route_table, *serving):
+            assert signal.SIGTERM not in ignored_signals(pid)
         descendants = supervisor.children(recursive=True)
         os.kill(supervisor.pid, signal.SIGKILL)
         server.process.wait(30)
@@ -367,6 +379,25 @@ def test_children_are_forked_with_their_titles_and_leave_with_a_killed_superviso
     finally:
         if server.process.poll() is None:
             server.process.kill()
+
+
+def test_sigterm_to_every_process_at_once_stops_namesrv_in_order(tmp_path: Path) -> None:
+    """What systemd's default KillMode=control-group does on stop: SIGTERM to every process of the
+    unit at once. The fork server ignores it, so the supervisor still sees each child drain and exit,
+    and namesrv exits 0 with no error."""
+    server = spawn_namesrv(tmp_path / "ns", "--workers", "2")
+    try:
+        everyone = [server.process.pid, *(p.pid for p in psutil.Process(server.process.pid).children(recursive=True))]
+        assert len(everyone) == 6  # supervisor, resource tracker, fork server, route-table, 2 serving
+        for pid in everyone:
+            os.kill(pid, signal.SIGTERM)
+        code = server.process.wait(60)
+    finally:
+        if server.process.poll() is None:
+            server.process.kill()
+    assert code == 0
+    errors = [line for line in server.stderr_path.read_text().splitlines() if " ERROR " in line]
+    assert errors == []
 
 
 def test_a_dead_fork_server_stops_namesrv_with_one_line(tmp_path: Path) -> None:

@@ -4,7 +4,7 @@ Each child (the route-table process, every serving process, a serving process st
 forked by a fork server (:mod:`multiprocessing`'s ``forkserver`` start method) that imported the
 children's modules (grpc, protobuf, prometheus-client, the route table, both doors) once, when
 ``namesrv`` started its first child. A child forked from it starts with those imports done: a
-started-again serving process is ready in milliseconds, and a ``namesrv`` start costs one import of
+started-again serving process serves ~0.1 s after its fork, and a ``namesrv`` start costs one import of
 those modules instead of one per child (a child's imports are ~0.45 CPU-s, most of its start;
 docs/development.md).
 
@@ -15,10 +15,11 @@ only its end of its control socketpair (passed to the fork server over a Unix so
 stdout on ``/dev/null`` and the supervisor's stderr for its log; it is a child of the fork server,
 which reports its exit status to the supervisor (:class:`ChildProcess`). ``ps`` shows each child by
 its title (``namesrv: serving process 1 (namesrv_grpc.processes.serving_process)``, set with
-setproctitle; the fork server's own, ``namesrv: fork server``, by :mod:`.fork_server_title`). When
-the supervisor dies, the fork server exits, and each child with it (``PR_SET_PDEATHSIG``,
-:func:`~namesrv_grpc.processes.child.die_with_parent`); when the fork server dies, its children go
-with it and the supervisor stops with exit code 1, as for a dead route-table process.
+setproctitle; the fork server's own, ``namesrv: fork server``, is set by :mod:`.fork_server_init`,
+which also has it ignore SIGTERM and SIGHUP). When the supervisor dies, the fork server exits, and
+each child with it (``PR_SET_PDEATHSIG``, :func:`~namesrv_grpc.processes.child.die_with_parent`);
+when the fork server dies, its children go with it and the supervisor stops with exit code 1, as
+for a dead route-table process.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import asyncio
 import importlib
 import multiprocessing
 import os
+import signal
 import socket
 import time
 from multiprocessing.process import BaseProcess
@@ -40,7 +42,7 @@ CHILD_MODULES = {
 """The module whose ``main(["--control-fd", N])`` runs a child of each role."""
 
 _CONTEXT = multiprocessing.get_context("forkserver")
-_CONTEXT.set_forkserver_preload(["namesrv_grpc.processes.fork_server_title", *CHILD_MODULES.values()])
+_CONTEXT.set_forkserver_preload(["namesrv_grpc.processes.fork_server_init", *CHILD_MODULES.values()])
 
 
 def title(role: str, index: int) -> str:
@@ -51,10 +53,13 @@ def title(role: str, index: int) -> str:
 
 
 def _child_main(role: str, index: int, control: socket.socket) -> None:
-    """What a forked child runs (in the child): its title, stdout on /dev/null, then its module's
-    ``main``. Leaves with SystemExit(the exit code)."""
+    """What a forked child runs (in the child): SIGTERM and SIGHUP back to their defaults (the fork
+    server ignores them), its title, stdout on /dev/null, then its module's ``main``. Leaves with
+    SystemExit(the exit code)."""
     import setproctitle
 
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
     setproctitle.setproctitle(title(role, index))
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)
@@ -102,13 +107,9 @@ class ChildProcess:
             os.kill(self.pid, sig)
 
     def terminate(self) -> None:
-        import signal
-
         self.send_signal(signal.SIGTERM)
 
     def kill(self) -> None:
-        import signal
-
         self.send_signal(signal.SIGKILL)
 
 
