@@ -25,6 +25,7 @@ from prometheus_client import CollectorRegistry, generate_latest, start_http_ser
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 
+from broker_agent import health_check
 from broker_agent.config import load_broker_config
 from broker_agent.metrics import AgentMetrics
 from namesrv_grpc.core.route_table import RouteInfoManager
@@ -719,6 +720,25 @@ def agent_metrics_url() -> Iterator[tuple[AgentMetrics, str]]:
     finally:
         server.shutdown()
         thread.join(5)
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["http://127.0.0.1:9878/metrics", "many"], "MAX_FAILURES"),
+        (["http://127.0.0.1:9878/metrics", "0"], "MAX_FAILURES"),
+        (["file:///etc/passwd"], "METRICS_URL"),
+    ],
+)
+def test_agent_health_check_refuses_bad_arguments_in_one_line(
+    args: list[str], named: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        health_check.main(["agent-health-check", *args])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument {named}:" in err
+    assert "Traceback" not in err
 
 
 def test_agent_health_check_script(agent_metrics_url: tuple[AgentMetrics, str]) -> None:

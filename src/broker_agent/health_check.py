@@ -11,15 +11,42 @@ otherwise, with the reason on stderr. One unreachable NameServer does not make t
 
 from __future__ import annotations
 
+import argparse
 import sys
+import urllib.parse
 import urllib.request
 
 from prometheus_client.parser import text_string_to_metric_families
 
 
+def _metrics_url(text: str) -> str:
+    if urllib.parse.urlsplit(text).scheme not in ("http", "https"):
+        raise argparse.ArgumentTypeError(f"must be an http:// or https:// URL, got {text!r}")
+    return text
+
+
+def _max_failures(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= 1_000_000:
+        raise argparse.ArgumentTypeError(f"must be a whole number from 1 to 1000000, got {text!r}")
+    return value
+
+
 def main(argv: list[str]) -> int:
-    url = argv[1] if len(argv) > 1 else "http://127.0.0.1:9878/metrics"
-    max_failures = float(argv[2]) if len(argv) > 2 else 3.0
+    """``argv`` as ``sys.argv`` (the program's name first). Returns the exit code: 0 healthy, 1 not;
+    a bad METRICS_URL or MAX_FAILURES exits 2 with one line naming it (SystemExit, argparse)."""
+    parser = argparse.ArgumentParser(
+        prog="agent-health-check", description="Container health check of a broker agent, from its own metrics."
+    )
+    parser.add_argument("metrics_url", metavar="METRICS_URL", nargs="?", type=_metrics_url,
+                        default="http://127.0.0.1:9878/metrics")  # fmt: skip
+    parser.add_argument("max_failures", metavar="MAX_FAILURES", nargs="?", type=_max_failures, default=3)
+    args = parser.parse_args(argv[1:])
+    url: str = args.metrics_url
+    max_failures: int = args.max_failures
     try:
         with urllib.request.urlopen(url, timeout=2) as response:
             text = response.read().decode()
