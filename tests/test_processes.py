@@ -318,16 +318,17 @@ def test_route_answers_stay_within_route_cache_max_bytes_on_both_doors(tmp_path:
         assert scraped.value("namesrv_route_cache_evictions_total") > 0
 
 
+def error_lines(server: NamesrvProcess) -> list[str]:
+    """The ERROR lines of ``server``'s log."""
+    return [line for line in server.stderr_path.read_text().splitlines() if " ERROR " in line]
+
+
 def test_a_dead_route_table_process_stops_namesrv_with_one_line(tmp_path: Path) -> None:
-    server = spawn_namesrv(tmp_path / "ns", "--workers", "1")
-    try:
+    with running_namesrv(tmp_path / "ns", "--workers", "1") as server:
         os.kill(route_table_pid(server), signal.SIGKILL)
         code = server.process.wait(30)
-    finally:
-        if server.process.poll() is None:
-            server.process.kill()
     assert code == 1
-    errors = [line for line in server.stderr_path.read_text().splitlines() if " ERROR " in line]
+    errors = error_lines(server)
     assert any("route-table process exited (signal SIGKILL)" in line for line in errors), errors
     assert not psutil.pid_exists(server.process.pid) or psutil.Process(server.process.pid).status() == "zombie"
 
@@ -342,8 +343,7 @@ def ignored_signals(pid: int) -> set[signal.Signals]:
 def test_children_are_forked_with_their_titles_and_leave_with_a_killed_supervisor(tmp_path: Path) -> None:
     """docs/production.md "What runs": the route-table and serving processes are children of the fork
     server, titled as ps shows them; a kill -9 of the supervisor leaves none of them running."""
-    server = spawn_namesrv(tmp_path / "ns", "--workers", "2")
-    try:
+    with running_namesrv(tmp_path / "ns", "--workers", "2") as server:
         supervisor = psutil.Process(server.process.pid)
         (route_table,) = namesrv_children(supervisor.pid, "route-table process")
         serving = sorted(namesrv_children(supervisor.pid, "serving process"))
@@ -376,45 +376,33 @@ def test_children_are_forked_with_their_titles_and_leave_with_a_killed_superviso
             return True
 
         poll_until(none_left, 30)
-    finally:
-        if server.process.poll() is None:
-            server.process.kill()
 
 
 def test_sigterm_to_every_process_at_once_stops_namesrv_in_order(tmp_path: Path) -> None:
     """What systemd's default KillMode=control-group does on stop: SIGTERM to every process of the
     unit at once. The fork server ignores it, so the supervisor still sees each child drain and exit,
     and namesrv exits 0 with no error."""
-    server = spawn_namesrv(tmp_path / "ns", "--workers", "2")
-    try:
+    with running_namesrv(tmp_path / "ns", "--workers", "2") as server:
         everyone = [server.process.pid, *(p.pid for p in psutil.Process(server.process.pid).children(recursive=True))]
         assert len(everyone) == 6  # supervisor, resource tracker, fork server, route-table, 2 serving
         for pid in everyone:
             os.kill(pid, signal.SIGTERM)
         code = server.process.wait(60)
-    finally:
-        if server.process.poll() is None:
-            server.process.kill()
     assert code == 0
-    errors = [line for line in server.stderr_path.read_text().splitlines() if " ERROR " in line]
-    assert errors == []
+    assert error_lines(server) == []
 
 
 def test_a_dead_fork_server_stops_namesrv_with_one_line(tmp_path: Path) -> None:
     """Its children go with it (PR_SET_PDEATHSIG), so namesrv stops as for a dead route-table process
     (exit 1; systemd or Kubernetes starts it again) and names the fork server, not each child."""
-    server = spawn_namesrv(tmp_path / "ns", "--workers", "2")
-    try:
+    with running_namesrv(tmp_path / "ns", "--workers", "2") as server:
         (route_table,) = namesrv_children(server.process.pid, "route-table process")
         fork_server = psutil.Process(route_table).ppid()
         assert " ".join(psutil.Process(fork_server).cmdline()).startswith("namesrv: fork server")
         os.kill(fork_server, signal.SIGKILL)
         code = server.process.wait(30)
-    finally:
-        if server.process.poll() is None:
-            server.process.kill()
     assert code == 1
-    errors = [line for line in server.stderr_path.read_text().splitlines() if " ERROR " in line]
+    errors = error_lines(server)
     assert len(errors) == 1, errors
     assert f"the fork server (pid {fork_server}) exited and took every child with it" in errors[0]
 
