@@ -381,7 +381,8 @@ def test_children_are_forked_with_their_titles_and_leave_with_a_killed_superviso
 def test_sigterm_to_every_process_at_once_stops_namesrv_in_order(tmp_path: Path) -> None:
     """What systemd's default KillMode=control-group does on stop: SIGTERM to every process of the
     unit at once. The fork server ignores it, so the supervisor still sees each child drain and exit,
-    and namesrv exits 0 with no error."""
+    and namesrv exits 0 without taking the fork server for dead. (A serving process may log that the
+    route-table process went first: both got the signal at once; that is not what this checks.)"""
     with running_namesrv(tmp_path / "ns", "--workers", "2") as server:
         everyone = [server.process.pid, *(p.pid for p in psutil.Process(server.process.pid).children(recursive=True))]
         assert len(everyone) == 6  # supervisor, resource tracker, fork server, route-table, 2 serving
@@ -389,7 +390,7 @@ def test_sigterm_to_every_process_at_once_stops_namesrv_in_order(tmp_path: Path)
             os.kill(pid, signal.SIGTERM)
         code = server.process.wait(60)
     assert code == 0
-    assert error_lines(server) == []
+    assert [line for line in error_lines(server) if " ERROR namesrv: " in line] == []  # none of the supervisor's
 
 
 def test_a_dead_fork_server_stops_namesrv_with_one_line(tmp_path: Path) -> None:
