@@ -39,8 +39,8 @@ TOPIC = "ActingMasterTopic"
 ACTING = {"enableSlaveActingMaster": "true", "brokerName": "broker-acting"}
 """Both brokers; the slave also needs ``slaveReadEnable=true``, or a 5.x slave refuses pulls
 (``PullMessageProcessor.rejectRequest``: ``[REJECTREQUEST]system busy``) whoever acts as master."""
-GET_ALL_TOPIC_CONFIG, GET_MAX_OFFSET = 21, 30
-"""Broker request codes (RocketMQ ``RequestCode``), asked of the slave directly."""
+UPDATE_AND_CREATE_TOPIC, GET_ALL_TOPIC_CONFIG, GET_MAX_OFFSET = 17, 21, 30
+"""Broker request codes (RocketMQ ``RequestCode``), sent to the slave directly."""
 NOTIFIED = "min broker id changed"
 """What a 5.x broker logs for every NOTIFY_MIN_BROKER_ID_CHANGE (``AdminBrokerProcessor``)."""
 
@@ -104,6 +104,26 @@ def slave_has_messages(slave: JavaProcess, count: int) -> bool:
         return total >= count
 
 
+def create_topic_on(slave: JavaProcess) -> None:
+    """The topic on the slave as ``mqadmin updateTopic -b <slave>`` makes it (UPDATE_AND_CREATE_TOPIC;
+    a 5.5.0 broker takes it whatever its role). A slave would copy it from its master by itself, but
+    RocketMQ 5.5.0's ``SlaveSynchronize.syncAll`` first runs 60 s after the slave starts
+    (``BrokerController``: ``lastSyncTimeMs`` is set at construction), and the test waited for it."""
+    fields = {
+        "topic": TOPIC,
+        "defaultTopic": "TBW102",
+        "readQueueNums": "4",
+        "writeQueueNums": "4",
+        "perm": "6",
+        "topicFilterType": "SINGLE_TAG",
+        "topicSysFlag": "0",
+        "order": "false",
+    }
+    with RemotingTestClient(slave.addr) as client:
+        answer = client.call(UPDATE_AND_CREATE_TOPIC, fields)
+    assert answer.code == 0, answer.remark
+
+
 def times_notified(broker: JavaProcess) -> int:
     return sum(log.read_text(errors="replace").count(NOTIFIED) for log in broker.workdir.glob("logs/**/*.log"))
 
@@ -125,6 +145,7 @@ def test_kill_master_consumer_reads_from_acting_slave(namesrv: tuple[str, int], 
         procs.append(slave)
         made = mqadmin(ROCKETMQ_5, addr, "updateTopic", "-b", master.addr, "-t", TOPIC, "-r", "4", "-w", "4")
         assert made.returncode == 0, made.stdout + made.stderr
+        create_topic_on(slave)
         wait_until(lambda: (route(addr) or ({}, 0))[0] == {0: master.addr, 1: slave.addr}, 90, "master and slave")
 
         producer = JavaClient(ROCKETMQ_5, "Producer", addr, "acting-pg", TOPIC, workdir=tmp_path / "p")
@@ -135,8 +156,8 @@ def test_kill_master_consumer_reads_from_acting_slave(namesrv: tuple[str, int], 
             assert done == "DONE sent=20 failed=0", "\n".join(producer.lines())
         finally:
             producer.close()
-        # the slave has the topic (SlaveSynchronize, every 10 s) and every message (asynchronous
-        # replication) before the master dies
+        # the slave has the topic (above) and every message (asynchronous replication) before the
+        # master dies
         wait_until(lambda: slave_has_messages(slave, 20), 90, "the slave to hold the topic and its 20 messages")
         assert times_notified(slave) == 0
 
