@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import pickle
+from collections.abc import Iterator
 from typing import Any
 
 from hypothesis import HealthCheck, settings
@@ -22,6 +23,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from namesrv_grpc.core.digest import full_digest
 from namesrv_grpc.core.errors import BrokerNameNotRegisteredError, BrokerNotRegisteredError, StaleBrokerStateError
 from namesrv_grpc.core.model import PERM_WRITE, DataVersion, QueueData, TopicConfig
+from namesrv_grpc.core.replication import TableChange
 from namesrv_grpc.core.route_table import RouteInfoManager
 from tests.support import FakeClock
 
@@ -82,6 +84,12 @@ def snapshot(rt: RouteInfoManager) -> Any:
     )
 
 
+def crossed(change: TableChange) -> TableChange:
+    """``change`` as it crosses to a serving process (pickled)."""
+    copied: TableChange = pickle.loads(pickle.dumps(change, protocol=pickle.HIGHEST_PROTOCOL))
+    return copied
+
+
 class RouteTableMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
@@ -92,6 +100,12 @@ class RouteTableMachine(RuleBasedStateMachine):
         """A serving process's replica, fed by the route table's changes after every step."""
         self.replica_notices: list[tuple[int, frozenset[str] | None]] = []
         self.replica.route_listeners.append(lambda revision, topics: self.replica_notices.append((revision, topics)))
+        self.joiner: RouteInfoManager | None = None
+        """A serving process's replica that joins once the table has two topics, from the route table's
+        state in one-topic pieces applied one per step, the changes of those steps held back and
+        applied after the last piece (route_table_process.Publisher.join); then fed every change."""
+        self.pieces: Iterator[TableChange] | None = None
+        self.held: list[TableChange] = []
         self.sessions: list[tuple[str, int]] = []
         # The oracle of sessions: address -> (instance, cluster, name, id) of its last registration,
         # and address -> the session bound to it. Entries of addresses that left the live table are
@@ -404,7 +418,8 @@ class RouteTableMachine(RuleBasedStateMachine):
         change = self.rt.take_change()
         self.replica_notices.clear()
         if change is not None:  # as it crosses to a serving process
-            self.replica.apply_change(pickle.loads(pickle.dumps(change, protocol=pickle.HIGHEST_PROTOCOL)))
+            self.replica.apply_change(crossed(change))
+        self.a_replica_that_joins_in_pieces_holds_the_route_table(change)
         replica, rt = self.replica, self.rt
         assert replica.topic_queue_nums == rt.topic_queue_nums
         assert replica.broker_addr_table == rt.broker_addr_table
@@ -431,6 +446,39 @@ class RouteTableMachine(RuleBasedStateMachine):
             assert replica.pickup_topic_route_cached(topic, as_is_by_content, shared=any_topic) == fresh
             if cached_before[topic] != fresh:
                 assert topic in notified, f"{topic}'s route changed but the replica's listeners were not told"
+
+    def a_replica_that_joins_in_pieces_holds_the_route_table(self, change: TableChange | None) -> None:
+        """A replica started from :meth:`replica_state_pieces` while writes go on (one piece per
+        step, the changes made meanwhile applied after the last piece) ends with the route table's
+        records, topic index, BrokerData, clusters, filter servers and static-topic mappings;
+        ``change`` is what this step changed."""
+        if self.joiner is None:  # it joins now (nothing changed since the change was taken)
+            if len(self.rt.topic_queue_nums) < 2:
+                return  # once the state is several pieces
+            self.joiner = RouteInfoManager(self.clock)
+            self.pieces = self.rt.replica_state_pieces(piece_topics=1)
+            self.joiner.apply_change(crossed(next(self.pieces)))
+            return
+        if self.pieces is not None:
+            if change is not None:
+                self.held.append(change)
+            piece = next(self.pieces, None)
+            if piece is not None:
+                self.joiner.apply_change(crossed(piece))
+                return
+            self.pieces = None
+            for held in self.held:
+                self.joiner.apply_change(crossed(held))
+        elif change is not None:
+            self.joiner.apply_change(crossed(change))
+        joiner, rt = self.joiner, self.rt
+        assert joiner.topic_queue_nums == rt.topic_queue_nums
+        assert joiner.topics_by_broker_name == rt.topics_by_broker_name
+        assert joiner.broker_addr_table == rt.broker_addr_table
+        assert joiner.cluster_addr_table == rt.cluster_addr_table
+        assert joiner.filter_server_table == rt.filter_server_table
+        assert joiner.topic_queue_mapping_info_table == rt.topic_queue_mapping_info_table
+        assert joiner.route_revision == rt.route_revision
 
     @invariant()
     def route_digest_equals_digest_from_scratch(self) -> None:

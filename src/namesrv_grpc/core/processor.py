@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import NamedTuple, TypeVar, cast
 
@@ -784,12 +784,30 @@ class NameServer:
 
     def replica_state(self) -> Change:
         """Everything a serving process's replica holds, as one change its empty replica applies."""
-        kv: dict[tuple[str, str], str | None] = {
+        return Change(self._seq, self.route_table.replica_state(), self._kv_state(), self.config)
+
+    def replica_state_pieces(self, piece_topics: int) -> Iterator[Change]:
+        """:meth:`replica_state` as it is now, in pieces of at most ``piece_topics`` topics, each
+        made when asked for (:meth:`RouteInfoManager.replica_state_pieces`): the first holds the KV
+        config and the configuration too; an empty replica applies them in order. Every change taken
+        after this call must reach the replica after the last piece. Raises ValueError when
+        ``piece_topics`` < 1."""
+        seq, kv, config = self._seq, self._kv_state(), self.config
+        tables = self.route_table.replica_state_pieces(piece_topics)
+
+        def pieces() -> Iterator[Change]:
+            yield Change(seq, next(tables), kv, config)
+            for table in tables:
+                yield Change(seq, table)
+
+        return pieces()
+
+    def _kv_state(self) -> dict[tuple[str, str], str | None]:
+        return {
             (namespace, key): value
             for namespace, entries in self.kv_config.snapshot().items()
             for key, value in entries.items()
         }
-        return Change(self._seq, self.route_table.replica_state(), kv, self.config)
 
     def apply_change(self, change: Change) -> None:
         """A serving process: apply the next message of the route-table process's change stream to

@@ -1743,6 +1743,58 @@ class RouteInfoManager:
                 mappings={topic: dict(m) for topic, m in self.topic_queue_mapping_info_table.items()},
             )
 
+    def replica_state_pieces(self, piece_topics: int) -> Iterator[TableChange]:
+        """Everything a replica holds, as :meth:`replica_state` has it now, in pieces of at most
+        ``piece_topics`` topic records (and as many topic index entries) that an empty table applies
+        one after the other (:meth:`apply_change`). The table is copied now
+        (references: ~90 ms for 950,000 topics); each piece is made, and pickled by its sender, only
+        when asked for, so a route-table process sends a very large table over several event-loop
+        turns and writes go on in between (issue 39: one 950,000-topic piece held writes 501 ms). The
+        first piece holds everything but the topic records and index (BrokerData, filter servers,
+        clusters, static-topic mappings). Every change made after this call must reach the replica
+        after the last piece (the pieces are the table as it is now)."""
+        if piece_topics < 1:
+            raise ValueError(f"piece_topics must be at least 1, not {piece_topics}")
+        with self._lock:
+            first = TableChange(
+                route_revision=self.route_revision,
+                broker_datas={name: data.copy() for name, data in self.broker_addr_table.items()},
+                filter_servers={addr: list(servers) for addr, servers in self.filter_server_table.items()},
+                clusters={cluster: set(names) for cluster, names in self.cluster_addr_table.items()},
+                mappings={topic: dict(m) for topic, m in self.topic_queue_mapping_info_table.items()},
+            )
+            # keys and values apart: no new (key, value) tuple per topic for the garbage collector
+            # to count (500,000 of them set off a full collection that held writes ~200 ms)
+            topics, records = list(self.topic_queue_nums), list(self.topic_queue_nums.values())
+            index = [(name, list(names)) for name, names in self.topics_by_broker_name.items()]
+        return self._pieces(first, topics, records, index, piece_topics)
+
+    @staticmethod
+    def _pieces(
+        first: TableChange,
+        topics: list[str],
+        records: list[TopicQueues],
+        index: list[tuple[str, list[str]]],
+        size: int,
+    ) -> Iterator[TableChange]:
+        piece = first
+        entries = 0  # topic index entries in this piece
+        for name, names in index:
+            for start in range(0, len(names), size):
+                part = names[start : start + size]
+                if entries and entries + len(part) > size:
+                    yield piece
+                    piece, entries = TableChange(route_revision=first.route_revision), 0
+                piece.index_log.append((name, part, True))
+                entries += len(part)
+        for start in range(0, len(records), size):
+            if entries:
+                yield piece
+                piece, entries = TableChange(route_revision=first.route_revision), 0
+            piece.records = dict(zip(topics[start : start + size], records[start : start + size], strict=True))
+            entries = len(piece.records)
+        yield piece
+
     def apply_change(self, change: TableChange) -> frozenset[str] | None:
         """Apply a change taken from the route-table process's table (a serving process's replica):
         the same tables, the cached routes of every topic whose route changed dropped, the route

@@ -9,9 +9,12 @@ Messages are tuples whose first item names the kind:
 
     ("call", id, method, args)      serving -> route table   a write (core.writes.RouteTableWrites)
     ("reply", id, ok, value)        route table -> serving   its answer (or the error it raised)
+    ("hello", index, pid)           serving -> route table   the first message
+    ("state", Change, last)         route table -> serving   a piece of the state it starts from
+    ("ready",)                      serving -> route table   it applied the last piece
+    ("serve", seq)                  route table -> serving   serve once change ``seq`` is applied
     ("change", Change)              route table -> serving   the next change of the stream
     ("applied", seq)                serving -> route table   the change ``seq`` is in the replica
-    ("hello", index, pid)           serving -> route table   the first message
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ import signal
 import sys
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from namesrv_grpc.core.errors import NamesrvError, SnapshotsNotInstalledError
 from namesrv_grpc.core.kvconfig import KVConfigManager
 from namesrv_grpc.core.processor import NameServer
+from namesrv_grpc.core.replication import Change
 from namesrv_grpc.core.route_table import RouteInfoManager
 from namesrv_grpc.log_limits import RateLimitFilter, suppressed_lines_counter
 from namesrv_grpc.log_limits import install as install_log_filter
@@ -48,6 +49,11 @@ log = logging.getLogger(__name__)
 
 FIRST_SCAN_DELAY_MILLIS = 5_000
 """The first expiry scan runs this long after start (or one interval, when shorter) (S13)."""
+
+REPLICA_PIECE_TOPICS = 20_000
+"""Topics per piece of the state a new serving process starts from (:meth:`Publisher.join`): one
+piece is made and pickled per event-loop turn (~12 ms on a 2-core machine), so writes are not held
+back while a 950,000-topic table goes out (one piece: 501 ms, issue 39)."""
 
 STALL_CHECK_SECONDS = 0.5
 """How often the publisher looks for a serving process that stopped applying changes."""
@@ -66,6 +72,11 @@ class ServingLink:
     """The last change sent to it."""
     waiting_since: float | None = None
     """``time.monotonic()`` when the oldest change it has not applied was sent (None: none)."""
+    held: list[tuple[int, bytes]] | None = None
+    """Changes published while the pieces of its first state are still being sent, sent after the
+    last piece ((seq, pickled message), in order; None: changes are sent as they are published)."""
+    serving: bool = False
+    """It has its whole state and may serve (it said ``ready``): writes wait for it only then."""
 
 
 @dataclass(eq=False)
@@ -93,6 +104,9 @@ class Publisher:
         now = time.monotonic()
         data = encode(("change", change))
         for link in list(self.links.values()):
+            if link.held is not None:
+                link.held.append((change.seq, data))
+                continue
             try:
                 link.channel.send_encoded(data)
             except ConnectionError:
@@ -118,14 +132,49 @@ class Publisher:
         asyncio.get_running_loop().call_soon(settle)
 
     def join(self, link: ServingLink) -> None:
-        """A serving process connected: it starts from everything there is (one change holding the
-        whole table, KV config and configuration), then gets every change after it."""
+        """A serving process connected: it gets everything there is now, in pieces of
+        :data:`REPLICA_PIECE_TOPICS` topics sent one per event-loop turn (writes go on between them),
+        then every change published since, in order, then every later change as it is published.
+        Writes wait for it only once it said it has all of it (:meth:`ready`): until then it does
+        not serve, so no answer need wait for it."""
         self.publish()
-        state = self.nameserver.replica_state()
-        link.channel.send(("change", state))
-        link.sent = state.seq
-        link.applied = self.seq  # it serves only once it applied this, so no answer need wait for it
+        pieces = self.nameserver.replica_state_pieces(REPLICA_PIECE_TOPICS)
+        link.held = []
         self.links[link.channel] = link
+        self._send_piece(link, pieces, next(pieces))
+
+    def _send_piece(self, link: ServingLink, pieces: Iterator[Change], piece: Change) -> None:
+        if self.links.get(link.channel) is not link:
+            return  # it left
+        following = next(pieces, None)
+        try:
+            link.channel.send(("state", piece, following is None))
+        except ConnectionError:
+            return
+        if following is not None:
+            asyncio.get_running_loop().call_soon(self._send_piece, link, pieces, following)
+            return
+        held, link.held = link.held or [], None
+        for seq, data in held:
+            try:
+                link.channel.send_encoded(data)
+            except ConnectionError:
+                return
+            link.sent = seq
+            if link.waiting_since is None:
+                link.waiting_since = time.monotonic()
+
+    def ready(self, link: ServingLink) -> None:
+        """The serving process applied the last piece of its state: it is told the last change
+        published so far (``("serve", seq)``) and serves once it applied it; every later change's
+        write waits for it. Raises ConnectionError when its pieces are not all sent yet."""
+        if link.held is not None:
+            raise ConnectionError(f"{link.channel.name} said ready before the last piece of its state")
+        link.channel.send(("serve", self.seq))
+        link.applied = max(link.applied, self.seq)  # it serves only once it applied them
+        if link.applied >= link.sent:
+            link.waiting_since = None
+        link.serving = True
 
     def applied(self, link: ServingLink, seq: int) -> None:
         link.applied = max(link.applied, seq)
@@ -138,7 +187,7 @@ class Publisher:
 
     def after_applied(self, answer: Callable[[], None]) -> None:
         """Run ``answer`` once every serving process has applied every change published so far."""
-        if all(link.applied >= self.seq for link in self.links.values()):
+        if all(link.applied >= self.seq for link in self.links.values() if link.serving):
             answer()
             self._settle_soon()
         else:
@@ -152,7 +201,7 @@ class Publisher:
         waiting = self._waiting
         if not waiting:
             return
-        low = min((link.applied for link in self.links.values()), default=self.seq)
+        low = min((link.applied for link in self.links.values() if link.serving), default=self.seq)
         released = False
         while waiting and waiting[0][0] <= low:
             waiting.popleft()[1]()
@@ -255,6 +304,8 @@ class RouteTableProcess:
                 self.publisher.join(link)
             elif kind == "applied":
                 self.publisher.applied(link, message[1])
+            elif kind == "ready":
+                self.publisher.ready(link)
             elif kind == "call":
                 self._call(link, message[1], message[2], message[3])
 

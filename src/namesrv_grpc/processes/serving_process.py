@@ -322,19 +322,31 @@ async def _main(params: ProcessParams, control: ControlLink) -> int:
     link = await Channel.connect(os.path.join(params.run_dir, ROUTE_TABLE_SOCKET), "route-table process")
     prioritize(loop, link.socket)  # writes and changes are not held up by busy client connections
     link.send(("hello", params.index, os.getpid()))
-    first: asyncio.Future[Change] = loop.create_future()
+    # the state arrives in pieces, then changes, then the ("serve", seq) that lets it listen
+    # (route_table_process.Publisher.join)
+    first: asyncio.Future[tuple[Change, bool]] = loop.create_future()
+    serve: asyncio.Future[int] = loop.create_future()
     serving: ServingProcess | None = None
-    backlog: list[Change] = []
+    backlog: list[tuple[Any, ...]] = []
+
+    def handle(process: ServingProcess, message: tuple[Any, ...]) -> None:
+        kind = message[0]
+        if kind == "change":
+            process.apply(message[1])
+        elif kind == "state":
+            process.nameserver.apply_change(message[1])
+            if message[2]:
+                link.send(("ready",))
+        elif kind == "serve" and not serve.done():
+            serve.set_result(message[1])
 
     def on_message(message: tuple[Any, ...]) -> None:
-        if message[0] != "change":
-            return
         if serving is not None:
-            serving.apply(message[1])
-        elif not first.done():
-            first.set_result(message[1])
+            handle(serving, message)
+        elif message[0] == "state" and not first.done():
+            first.set_result((message[1], message[2]))
         else:
-            backlog.append(message[1])
+            backlog.append(message)
 
     reading = asyncio.create_task(link.serve(on_message))
     waiting: list[asyncio.Future[Any]] = [first, reading]
@@ -342,10 +354,17 @@ async def _main(params: ProcessParams, control: ControlLink) -> int:
     if first not in done:
         print(f"namesrv: serving process {params.index}: the route-table process closed the link", file=sys.stderr)
         return 1
-    serving = process = ServingProcess(params, link, first.result())
-    link.send(("applied", first.result().seq))
-    for change in backlog:
-        process.apply(change)
+    state, last = first.result()
+    serving = process = ServingProcess(params, link, state)
+    if last:
+        link.send(("ready",))
+    for message in backlog:
+        handle(process, message)
+    waiting = [serve, reading]
+    done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+    if serve not in done:
+        print(f"namesrv: serving process {params.index}: the route-table process closed the link", file=sys.stderr)
+        return 1
     control.handlers["metrics"] = lambda: list(process.metrics.registry.collect())
     control.handlers["route_table_silent"] = process.route_table_silent
     try:
