@@ -12,7 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.rocketmq_support import ROCKETMQ_5, free_port_block, require_rocketmq, wait_registered, wait_unregistered
+from tests.rocketmq_support import (
+    NO_SERVER_TLS,
+    ROCKETMQ_5,
+    SMALL_JVM_FLAGS,
+    free_port_block,
+    require_rocketmq,
+    wait_registered,
+    wait_unregistered,
+)
 from tests.support import ROOT, running_namesrv
 
 pytestmark = pytest.mark.slow
@@ -40,7 +48,12 @@ def rocketmq(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
 
 
 def java_env(home: Path) -> dict[str, str]:
-    return {**os.environ, "ROCKETMQ_HOME": str(home), "HOME": str(home)}
+    """The page's commands' environment, with ``JAVA_OPTS`` (the page's knob for extra flags) set as
+    for the suite's other JVMs: the C1 compiler only and one GC thread, and no TLS on the broker's
+    server ports (RocketMQ's default makes a 2048-bit RSA key at start: ~4.5 s of CPU;
+    tests/rocketmq_support.py ``NO_SERVER_TLS``). The page's own commands are run as it shows them."""
+    flags = [*SMALL_JVM_FLAGS, *(f"-D{key}={value}" for key, value in NO_SERVER_TLS.items())]
+    return {**os.environ, "ROCKETMQ_HOME": str(home), "HOME": str(home), "JAVA_OPTS": " ".join(flags)}
 
 
 def test_the_page_runs_a_broker_mqadmin_and_a_producer_against_our_namesrv(tmp_path: Path) -> None:
