@@ -360,13 +360,13 @@ async def _main(params: ProcessParams, control: ControlLink) -> int:
         link.send(("ready",))
     for message in backlog:
         handle(process, message)
+    control.handlers["metrics"] = lambda: list(process.metrics.registry.collect())
+    control.handlers["route_table_silent"] = process.route_table_silent
     waiting = [serve, reading]
     done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
     if serve not in done:
         print(f"namesrv: serving process {params.index}: the route-table process closed the link", file=sys.stderr)
         return 1
-    control.handlers["metrics"] = lambda: list(process.metrics.registry.collect())
-    control.handlers["route_table_silent"] = process.route_table_silent
     try:
         await serving.start()
     except RuntimeError as exc:
