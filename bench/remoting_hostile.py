@@ -516,6 +516,71 @@ def attack_slow(remoting: str, count: int, held: int, seconds: int) -> str:
     return f"{alive} of {count} still open"
 
 
+def attack_slowloris_both(
+    doors: Doors, remoting_count: int, held: int, grpc_connections: int, grpc_streams: int, seconds: int
+) -> str:
+    """Slowloris on both doors at once (issue 39): remoting connections each holding ``held`` bytes
+    of a declared 16 MiB frame, and gRPC connections each with calls whose message never ends; one
+    more byte a second on every one of them."""
+    from bench.grpc_attacks import close_all, slow_streams, trickle_streams
+
+    socks = slow_frames(doors.remoting, remoting_count, 16 * MIB, held)
+    clients, started = slow_streams(doors.grpc, grpc_connections, grpc_streams, held)
+    for _ in range(seconds):
+        time.sleep(1)
+        trickle(socks)
+        trickle_streams(started)
+    alive = open_count(socks)
+    grpc_open = sum(not client.closed for client in clients)
+    for sock in socks:
+        sock.close()
+    close_all(clients)
+    return (
+        f"remoting: {alive} of {remoting_count} still open; gRPC: {len(started):,} calls started on "
+        f"{len(clients)} connections, {grpc_open} still open"
+    )
+
+
+def attack_one_address(doors: Doors, remoting_count: int, grpc_count: int, seconds: float, source: str) -> str:
+    """The connection caps filled from one address (issue 39): ``remoting_count`` idle remoting
+    connections and ``grpc_count`` idle HTTP/2 connections from ``source``, opened until refused,
+    held ``seconds``; the probe's clients come from 127.0.0.1."""
+    from bench.grpc_attacks import H2Client, close_all, hold
+
+    host, port = doors.remoting.rsplit(":", 1)
+    socks: list[socket.socket] = []
+    refused = 0
+    for _ in range(remoting_count):
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            sock.settimeout(2)
+            sock.bind((source, 0))
+            sock.connect((host, int(port)))
+        except OSError:
+            sock.close()
+            refused += 1
+            if refused > 100:
+                break
+            continue
+        socks.append(sock)
+    clients: list[H2Client] = []
+    for _ in range(grpc_count):
+        try:
+            clients.append(H2Client(doors.grpc, window=None, source=source, settle=0))
+        except OSError:
+            break
+    hold(clients, seconds)
+    alive = open_count(socks)
+    grpc_open = sum(not client.closed for client in clients)
+    for sock in socks:
+        sock.close()
+    close_all(clients)
+    return (
+        f"remoting: {len(socks):,} connected from {source} ({refused} refused), {alive:,} still open; "
+        f"gRPC: {len(clients):,} connected, {grpc_open:,} still open"
+    )
+
+
 def attack_unknown(remoting: str, frames: int) -> str:
     return f"{unknown_codes(remoting, frames):,} of {frames:,} answered"
 
@@ -652,6 +717,8 @@ def sized_attacks(p: Profile) -> dict[str, Attack]:
     stalled = p.pick(200, 50, 5)
     scrape_seconds = p.pick(10, 3, 0.5)
     half_closers = p.pick(20, 5, 2)
+    loris_remoting, loris_grpc, loris_streams = p.pick((100, 50, 100), (20, 10, 20), (3, 2, 2))
+    one_remoting, one_grpc = p.pick((12_000, 2_000), (2_000, 300), (50, 10))
     watched = [f"Topic-{i:05d}" for i in range(TOPICS)]
     return {
         "12a": (
@@ -804,6 +871,33 @@ def sized_attacks(p: Profile) -> dict[str, Attack]:
             f"remoting: {half_closers} peers one after the other register a broker and half-close (FIN)",
             remoting(h.attack_half_close, peers=half_closers),
             check="each broker removed within 1 s of its FIN (the idle timeout is 120 s)",
+        ),
+        # Issue 39.
+        "12v": Attack(
+            "slowloris-both-doors",
+            f"remoting: {loris_remoting} connections each holding {slow_held // MIB} MiB of a declared 16 MiB "
+            f"frame; gRPC: {loris_grpc} connections x {loris_streams} PickupTopicRoute calls announcing 4 MiB and "
+            "sending what the flow-control window takes; one more byte a second on each, both doors at once",
+            functools.partial(
+                attack_slowloris_both,
+                remoting_count=loris_remoting,
+                held=slow_held,
+                grpc_connections=loris_grpc,
+                grpc_streams=loris_streams,
+                seconds=p.pick(10, 3, 1),
+            ),
+        ),
+        "12w": Attack(
+            "one-address-caps",
+            f"from 127.0.0.2: {one_remoting:,} idle remoting connections (remotingMaxConnectionsPerIp 10,000) "
+            f"and {one_grpc:,} idle HTTP/2 connections, held; the probe's clients come from 127.0.0.1",
+            functools.partial(
+                attack_one_address,
+                remoting_count=one_remoting,
+                grpc_count=one_grpc,
+                seconds=p.pick(5, 2, 0.5),
+                source="127.0.0.2",
+            ),
         ),
     }
 
