@@ -46,7 +46,7 @@ EXPECTED_ROWS = {
     "9": ["9a", "9b", "9c"],
     "10": ["10a", "10b", "10c", "10d"],
     "11": ["11a", "11b"],
-    "12": [f"12{letter}" for letter in "abcdefghijklmnopqrstu"],
+    "12": [f"12{letter}" for letter in "abcdefghijklmnopqrstuvw"],
     "13": ["13a", "13b", "13c", "13d"],
     "14": ["14a"],
     "J1": ["J1a", "J1b", "J1c", "J1d"],
@@ -73,6 +73,24 @@ def test_java_peer_scenario_runs_tiny_and_every_row_is_complete(tmp_path: Path, 
     """The Java NameServer as a peer: needs the jars of ``make rocketmq`` (neither h2load nor etcd)."""
     require_rocketmq(ROCKETMQ_5)
     check_tiny(tmp_path, key)
+
+
+def test_the_rows_of_issue_39_run_tiny_without_h2load(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """12v (slowloris on both doors) and 12w (the connection caps filled from one address) need
+    neither h2load nor etcd: run here even where the rest of scenario 12 is skipped."""
+    monkeypatch.setenv("BENCH_S12_ROWS", "12v,12w")
+    report, markdown = run_tiny(tmp_path, "12")
+    result = report["scenarios"]["12"]
+    assert "error" not in result, result
+    assert [r["id"] for r in result["rows"]] == ["12v", "12w"]
+    for r in result["rows"]:
+        assert len(r["runs"]["gRPC p99 ms"]) == 3, r
+        assert max(r["runs"]["acknowledged lost"]) == 0, r
+        assert f"| {r['id']} | " in markdown
+    saw = {row_id: runs[0]["note"] for row_id, runs in result["raw"].items()}
+    assert "calls started" in saw["12v"], saw
+    assert "still open" in saw["12v"], saw
+    assert "connected from 127.0.0.2" in saw["12w"], saw
 
 
 def check_tiny(tmp_path: Path, key: str) -> None:
