@@ -52,8 +52,9 @@ FIRST_SCAN_DELAY_MILLIS = 5_000
 
 REPLICA_PIECE_TOPICS = 20_000
 """Topics per piece of the state a new serving process starts from (:meth:`Publisher.join`): one
-piece is made and pickled per event-loop turn (~12 ms on a 2-core machine), so writes are not held
-back while a 950,000-topic table goes out (one piece: 501 ms, issue 39)."""
+piece is made and pickled per event-loop turn (median 3-4 ms, at most 26 ms, for a 950,000-topic
+table on a 2-core machine), so writes are not held back while the table goes out (one piece: up to
+2.4 s, issue 39; docs/performance.md)."""
 
 STALL_CHECK_SECONDS = 0.5
 """How often the publisher looks for a serving process that stopped applying changes."""
