@@ -90,6 +90,17 @@ def crossed(change: TableChange) -> TableChange:
     return copied
 
 
+def assert_same_tables(replica: RouteInfoManager, rt: RouteInfoManager) -> None:
+    """``replica`` holds every table a serving process's replica holds as ``rt`` has it."""
+    assert replica.topic_queue_nums == rt.topic_queue_nums
+    assert replica.broker_addr_table == rt.broker_addr_table
+    assert replica.cluster_addr_table == rt.cluster_addr_table
+    assert replica.filter_server_table == rt.filter_server_table
+    assert replica.topics_by_broker_name == rt.topics_by_broker_name
+    assert replica.topic_queue_mapping_info_table == rt.topic_queue_mapping_info_table
+    assert replica.route_revision == rt.route_revision
+
+
 class RouteTableMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
@@ -421,13 +432,7 @@ class RouteTableMachine(RuleBasedStateMachine):
             self.replica.apply_change(crossed(change))
         self.a_replica_that_joins_in_pieces_holds_the_route_table(change)
         replica, rt = self.replica, self.rt
-        assert replica.topic_queue_nums == rt.topic_queue_nums
-        assert replica.broker_addr_table == rt.broker_addr_table
-        assert replica.cluster_addr_table == rt.cluster_addr_table
-        assert replica.filter_server_table == rt.filter_server_table
-        assert replica.topics_by_broker_name == rt.topics_by_broker_name
-        assert replica.topic_queue_mapping_info_table == rt.topic_queue_mapping_info_table
-        assert replica.route_revision == rt.route_revision
+        assert_same_tables(replica, rt)
         # The replica keeps no digest (the route-table process reports it); the writer's, settled
         # lazily, is what counting it from scratch gives.
         assert rt.route_digest() == full_digest(
@@ -471,14 +476,7 @@ class RouteTableMachine(RuleBasedStateMachine):
                 self.joiner.apply_change(crossed(held))
         elif change is not None:
             self.joiner.apply_change(crossed(change))
-        joiner, rt = self.joiner, self.rt
-        assert joiner.topic_queue_nums == rt.topic_queue_nums
-        assert joiner.topics_by_broker_name == rt.topics_by_broker_name
-        assert joiner.broker_addr_table == rt.broker_addr_table
-        assert joiner.cluster_addr_table == rt.cluster_addr_table
-        assert joiner.filter_server_table == rt.filter_server_table
-        assert joiner.topic_queue_mapping_info_table == rt.topic_queue_mapping_info_table
-        assert joiner.route_revision == rt.route_revision
+        assert_same_tables(self.joiner, self.rt)
 
     @invariant()
     def route_digest_equals_digest_from_scratch(self) -> None:

@@ -107,14 +107,20 @@ class Publisher:
         for link in list(self.links.values()):
             if link.held is not None:
                 link.held.append((change.seq, data))
-                continue
-            try:
-                link.channel.send_encoded(data)
-            except ConnectionError:
-                continue
-            link.sent = change.seq
-            if link.waiting_since is None:
-                link.waiting_since = now
+            else:
+                self._send_change(link, change.seq, data, now)
+        return True
+
+    @staticmethod
+    def _send_change(link: ServingLink, seq: int, data: bytes, now: float) -> bool:
+        """Send one pickled change to ``link``; False when its channel is gone."""
+        try:
+            link.channel.send_encoded(data)
+        except ConnectionError:
+            return False
+        link.sent = seq
+        if link.waiting_since is None:
+            link.waiting_since = now
         return True
 
     def _settle_soon(self) -> None:
@@ -156,14 +162,10 @@ class Publisher:
             asyncio.get_running_loop().call_soon(self._send_piece, link, pieces, following)
             return
         held, link.held = link.held or [], None
+        now = time.monotonic()
         for seq, data in held:
-            try:
-                link.channel.send_encoded(data)
-            except ConnectionError:
+            if not self._send_change(link, seq, data, now):
                 return
-            link.sent = seq
-            if link.waiting_since is None:
-                link.waiting_since = time.monotonic()
 
     def ready(self, link: ServingLink) -> None:
         """The serving process applied the last piece of its state: it is told the last change

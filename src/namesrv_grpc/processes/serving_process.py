@@ -349,10 +349,16 @@ async def _main(params: ProcessParams, control: ControlLink) -> int:
             backlog.append(message)
 
     reading = asyncio.create_task(link.serve(on_message))
-    waiting: list[asyncio.Future[Any]] = [first, reading]
-    done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
-    if first not in done:
-        print(f"namesrv: serving process {params.index}: the route-table process closed the link", file=sys.stderr)
+
+    async def arrived(future: asyncio.Future[Any]) -> bool:
+        """Whether ``future`` is done before the route-table process closes the link (said when not)."""
+        waiting: list[asyncio.Future[Any]] = [future, reading]
+        done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+        if future not in done:
+            print(f"namesrv: serving process {params.index}: the route-table process closed the link", file=sys.stderr)
+        return future in done
+
+    if not await arrived(first):
         return 1
     state, last = first.result()
     serving = process = ServingProcess(params, link, state)
@@ -362,10 +368,7 @@ async def _main(params: ProcessParams, control: ControlLink) -> int:
         handle(process, message)
     control.handlers["metrics"] = lambda: list(process.metrics.registry.collect())
     control.handlers["route_table_silent"] = process.route_table_silent
-    waiting = [serve, reading]
-    done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
-    if serve not in done:
-        print(f"namesrv: serving process {params.index}: the route-table process closed the link", file=sys.stderr)
+    if not await arrived(serve):
         return 1
     try:
         await serving.start()
