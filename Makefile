@@ -12,7 +12,7 @@ CONTAINERS_CONF := $(CURDIR)/build/containers.conf
 # modules it imports from source again (~0.2 CPU-s per process; docs/development.md).
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: demo report analytics-zip test test-tools faketime-tools test-builds test-compile test-suite test-checks jars test-quick lint deploy-check prometheus-tools java-runtime rocketmq proto proto-check clean bench bench-quick bench-tools remoting-clients podman-tools image image-test clients contract-image
+.PHONY: demo report analytics-zip test test-tools faketime-tools test-setup test-builds test-compile test-suite test-checks jars test-quick lint deploy-check prometheus-tools java-runtime rocketmq proto proto-check clean bench bench-quick bench-tools remoting-clients podman-tools image image-test clients contract-image
 
 ## --no-compile: pip does not compile every module of every package (pyspark's thousands among them,
 ## ~12 s before the first test); a module is compiled when first imported, into __pycache__/ (above).
@@ -26,21 +26,22 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(PY) scripts/demo.py
 
-## test: the whole check, in three phases: the system packages the checks need (prometheus, podman,
-## a Java runtime, libfaketime; one at a time, apt-get takes one lock); then what the suite runs against, side by
-## side (TEST_JOBS at once): the RocketMQ jars and the example clients (one after the other: both use
-## Maven's local repository), the ali-ons client, the suite's modules compiled (test-compile); then two jobs at once: the test suite on
-## TEST_WORKERS pytest-xdist workers (--dist loadgroup: tests/conftest.py keeps the tests of one
-## shared server, JVM or Spark session on one worker), and beside it test-checks: lint (ruff, mypy,
-## buf lint and buf breaking), the Prometheus config and alert checks, the container image built and
-## run (image-test), one after the other. docs/development.md says what each choice measured.
+## test: the whole check, in two phases. First the set-up (test-setup, TEST_JOBS jobs at once): the
+## virtual environment beside the system packages the checks need (prometheus, podman, a Java
+## runtime, libfaketime; one at a time, apt-get takes one lock), then, once those are in, what the
+## suite runs against: the RocketMQ jars and the example clients (one after the other: both use
+## Maven's local repository) beside the ali-ons client. Then two jobs at once: test-checks (lint:
+## ruff, mypy, buf lint and buf breaking; the Prometheus config and alert checks; the container
+## image built and run (image-test), one after the other) and test-suite: the suite's modules
+## compiled (test-compile), then the suite on TEST_WORKERS pytest-xdist workers (--dist loadgroup:
+## tests/conftest.py keeps the tests of one shared server, JVM or Spark session on one worker).
+## docs/development.md says what each choice measured.
 ## NAMESRV_REQUIRE_PROMETHEUS=1 / NAMESRV_REQUIRE_NODE=1: the tests that need the prometheus
 ## binary or the ali-ons remoting client fail instead of skipping;
 ## NAMESRV_REQUIRE_ROCKETMQ=1: so do the tests against the real RocketMQ jars of `make rocketmq`;
 ## NAMESRV_REQUIRE_CLIENTS=1: and the tests of the example clients of `make clients`.
-test: $(STAMP)
-	$(MAKE) --no-print-directory test-tools
-	$(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=target test-builds
+test:
+	$(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=target test-setup
 	$(MAKE) --no-print-directory -j2 test-checks test-suite
 
 TEST_JOBS ?= 4
@@ -52,11 +53,16 @@ TEST_CHECKS_LOG ?= build/test-checks.log
 BUILD_CACHE ?= $(or $(NAMESRV_BUILD_CACHE),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/namesrv-grpc)
 MYPY_CACHE ?= $(BUILD_CACHE)/mypy
 
-## test-tools: the system packages of `make test`, one after the other
-test-tools: prometheus-tools podman-tools java-runtime faketime-tools
+## test-setup: the virtual environment beside test-builds (run with -j)
+test-setup: $(STAMP) test-builds
 
-## test-builds: what the suite runs against (run with -j), and beside it test-compile
-test-builds: remoting-clients jars test-compile
+## test-tools: the system packages of `make test`, one after the other (apt-get takes one lock)
+test-tools:
+	$(MAKE) --no-print-directory -j1 prometheus-tools podman-tools java-runtime faketime-tools
+
+## test-builds: once test-tools is done, what the suite runs against (run with -j)
+test-builds: test-tools
+	$(MAKE) --no-print-directory remoting-clients jars
 
 ## test-compile: the suite collected once (--collect-only), so that the modules it imports are
 ## compiled into __pycache__/ before the suite's workers start; otherwise each of the
@@ -67,8 +73,8 @@ test-compile: $(STAMP)
 		&& echo "test-compile: $$(tail -n 1 build/test-compile.log)" \
 		|| { cat build/test-compile.log; echo "test-compile: the suite does not collect (above)"; exit 1; }
 
-## test-suite: the test suite alone (needs what test-tools and test-builds install)
-test-suite: $(STAMP)
+## test-suite: the test suite alone, its modules compiled first (needs what test-setup installs)
+test-suite: $(STAMP) test-compile
 	NAMESRV_REQUIRE_PROMETHEUS=1 NAMESRV_REQUIRE_NODE=1 NAMESRV_REQUIRE_ROCKETMQ=1 NAMESRV_REQUIRE_CLIENTS=1 \
 		$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=10 $(PYTEST_ARGS)
 

@@ -42,15 +42,19 @@ def test_make_test_runs_the_suite_as_documented(tmp_path: Path) -> None:
     # over the log of a `make test` running this test
     log = tmp_path / "test-checks.log"
     commands = make_dry_run("test", f"TEST_CHECKS_LOG={log}")
-    assert "-j4 --output-sync=target test-builds" in commands
+    assert "-j4 --output-sync=target test-setup" in commands
     assert "-j2 test-checks test-suite" in commands
     workers = os.environ.get("TEST_WORKERS") or "3"  # the Makefile's default unless a run overrides it
     assert f"-m pytest -q -n {workers} --dist loadgroup" in commands
     assert "-m pytest -q -n 0 --dist loadgroup" in make_dry_run("test", "TEST_WORKERS=0", f"TEST_CHECKS_LOG={log}")
-    builds = make_dry_run("test-builds")
+    setup = make_dry_run("test-setup")
+    for script in ("install-prometheus.sh", "install-podman.sh", "install-java.sh", "install-faketime.sh"):
+        assert script in setup, script
     for script in ("install-rocketmq.sh", "install-clients.sh", "install-ali-ons.sh"):
-        assert script in builds, script
-    assert "-m pytest --collect-only" in builds  # the suite's modules compiled before its workers start
+        assert setup.index(script) > setup.index("install-faketime.sh"), f"{script} after the system packages"
+    suite = make_dry_run("test-suite")
+    # the suite's modules compiled before its workers start
+    assert suite.index("-m pytest --collect-only") < suite.index(f"-m pytest -q -n {workers}")
     checks = log.read_text()
     for check in ("ruff check", "mypy", "promtool test rules", "image_test.py"):
         assert check in checks, check
