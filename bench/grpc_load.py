@@ -26,12 +26,17 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 
-from bench.harness import BenchError, LoadRun, cpu_seconds, percentile, start_workers
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
+
+if TYPE_CHECKING:
+    from bench.harness import LoadRun
+
+# grpc_load imports bench.harness where it is called: a worker process never uses the harness's
+# psutil, prometheus-client or the NameServer's CLI (as in bench.remoting_load).
 
 CHECK_EVERY = 50
 
@@ -127,6 +132,8 @@ def grpc_load(
     """Drive ``path`` with ``requests`` from ``processes`` worker processes (see the module doc);
     server CPU from /proc over the timed span; the workers' CPU as they report it. Raises
     BenchError when any answer was not OK."""
+    from bench.harness import BenchError, LoadRun, cpu_seconds, percentile, start_workers
+
     with tempfile.TemporaryDirectory(prefix="grpc-load-") as tmp:
         requests_path = Path(tmp, "requests")
         write_requests(requests_path, requests)

@@ -37,15 +37,21 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from bench.harness import BenchError, LoadRun, cpu_seconds, percentile, scrape, start_workers
 from bench.route_workloads import Workload
 from bench.route_workloads import frames as route_frames
 from bench.route_workloads import trace as route_trace
 from namesrv_grpc.remoting.client import RemotingClient
 from namesrv_grpc.remoting.codec import RemotingCommand, encode_command
 from namesrv_grpc.remoting.codes import RequestCode, ResponseCode
+
+if TYPE_CHECKING:
+    from bench.harness import LoadRun
+
+# The benchmark's side (remoting_load, trace_load) imports bench.harness where it is called: the
+# harness pulls in grpc, psutil, prometheus-client and the NameServer's CLI, which a worker process
+# never uses (a worker starts with 0.25 instead of 0.67 CPU-s of imports; a tiny J1 run starts 18).
 
 SUCCESS_PREFIX = b'{"code":0,'
 _LENGTH = struct.Struct(">I")
@@ -315,6 +321,8 @@ def main(argv: list[str] | None = None) -> int:
 def remoting_handled(metrics_url: str | None) -> dict[str, float]:
     """``namesrv_remoting_requests_total`` of GET_ROUTEINFO_BY_TOPIC by response code (nothing
     without a metrics URL: a peer such as the Java NameServer)."""
+    from bench.harness import scrape
+
     counts: dict[str, float] = {}
     if metrics_url is None:
         return counts
@@ -341,6 +349,8 @@ def remoting_load(
     /proc over the timed span, the workers' CPU as they report it. Raises BenchError when an answer
     was not SUCCESS (by the workers' count or, given ``metrics_url``, by the server's
     ``namesrv_remoting_requests_total``)."""
+    from bench.harness import BenchError, LoadRun, cpu_seconds, percentile, start_workers
+
     with tempfile.TemporaryDirectory(prefix="remoting-load-") as tmp:
         topics_path = Path(tmp, "topics")
         topics_path.write_text("\n".join(topics))
@@ -415,6 +425,8 @@ def trace_load(
     connections (one request in flight on each) against ``address``. Returns the run (requests/s =
     requests of the trace / wall time until the last answer; server CPU from /proc) and the response
     body bytes received. Raises BenchError when an answer was not SUCCESS."""
+    from bench.harness import BenchError, LoadRun, cpu_seconds, percentile, start_workers
+
     share = max(1, connections // processes)
     with tempfile.TemporaryDirectory(prefix="remoting-trace-") as tmp:
         commands = [
