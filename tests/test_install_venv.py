@@ -13,7 +13,11 @@ import pytest
 
 from tests.support import ROOT
 
-CACHE = Path(os.environ.get("NAMESRV_BUILD_CACHE") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "namesrv-grpc") / "venv"
+BUILD_CACHE = (
+    os.environ.get("NAMESRV_BUILD_CACHE")
+    or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "namesrv-grpc"
+)
+CACHE = Path(BUILD_CACHE) / "venv"
 
 
 def first_line(path: Path) -> str:
@@ -40,10 +44,11 @@ def test_a_new_environment_is_a_copy_that_points_at_itself(tmp_path: Path) -> No
     assert first_line(venv / "bin" / "pytest") == f"#!{venv}/bin/python\n"
     assert first_line(venv / "bin" / "namesrv") == f"#!{venv}/bin/python\n"
     assert {p: first_line(p / "bin" / "pytest") for p in prepared} == before, "the prepared environment changed"
+    code = "import sys, namesrv_grpc, pyspark; print(sys.prefix, namesrv_grpc.__file__)"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     where = subprocess.run(
-        [str(venv / "bin" / "python"), "-c", "import sys, namesrv_grpc, pyspark; print(sys.prefix, namesrv_grpc.__file__)"],
-        capture_output=True, text=True, timeout=60, cwd=tmp_path, env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
-    )  # fmt: skip
+        [str(venv / "bin" / "python"), "-c", code], capture_output=True, text=True, timeout=60, cwd=tmp_path, env=env
+    )
     assert where.returncode == 0, where.stderr
     assert where.stdout.split() == [str(venv), str(ROOT / "src" / "namesrv_grpc" / "__init__.py")]
     assert sys.prefix != str(venv)
