@@ -4,12 +4,13 @@
 #
 # An existing VENV is updated in place (pip). A new one is a copy of a prepared environment kept in
 # the build cache outside the checkout ($NAMESRV_BUILD_CACHE, default ~/.cache/namesrv-grpc/venv/
-# <pyproject.toml sha256>-<python>), shared by every clone: every dependency installed (the
-# environment is ~1.1 GB, pyspark's jars most of it; pip unpacks it in ~37 s on the test machine),
-# and compiled, copied as hard links in seconds; then the scripts in bin/ are pointed at the copy and the project
-# itself is installed editable (docs/development.md). When the prepared environment is missing it is
-# made first (pip, from the package index) and then copied. It is complete or absent: it is made
-# beside and renamed into place; pip's environments can be moved, their scripts' first lines aside.
+# <sha256 of pyproject.toml and the Python>), shared by every clone: every dependency installed and
+# compiled (the environment is ~1.1 GB, pyspark's jars most of it; pip unpacks it in ~37 s on the
+# test machine), copied as hard links in seconds; then the scripts in bin/ are pointed at the copy
+# and the project itself is installed editable (docs/development.md). When the prepared environment
+# is missing it is made first (pip, from the package index) and then copied. It is complete or
+# absent: it is made beside and renamed into place; pip's environments can be moved, their scripts'
+# first lines aside.
 set -euo pipefail
 
 VENV="$1"
@@ -40,11 +41,17 @@ if [ ! -x "$PREPARED/bin/python" ]; then
     pip_in "$tmp" uninstall --quiet --yes namesrv-grpc  # the project comes from each checkout
     # Compiled once here, so a copy starts with every dependency's modules compiled (its own
     # __pycache__/ files are hard links too; a module's code is given its path when loaded).
-    "$tmp/bin/python" -m compileall -q -j0 "$tmp/lib" >/dev/null
+    # compileall exits 1 when some file does not compile (test data of a package): those stay as
+    # they are, compiled on first import if ever imported.
+    "$tmp/bin/python" -m compileall -q -j0 "$tmp/lib" >/dev/null || true
     mv -T "$tmp" "$PREPARED" 2>/dev/null || rm -rf "$tmp"  # another clone may have been quicker
     trap - EXIT
 fi
 
+if [ -e "$VENV" ]; then
+    echo "install-venv: $VENV exists but has no bin/python; remove it and run again" >&2
+    exit 1
+fi
 mkdir -p "$(dirname "$VENV")"
 cp -al "$PREPARED" "$VENV" 2>/dev/null || { rm -rf "$VENV"; cp -a "$PREPARED" "$VENV"; }  # hard links need one file system
 NEW="$(cd "$VENV" && pwd)"
