@@ -36,7 +36,9 @@ listener asks for ``remotingAcceptsPerTurn`` and then sets the queue to this (a 
 
 
 TRIM_INTERVAL_SECONDS = 0.1
-"""How often a serving process checks whether it must make room under ``maxConnections``."""
+"""How often a serving process that holds connections checks whether it must make room under
+``maxConnections``. One that holds none has none to close and is not woken for it (an idle
+NameServer's process would otherwise wake ten times a second for nothing)."""
 
 
 class RemotingHandlersLike(Dispatcher, Protocol):
@@ -83,6 +85,8 @@ class RemotingServer:
         """Set by :meth:`stop`: connections closed by the shutdown remove no brokers (the table goes too)."""
         self._server: asyncio.Server | None = None
         self._trimming: asyncio.Task[None] | None = None
+        self._holds_connections = asyncio.Event()
+        """Set when a connection is admitted; the trim loop waits on it while this process holds none."""
 
     async def start(self, host: str, port: int, *, reuse_port: bool = False) -> int:
         """Listen on ``host:port`` (0 = any free port); return the bound port. ``reuse_port``: with
@@ -128,6 +132,9 @@ class RemotingServer:
         """Make this process's share of room when the serving processes together hold more than
         ``maxConnections`` (:meth:`~.budget.RemotingBudget.trim`)."""
         while True:
+            if not self.connections:
+                self._holds_connections.clear()
+                await self._holds_connections.wait()
             await asyncio.sleep(TRIM_INTERVAL_SECONDS)
             self.budget.trim()
 
@@ -138,7 +145,10 @@ class RemotingServer:
 
     def connection_opened(self, connection: RemotingConnection) -> bool:
         """Count a new connection against ``maxConnections``; False when it must be closed at once."""
-        return self.budget.admit(connection)
+        if not self.budget.admit(connection):
+            return False
+        self._holds_connections.set()
+        return True
 
     def connection_closed(self, connection: RemotingConnection) -> None:
         self.budget.forget(connection)
