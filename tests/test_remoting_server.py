@@ -23,11 +23,12 @@ from namesrv.v1 import admin_service_pb2 as admin_pb2
 from namesrv.v1 import kv_config_service_pb2 as kv_pb2
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv.v1 import types_pb2
+from namesrv_grpc.core.errors import MalformedBodyError
 from namesrv_grpc.core.model import DataVersion, TopicConfig
 from namesrv_grpc.remoting import bodies, fastjson
 from namesrv_grpc.remoting.codec import RemotingCommand, encode_command
 from namesrv_grpc.remoting.codes import RequestCode, ResponseCode, SerializeType
-from namesrv_grpc.remoting.register_body import split_data_version
+from namesrv_grpc.remoting.register_body import decode_java_register_body, split_data_version
 from tests.metrics_support import free_port, scrape
 from tests.remoting_support import RemotingTestClient
 from tests.support import NamesrvProcess, Stubs, poll_until, register_request, running_namesrv, topic
@@ -695,6 +696,20 @@ def test_split_data_version_fingerprints_everything_but_the_data_version(compres
     assert other is not None
     assert first[0] == again[0] != other[0]
     assert bodies.decode_data_version(again[1]) == DataVersion(0, 1, 2)
+
+
+def test_a_compressed_body_over_the_configured_inflate_cap_is_not_split_and_is_refused_by_name() -> None:
+    """``registerBodyMaxInflatedSize`` bounds the re-registration shortcut too: a body that inflates past
+    the configured cap is not split (no fingerprint worked out from it) and the full decode refuses it."""
+    topics = {f"cap-{i}": topic(f"cap-{i}") for i in range(200)}
+    body = bodies.encode_register_broker_body(topics, DataVersion(0, 1, 1), compressed=True)
+    inflated = len(zlib.decompress(body))
+    assert split_data_version(body, True, inflated) is not None
+    assert split_data_version(body, True, inflated - 1) is None
+    split = split_data_version(body, True)
+    assert split is not None
+    with pytest.raises(MalformedBodyError, match=f"more than the {inflated - 1}-byte cap"):
+        decode_java_register_body(body, True, inflated - 1, 1_000, split[0])
 
 
 @pytest.mark.parametrize("compressed", [False, True], ids=["json", "deflater"])

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import zlib
 
+from namesrv_grpc.core.body import DEFAULT_MAX_INFLATED_BODY_BYTES
 from namesrv_grpc.core.errors import LimitExceededError, MalformedBodyError
 from namesrv_grpc.core.model import DataVersion
 from namesrv_grpc.core.processor import DecodedBody
@@ -14,11 +15,6 @@ from namesrv_grpc.remoting import bodies, fastjson
 
 REMOTING_FINGERPRINT_TAG = 1 << 32
 """Added to the CRC32 in a remoting body fingerprint, so it never equals a gRPC one (CRC32C < 2**32)."""
-
-MAX_INFLATED_BODY_BYTES = 64 * 1024 * 1024
-"""Default largest compressed REGISTER_BROKER body after inflation (64 MiB, about 1.5 million topics in
-the Deflater format; ``registerBodyMaxInflatedSize`` sets it): a deflate bomb is refused
-(SYSTEM_ERROR) after inflating at most this much."""
 
 
 def body_fingerprint(body: bytes, compressed: bool, crc32: int) -> tuple[int, int, bool]:
@@ -30,7 +26,9 @@ _DATA_VERSION_KEY = b'"dataVersion":{'
 _DATA_VERSION_FIELDS = frozenset({"counter", "stateVersion", "timestamp"})
 
 
-def split_data_version(body: bytes, compressed: bool) -> tuple[int, bytes] | None:
+def split_data_version(
+    body: bytes, compressed: bool, max_inflated: int = DEFAULT_MAX_INFLATED_BODY_BYTES
+) -> tuple[int, bytes] | None:
     """Split a Java REGISTER_BROKER body into a fingerprint of everything but its DataVersion, and
     the DataVersion's JSON; None when the body does not have the shape a Java broker writes.
 
@@ -38,12 +36,14 @@ def split_data_version(body: bytes, compressed: bool) -> tuple[int, bytes] | Non
     ``filterServerList`` first, then ``topicConfigSerializeWrapper`` starting with ``dataVersion``)
     is cut out. Compressed body: the inflated stream starts with ``int32 length, DataVersion JSON``;
     the rest (topics, filter servers, mappings) is fingerprinted. The caller decodes the DataVersion
-    JSON and falls back to a full decode when it is not one.
+    JSON and falls back to a full decode when it is not one. A compressed body that inflates to more
+    than ``max_inflated`` bytes (``registerBodyMaxInflatedSize``) is not split (None): the full
+    decode refuses it, naming the key.
     """
     if not body:
         return None
     if compressed:
-        return _split_compressed(body)
+        return _split_compressed(body, max_inflated)
     start = body.find(_DATA_VERSION_KEY)
     end = body.find(b"}", start) if start >= 0 else -1
     if end < 0:
@@ -58,7 +58,7 @@ _SPLIT_STEP = 1024 * 1024
 _DATA_VERSION_JSON_MAX_BYTES = 64 * 1024
 
 
-def _split_compressed(body: bytes) -> tuple[int, bytes] | None:
+def _split_compressed(body: bytes, max_inflated: int) -> tuple[int, bytes] | None:
     """:func:`split_data_version` of a compressed body, inflated 1 MiB at a time: only the DataVersion
     is kept, the rest is fingerprinted as it comes (one call inflating up to 64 MiB held the
     interpreter lock for about 170 ms on a deflate bomb, and the memory until it returned)."""
@@ -73,7 +73,7 @@ def _split_compressed(body: bytes) -> tuple[int, bytes] | None:
             piece = inflater.decompress(data, _SPLIT_STEP)
             data = inflater.unconsumed_tail
             total += len(piece)
-            if total > MAX_INFLATED_BODY_BYTES:
+            if total > max_inflated:
                 return None
             if length < 0 or len(head) < 4 + length:
                 head += piece
@@ -124,7 +124,7 @@ def decode_java_register_body(
     ``split_topic_table``). ``rocketmq5``: the sender is at least RocketMQ 5.0 (request version), so
     a compressed body's trailing static-topic mappings are read
     (S40). Raises MalformedBodyError, LimitExceededError, InvalidFieldError."""
-    split = split_data_version(body, compressed)
+    split = split_data_version(body, compressed, max_inflated_bytes)
     if split is not None:
         fingerprint, version_json = split
         if fingerprint == known_fingerprint:
