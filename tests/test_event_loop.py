@@ -101,6 +101,86 @@ def test_a_prioritized_socket_is_handled_in_every_turn(monkeypatch: pytest.Monke
     assert all(len(turn) <= 17 for turn in busy), turns  # 16 others at most, and the link
 
 
+def test_held_back_sockets_come_after_the_others_and_keep_a_share_of_every_turn(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """16 events a turn, 4 of them at least for held-back sockets (a remoting connection that has sent
+    no request yet): with 40 held-back sockets ready (a flood of idle connections closing) and 20 busy
+    ones, every turn reports the busy ones first and 4 held-back ones; with 8 busy ones, the
+    held-back ones get the turn's room left (8). A released socket is one of the others again, and a
+    held-back one stays held back after asyncio unregistered it and registered it again."""
+    monkeypatch.setattr(event_loop, "MAX_EVENTS_PER_TURN", 16)
+    monkeypatch.setattr(event_loop, "HELD_BACK_PER_TURN", 4)
+    loop = event_loop.new_event_loop()
+    held = [socket.socketpair() for _ in range(40)]
+    busy = [socket.socketpair() for _ in range(20)]
+    turns: list[list[int]] = []
+    try:
+        for reader, _ in held:
+            assert event_loop.hold_back(loop, reader.fileno())
+        other = asyncio.new_event_loop()
+        assert not event_loop.hold_back(other, held[0][0].fileno())  # not a loop of ours
+        other.close()
+
+        async def run(pairs: list[tuple[socket.socket, socket.socket]], count: int) -> None:
+            current: list[int] = []
+            add_readers(loop, held, current, b"x" * 100)  # index 0-39: held back
+            add_readers(loop, pairs, current, b"y" * 100)  # index 0-19 again: shift them
+            for reader, _ in pairs:  # re-added so that their callbacks note 100 + index
+                loop.remove_reader(reader)
+            for index, (reader, _) in enumerate(pairs):
+
+                def readable(index: int = index, reader: socket.socket = reader) -> None:
+                    reader.recv(1)
+                    current.append(100 + index)
+
+                loop.add_reader(reader, readable)
+
+            def first_again() -> None:
+                held[0][0].recv(1)
+                current.append(0)
+
+            loop.remove_reader(held[0][0])  # unregistered ...
+            loop.add_reader(held[0][0], first_again)  # ... and registered again
+            for _ in range(count):
+                await asyncio.sleep(0)
+                if current:
+                    turns.append(list(current))
+                    current.clear()
+
+        loop.run_until_complete(asyncio.wait_for(run(busy, 4), 10))
+        assert turns
+        for turn in turns:  # the busy ones first (up to 16: the nested epoll's wake-up takes a slot)
+            kinds = [index >= 100 for index in turn]
+            assert kinds == sorted(kinds, reverse=True), turns
+            assert 15 <= kinds.count(True) <= 16, turns
+            assert kinds.count(False) == 4, turns
+        for reader, _ in busy:
+            loop.remove_reader(reader)
+        for reader, _ in held:
+            loop.remove_reader(reader)
+        turns.clear()
+        loop.run_until_complete(asyncio.wait_for(run(busy[:8], 4), 10))
+        assert turns
+        for turn in turns:  # the room left: 16 - 8 busy - the wake-up
+            assert [index >= 100 for index in turn] == [True] * 8 + [False] * 7, turns
+        for reader, _ in busy + held:
+            loop.remove_reader(reader)
+        for reader, _ in held:
+            event_loop.release(loop, reader.fileno())
+        turns.clear()
+        loop.run_until_complete(asyncio.wait_for(run([], 3), 10))
+        assert all(len(turn) == 16 for turn in turns), turns  # no longer held back: 16 a turn
+    finally:
+        close_readers(loop, held)
+        for reader, writer in busy:
+            if loop.is_running():
+                loop.remove_reader(reader)
+            reader.close()
+            writer.close()
+        loop.close()
+
+
 GRPC_COMPLETIONS_CHECK = """
 import asyncio
 import grpc

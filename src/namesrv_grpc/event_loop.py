@@ -20,6 +20,14 @@ at every turn before the bounded rest:
   were handled: gRPC lookups took up to 385 ms, against ~20 ms with the socket prioritized
   (docs/benchmarks.md row 12d).
 
+Other descriptors are *held back* (:func:`hold_back`): a remoting connection that has sent no
+request yet, until it sends one (:func:`release`). They sit in a third epoll, also nested, read after
+the others at every turn, for the room the turn has left and at least :data:`HELD_BACK_PER_TURN`
+of them. When 10,000 idle connections of a flood from one address closed at once, a remoting
+client's lookup waited until each of their closes was handled before its own request was read (up
+to 385 ms, docs/benchmarks.md row 12w); held back, their closes are taken a turn's room at a time
+behind the connections in use, and a new client's first request still gets its share of each turn.
+
 Where epoll is missing (not Linux) the default loop is used unchanged.
 """
 
@@ -39,6 +47,11 @@ MAX_EVENTS_PER_TURN = 64
 2-core machine (~100 us each, mostly the kernel's close), the longest a prioritized socket waits.
 It was 256 (~25 ms a turn; a gRPC call's steps each waited one turn)."""
 
+HELD_BACK_PER_TURN = 16
+"""Held-back descriptors (:func:`hold_back`) handled per turn at least, however busy the others are:
+a new connection's first request waits for the held-back closes ahead of it, not for the
+connections in use."""
+
 if hasattr(selectors, "EpollSelector"):
 
     class BoundedEpollSelector(selectors.EpollSelector):
@@ -52,6 +65,10 @@ if hasattr(selectors, "EpollSelector"):
             self._priority = select.epoll()
             self._priority_fds: set[int] = set()
             self._main.register(self._priority.fileno(), select.EPOLLIN)  # readable when one of them is ready
+            self._held = select.epoll()
+            self._held_fds: set[int] = set()
+            self._main.register(self._held.fileno(), select.EPOLLIN)
+            self._nested = (self._priority.fileno(), self._held.fileno())
 
         def prioritize(self, fd: int) -> None:
             """Report ``fd``'s events at every turn, before the others (moved to the nested epoll if
@@ -59,14 +76,36 @@ if hasattr(selectors, "EpollSelector"):
             unregisters a descriptor whose reading is paused): a link lives as long as its process."""
             if fd in self._priority_fds:
                 return
-            key = self.get_map().get(fd)
-            if key is not None:
-                self._main.unregister(fd)
-                self._priority.register(fd, _poller_events(key.events))
+            self._move(fd, self._priority)
+            self._held_fds.discard(fd)
             self._priority_fds.add(fd)
 
+        def hold_back(self, fd: int) -> None:
+            """Report ``fd``'s events after the others' at every turn, in the room the turn has left
+            (at least :data:`HELD_BACK_PER_TURN` held-back ones), until :meth:`release`; a prioritized
+            descriptor stays prioritized. It stays held back while unregistered and registered again."""
+            if fd in self._priority_fds or fd in self._held_fds:
+                return
+            self._move(fd, self._held)
+            self._held_fds.add(fd)
+
+        def release(self, fd: int) -> None:
+            """``fd`` is no longer held back (it is reported with the others); call it at the latest
+            when its socket closes, before its number can be reused."""
+            if fd in self._held_fds:
+                self._move(fd, self._main)
+                self._held_fds.discard(fd)
+
+        def _move(self, fd: int, to: Any) -> None:
+            key = self.get_map().get(fd)
+            if key is not None:
+                self._epoll(fd).unregister(fd)
+                to.register(fd, _poller_events(key.events))
+
         def _epoll(self, fd: int) -> Any:
-            return self._priority if fd in self._priority_fds else self._main
+            if fd in self._priority_fds:
+                return self._priority
+            return self._held if fd in self._held_fds else self._main
 
         def register(self, fileobj: Any, events: int, data: Any = None) -> selectors.SelectorKey:
             key = selectors._BaseSelectorImpl.register(self, fileobj, events, data)
@@ -109,12 +148,14 @@ if hasattr(selectors, "EpollSelector"):
                 fd_events: Any = self._main.poll(timeout, max_events)
                 if self._priority_fds:
                     fd_events = self._priority.poll(0) + fd_events
+                if self._held_fds:
+                    fd_events += self._held.poll(0, max(max_events - len(fd_events), HELD_BACK_PER_TURN))
             except InterruptedError:
                 return ready
-            nested = self._priority.fileno()
+            nested = self._nested
             for fd, event in fd_events:
-                if fd == nested:
-                    continue  # only the wake-up: the prioritized descriptors were read above
+                if fd in nested:
+                    continue  # only the wake-up: the nested epolls were read above
                 events = 0
                 if event & ~select.EPOLLIN:
                     events |= selectors.EVENT_WRITE
@@ -127,6 +168,7 @@ if hasattr(selectors, "EpollSelector"):
 
         def close(self) -> None:
             self._priority.close()
+            self._held.close()
             super().close()
 
     def _poller_events(events: int) -> int:
@@ -160,6 +202,25 @@ def prioritize(loop: asyncio.AbstractEventLoop, sock: socket.socket | None) -> b
         return False
     selector.prioritize(sock.fileno())
     return True
+
+
+def hold_back(loop: asyncio.AbstractEventLoop, fd: int) -> bool:
+    """Have ``loop`` handle descriptor ``fd``'s events after the others' (a loop of
+    :func:`new_event_loop`; any other loop is left as it is) until :func:`release`. Returns whether
+    it was done."""
+    selector = _SELECTORS.get(loop)
+    if selector is None or fd < 0:
+        return False
+    selector.hold_back(fd)
+    return True
+
+
+def release(loop: asyncio.AbstractEventLoop, fd: int) -> None:
+    """Undo :func:`hold_back` (nothing when ``fd`` is not held back); at the latest when the socket
+    closes, before its number can be reused."""
+    selector = _SELECTORS.get(loop)
+    if selector is not None:
+        selector.release(fd)
 
 
 def prioritize_grpc_completions(loop: asyncio.AbstractEventLoop) -> int:

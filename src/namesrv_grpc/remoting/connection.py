@@ -44,6 +44,7 @@ import socket
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
+from namesrv_grpc import event_loop
 from namesrv_grpc.log_limits import printable
 from namesrv_grpc.remoting.budget import RemotingBudget
 from namesrv_grpc.remoting.codec import FrameDecoder, FrameError, RemotingCommand, encode_command
@@ -145,6 +146,9 @@ class RemotingConnection(asyncio.Protocol):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if sock is not None:
             self._fd = sock.fileno()
+            # Read after the connections in use until it sends a request (a flood of idle connections
+            # closing at once waits behind them, not they behind it: namesrv_grpc.event_loop).
+            event_loop.hold_back(self._loop, self._fd)
         with contextlib.suppress(NotImplementedError):
             transport.set_write_buffer_limits(
                 high=self.limits.write_buffer_high_water_mark, low=self.limits.write_buffer_low_water_mark
@@ -187,6 +191,7 @@ class RemotingConnection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        event_loop.release(self._loop, self._fd)  # before asyncio closes the socket (its number is reused)
         self._watch_end_of_input(False)
         for timer in (self._idle_timer, self._frame_timer):
             if timer is not None:
@@ -266,6 +271,8 @@ class RemotingConnection(asyncio.Protocol):
                 if not commands:
                     break
                 if not handled:  # this connection is now the most recently active (maxConnections)
+                    if not self.active:
+                        event_loop.release(self._loop, self._fd)
                     self.active = True
                     budget.touched(self)
                 self._frame_started = None
