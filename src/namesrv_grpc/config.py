@@ -161,7 +161,7 @@ class NamesrvConfig:
     remoting_max_frames_per_turn: int = 64
     """Requests of all remoting connections together handled per event-loop turn
     (``remotingMaxFramesPerTurn``)."""
-    remoting_accepts_per_turn: int = 16
+    remoting_accepts_per_turn: int = 4
     """Remoting connections accepted per event-loop turn (``remotingAcceptsPerTurn``)."""
     remoting_max_requests_in_flight: int = 16
     """Requests of one remoting connection processed off the loop at once (``remotingMaxRequestsInFlight``)."""

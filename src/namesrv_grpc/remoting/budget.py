@@ -83,10 +83,11 @@ class RemotingLimits:
     max_frames_per_turn: int = 64
     """``remotingMaxFramesPerTurn``: requests of all connections together handled per turn of the
     event loop; a connection that finds them spent waits for the next turn."""
-    accepts_per_turn: int = 16
+    accepts_per_turn: int = 4
     """``remotingAcceptsPerTurn``: connections accepted per turn of the event loop (asyncio accepts
     as many as its ``backlog`` per readiness event); the rest wait in the kernel's queue of
-    :data:`~.server.LISTEN_BACKLOG` for the next turns."""
+    :data:`~.server.LISTEN_BACKLOG` for the next turns. Few, so that a flood of new connections
+    lengthens no turn much: a gRPC call takes several turns (docs/limits.md)."""
     max_requests_in_flight: int = 16
     """``remotingMaxRequestsInFlight``: requests of one connection being processed off the event loop
     (large registrations, KV and configuration writes); at the bound the connection is not read."""
