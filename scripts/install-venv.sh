@@ -25,6 +25,10 @@ if [ -x "$VENV/bin/python" ]; then
     pip_in "$VENV" install --quiet --no-compile -e "$ROOT[dev]"
     exit 0
 fi
+if [ -e "$VENV" ]; then  # refused before any prepared environment is made for it
+    echo "install-venv: $VENV exists but has no bin/python; remove it and run again" >&2
+    exit 1
+fi
 
 WHICH="$("$PYTHON" -c 'import sys, sysconfig; print(f"{sys.version.split()[0]}-{sysconfig.get_platform()}-{sys.base_prefix}")' | tr '/' '_')"
 KEY="$( (cat "$ROOT/pyproject.toml"; echo "$WHICH") | sha256sum | cut -c1-16)"
@@ -48,10 +52,6 @@ if [ ! -x "$PREPARED/bin/python" ]; then
     trap - EXIT
 fi
 
-if [ -e "$VENV" ]; then
-    echo "install-venv: $VENV exists but has no bin/python; remove it and run again" >&2
-    exit 1
-fi
 mkdir -p "$(dirname "$VENV")"
 cp -al "$PREPARED" "$VENV" 2>/dev/null || { rm -rf "$VENV"; cp -a "$PREPARED" "$VENV"; }  # hard links need one file system
 NEW="$(cd "$VENV" && pwd)"

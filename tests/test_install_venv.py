@@ -52,3 +52,21 @@ def test_a_new_environment_is_a_copy_that_points_at_itself(tmp_path: Path) -> No
     assert where.returncode == 0, where.stderr
     assert where.stdout.split() == [str(venv), str(ROOT / "src" / "namesrv_grpc" / "__init__.py")]
     assert sys.prefix != str(venv)
+
+
+def test_a_venv_directory_without_python_is_refused_at_once_and_left_alone(tmp_path: Path) -> None:
+    """A ``.venv`` that exists but is no environment (an interrupted copy, a stray directory) is
+    refused with one line naming it, before any prepared environment is made, and is not written into
+    (a copy into it would nest the environment inside)."""
+    venv = tmp_path / "venv"
+    venv.mkdir()
+    (venv / "stray").write_text("kept")
+    cache = tmp_path / "cache"
+    done = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "install-venv.sh"), str(venv), sys.executable],
+        capture_output=True, text=True, timeout=60, env={**os.environ, "NAMESRV_BUILD_CACHE": str(cache)},
+    )  # fmt: skip
+    assert done.returncode == 1, done
+    assert f"install-venv: {venv} exists but has no bin/python; remove it and run again" in done.stderr
+    assert sorted(p.name for p in venv.iterdir()) == ["stray"]
+    assert not cache.exists()  # nothing was prepared for it
