@@ -128,3 +128,49 @@ def test_printable_escapes_control_characters() -> None:
     assert printable("plain text") == "plain text"
     assert printable("a\x00b\r\n\x1b[31m") == "a\\x00b\\r\\n\\x1b[31m"
     assert printable("x" * 300, limit=10) == "x" * 10 + "..."
+
+
+def test_the_trim_loop_sleeps_while_the_process_holds_no_connection(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A listening server with no remoting connection is not woken by the connection trim (it has
+    none to close); once one is admitted, the trim runs every ``TRIM_INTERVAL_SECONDS`` again, and
+    stops again when it is gone."""
+    config = NamesrvConfig(
+        kv_config_path=str(tmp_path / "kv.json"), config_store_path=str(tmp_path / "namesrv.properties")
+    )
+
+    async def run() -> tuple[int, int, int]:
+        ns = NameServer(config, RouteInfoManager(), KVConfigManager(None))
+        metrics = NamesrvMetrics(ns.route_table)
+        handlers = RemotingHandlers(
+            ns, cast(RouteTableWrites, LocalWrites(ns)), metrics, RemotingMetrics(metrics.registry)
+        )
+        server = RemotingServer(handlers, idle_timeout_seconds=lambda: 120.0)
+        trims = [0]
+        monkeypatch.setattr(server.budget, "trim", lambda: trims.__setitem__(0, trims[0] + 1))
+        port = await server.start("127.0.0.1", 0)
+        try:
+            await asyncio.sleep(0.5)  # five trim intervals
+            idle = trims[0]
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+            deadline = asyncio.get_running_loop().time() + 30
+            while trims[0] < idle + 2:
+                assert asyncio.get_running_loop().time() < deadline, "no trim while a connection is held"
+                await asyncio.sleep(0.05)
+            held = trims[0]
+            writer.close()
+            while server.connections:
+                assert asyncio.get_running_loop().time() < deadline, "the connection was not closed"
+                await asyncio.sleep(0.05)
+            await asyncio.sleep(0.3)  # at most the trim in progress when it went
+            after = trims[0]
+            await asyncio.sleep(0.5)
+            return idle, held, trims[0] - after
+        finally:
+            await server.stop(1.0)
+
+    idle, held, after_close = asyncio.run(run())
+    assert idle == 0
+    assert held >= 2
+    assert after_close == 0
