@@ -14,11 +14,16 @@ pytestmark = pytest.mark.skipif(not hasattr(selectors, "EpollSelector"), reason=
 
 
 def add_readers(
-    loop: asyncio.AbstractEventLoop, pairs: list[tuple[socket.socket, socket.socket]], seen: list[int], payload: bytes
+    loop: asyncio.AbstractEventLoop,
+    pairs: list[tuple[socket.socket, socket.socket]],
+    seen: list[int],
+    payload: bytes,
+    first: int = 0,
 ) -> None:
-    """Each pair's reader reads one byte per callback and notes its index in ``seen``; ``payload``
-    is written to each pair (more than one byte: readable in the next turns too)."""
-    for index, (reader, writer) in enumerate(pairs):
+    """Each pair's reader reads one byte per callback and notes its index (counted from ``first``)
+    in ``seen``; ``payload`` is written to each pair (more than one byte: readable in the next turns
+    too)."""
+    for index, (reader, writer) in enumerate(pairs, first):
         reader.setblocking(False)
 
         def readable(index: int = index, reader: socket.socket = reader) -> None:
@@ -125,16 +130,7 @@ def test_held_back_sockets_come_after_the_others_and_keep_a_share_of_every_turn(
         async def run(pairs: list[tuple[socket.socket, socket.socket]], count: int) -> None:
             current: list[int] = []
             add_readers(loop, held, current, b"x" * 100)  # index 0-39: held back
-            add_readers(loop, pairs, current, b"y" * 100)  # index 0-19 again: shift them
-            for reader, _ in pairs:  # re-added so that their callbacks note 100 + index
-                loop.remove_reader(reader)
-            for index, (reader, _) in enumerate(pairs):
-
-                def readable(index: int = index, reader: socket.socket = reader) -> None:
-                    reader.recv(1)
-                    current.append(100 + index)
-
-                loop.add_reader(reader, readable)
+            add_readers(loop, pairs, current, b"y" * 100, first=100)  # index 100-119: the others
 
             def first_again() -> None:
                 held[0][0].recv(1)
