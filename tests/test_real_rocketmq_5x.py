@@ -5,7 +5,7 @@ registered with our NameServer, Java 5.5.0 clients using our routes.
   ``__ZONE_NAME``); a producer started with ``ROCKETMQ_ZONE=zone-a`` and ``ROCKETMQ_ZONE_MODE=true``
   (read by RocketMQ's ``DynamicalExtFieldRPCHook``) sends only to its zone's broker; one without
   zone mode to both.
-- Static topics: ``mqadmin updateStaticTopic`` maps 4 logic queues onto two brokers; the brokers
+- Static topics: ``mqadmin updateStaticTopic`` maps 4 logic queues onto the same two brokers; they
   register the mappings, our routes return them, and a producer sends to the 4 logic queues (which a
   client only knows from the route's ``topicQueueMappingByBroker``) and a push consumer reads every
   message back.
@@ -14,7 +14,7 @@ registered with our NameServer, Java 5.5.0 clients using our routes.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +33,7 @@ from tests.rocketmq_support import (
     start_java_broker,
     wait_registered,
 )
-from tests.support import Stubs, running_namesrv
+from tests.support import NamesrvProcess, Stubs, running_namesrv
 
 pytestmark = pytest.mark.slow
 
@@ -78,89 +78,96 @@ def send(namesrv_addr: str, topic: str, count: int, workdir: Path, env: dict[str
         producer.close()
 
 
-def test_s39_zone_mode_java_clients_get_only_their_zones_brokers(tmp_path: Path) -> None:
-    topic = "ZoneTopic"
-    with running_namesrv(tmp_path / "ns") as namesrv, java_processes() as procs:
+@pytest.fixture(scope="module")
+def zoned_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NamesrvProcess]:
+    """Our NameServer with two Java 5.5.0 brokers registered, ``broker-za`` in ``zone-a`` and
+    ``broker-zb`` in ``zone-b`` (``ROCKETMQ_ZONE``), both in ``DefaultCluster``: the module's two
+    tests share them (each uses its own topic), two broker start-ups fewer (~10 CPU-s each)."""
+    work = tmp_path_factory.mktemp("zoned")
+    with running_namesrv(work / "ns") as namesrv, java_processes() as procs:
         addr = namesrv.remoting_address
         for name, zone in (("broker-za", "zone-a"), ("broker-zb", "zone-b")):
             procs.append(
-                start_java_broker(ROCKETMQ_5, tmp_path / name, addr, {"brokerName": name}, env={"ROCKETMQ_ZONE": zone})
+                start_java_broker(ROCKETMQ_5, work / name, addr, {"brokerName": name}, env={"ROCKETMQ_ZONE": zone})
             )
-        # mqadmin creates the topic on the brokers our cluster info lists: both must be in it first
+        # mqadmin creates a topic on the brokers our cluster info lists: both must be in it first
         # (a Java broker's first registration arrives after its boot line)
         for name in ("broker-za", "broker-zb"):
             wait_registered(addr, name, timeout=90)
-        made = mqadmin(ROCKETMQ_5, addr, "updateTopic", "-c", "DefaultCluster", "-t", topic, "-r", "2", "-w", "2")
-        assert made.returncode == 0, made.stdout + made.stderr
-        wait_until(lambda: broker_names(route(addr, topic)) == ["broker-za", "broker-zb"], 90, "both brokers")
-
-        with namesrv.channel() as channel:
-            stubs = Stubs(channel)
-            info = stubs.ns.GetBrokerClusterInfo(ns_pb2.GetBrokerClusterInfoRequest(), timeout=10)
-            zones = {name: data.zone_name for name, data in info.broker_addr_table.items()}
-            assert zones == {"broker-za": "zone-a", "broker-zb": "zone-b"}  # from __ZONE_NAME, not zoneName
-            grpc_route = stubs.ns.PickupTopicRoute(
-                ns_pb2.PickupTopicRouteRequest(topic=topic, zone_name="zone-b"), timeout=10
-            ).route
-            assert [b.broker_name for b in grpc_route.broker_datas] == ["broker-zb"]
-
-        zone_a = {"ROCKETMQ_ZONE": "zone-a", "ROCKETMQ_ZONE_MODE": "true"}
-        in_zone = send(addr, topic, 12, tmp_path / "zone-a-producer", zone_a)
-        assert {line.split()[2] for line in in_zone} == {"broker-za"}
-        everywhere = send(addr, topic, 12, tmp_path / "plain-producer")
-        assert {line.split()[2] for line in everywhere} == {"broker-za", "broker-zb"}
+        yield namesrv
 
 
-def test_s40_static_topic_made_by_mqadmin_is_produced_and_consumed_through_our_routes(tmp_path: Path) -> None:
+def test_s39_zone_mode_java_clients_get_only_their_zones_brokers(tmp_path: Path, zoned_cluster: NamesrvProcess) -> None:
+    topic = "ZoneTopic"
+    namesrv = zoned_cluster
+    addr = namesrv.remoting_address
+    made = mqadmin(ROCKETMQ_5, addr, "updateTopic", "-c", "DefaultCluster", "-t", topic, "-r", "2", "-w", "2")
+    assert made.returncode == 0, made.stdout + made.stderr
+    wait_until(lambda: broker_names(route(addr, topic)) == ["broker-za", "broker-zb"], 90, "both brokers")
+
+    with namesrv.channel() as channel:
+        stubs = Stubs(channel)
+        info = stubs.ns.GetBrokerClusterInfo(ns_pb2.GetBrokerClusterInfoRequest(), timeout=10)
+        zones = {name: data.zone_name for name, data in info.broker_addr_table.items()}
+        assert zones == {"broker-za": "zone-a", "broker-zb": "zone-b"}  # from __ZONE_NAME, not zoneName
+        grpc_route = stubs.ns.PickupTopicRoute(
+            ns_pb2.PickupTopicRouteRequest(topic=topic, zone_name="zone-b"), timeout=10
+        ).route
+        assert [b.broker_name for b in grpc_route.broker_datas] == ["broker-zb"]
+
+    zone_a = {"ROCKETMQ_ZONE": "zone-a", "ROCKETMQ_ZONE_MODE": "true"}
+    in_zone = send(addr, topic, 12, tmp_path / "zone-a-producer", zone_a)
+    assert {line.split()[2] for line in in_zone} == {"broker-za"}
+    everywhere = send(addr, topic, 12, tmp_path / "plain-producer")
+    assert {line.split()[2] for line in everywhere} == {"broker-za", "broker-zb"}
+
+
+def test_s40_static_topic_made_by_mqadmin_is_produced_and_consumed_through_our_routes(
+    tmp_path: Path, zoned_cluster: NamesrvProcess
+) -> None:
     topic = "StaticTopic5x"
-    with running_namesrv(tmp_path / "ns") as namesrv, java_processes() as procs:
-        addr = namesrv.remoting_address
-        for name in ("broker-sa", "broker-sb"):
-            procs.append(start_java_broker(ROCKETMQ_5, tmp_path / name, addr, {"brokerName": name}))
-        wait_until(
-            lambda: len(fastjson.loads(cluster_info(addr))["brokerAddrTable"]) == 2, 90, "both brokers registered"
-        )
-        made = mqadmin(
-            ROCKETMQ_5, addr, "updateStaticTopic", "-t", topic, "-qn", "4", "-c", "DefaultCluster", timeout=180
-        )
-        assert made.returncode == 0, made.stdout + made.stderr
+    namesrv = zoned_cluster
+    addr = namesrv.remoting_address
+    assert len(fastjson.loads(cluster_info(addr))["brokerAddrTable"]) == 2
+    made = mqadmin(ROCKETMQ_5, addr, "updateStaticTopic", "-t", topic, "-qn", "4", "-c", "DefaultCluster", timeout=180)
+    assert made.returncode == 0, made.stdout + made.stderr
 
-        def mapped() -> bool:
-            found = route(addr, topic)
-            return found is not None and sorted(found.get("topicQueueMappingByBroker") or {}) == [
-                "broker-sa",
-                "broker-sb",
-            ]
-
-        wait_until(mapped, 90, "the static topic's mappings in our route")
+    def mapped() -> bool:
         found = route(addr, topic)
-        assert found is not None
-        mappings = found["topicQueueMappingByBroker"]
-        assert {m["totalQueues"] for m in mappings.values()} == {4}
-        logic_ids = sorted(int(k) for m in mappings.values() for k in m["currIdMap"])
-        assert logic_ids == [0, 1, 2, 3]
-        with namesrv.channel() as channel:
-            grpc_route = Stubs(channel).ns.PickupTopicRoute(ns_pb2.PickupTopicRouteRequest(topic=topic), timeout=10)
-            assert sorted(grpc_route.route.topic_queue_mapping_by_broker) == ["broker-sa", "broker-sb"]
+        return found is not None and sorted(found.get("topicQueueMappingByBroker") or {}) == [
+            "broker-za",
+            "broker-zb",
+        ]
 
-        sent = send(addr, topic, 20, tmp_path / "static-producer")
-        # The client sends to the 4 logic queues, each on the broker the mapping names (it sees them
-        # only in the route's topicQueueMappingByBroker; without them it would see 2 physical queues,
-        # ids 0 and 1, per broker).
-        owner = {int(k): bname for bname, m in mappings.items() for k in m["currIdMap"]}
-        assert {(line.split()[2], int(line.split()[3])) for line in sent} == {(b, q) for q, b in owner.items()}
+    wait_until(mapped, 90, "the static topic's mappings in our route")
+    found = route(addr, topic)
+    assert found is not None
+    mappings = found["topicQueueMappingByBroker"]
+    assert {m["totalQueues"] for m in mappings.values()} == {4}
+    logic_ids = sorted(int(k) for m in mappings.values() for k in m["currIdMap"])
+    assert logic_ids == [0, 1, 2, 3]
+    with namesrv.channel() as channel:
+        grpc_route = Stubs(channel).ns.PickupTopicRoute(ns_pb2.PickupTopicRouteRequest(topic=topic), timeout=10)
+        assert sorted(grpc_route.route.topic_queue_mapping_by_broker) == ["broker-za", "broker-zb"]
 
-        consumer = JavaClient(ROCKETMQ_5, "PushConsumer", addr, "cg-static-5x", topic, workdir=tmp_path / "consumer")
-        try:
-            consumer.read_until("STARTED")
-            received: set[str] = set()
-            deadline = time.monotonic() + 120
-            while len(received) < 20 and time.monotonic() < deadline:
-                line = consumer.read_until("RECV", timeout=max(1.0, deadline - time.monotonic()))[-1]
-                received.add(line.split()[1])
-            assert received == {f"static-producer-{i}" for i in range(20)}
-        finally:
-            consumer.close()
+    sent = send(addr, topic, 20, tmp_path / "static-producer")
+    # The client sends to the 4 logic queues, each on the broker the mapping names (it sees them
+    # only in the route's topicQueueMappingByBroker; without them it would see 2 physical queues,
+    # ids 0 and 1, per broker).
+    owner = {int(k): bname for bname, m in mappings.items() for k in m["currIdMap"]}
+    assert {(line.split()[2], int(line.split()[3])) for line in sent} == {(b, q) for q, b in owner.items()}
+
+    consumer = JavaClient(ROCKETMQ_5, "PushConsumer", addr, "cg-static-5x", topic, workdir=tmp_path / "consumer")
+    try:
+        consumer.read_until("STARTED")
+        received: set[str] = set()
+        deadline = time.monotonic() + 120
+        while len(received) < 20 and time.monotonic() < deadline:
+            line = consumer.read_until("RECV", timeout=max(1.0, deadline - time.monotonic()))[-1]
+            received.add(line.split()[1])
+        assert received == {f"static-producer-{i}" for i in range(20)}
+    finally:
+        consumer.close()
 
 
 def cluster_info(namesrv_addr: str) -> bytes:
