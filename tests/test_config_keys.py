@@ -7,6 +7,7 @@ refused by UpdateNamesrvConfig). Over real ``namesrv`` processes, and against wh
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +16,16 @@ import grpc
 import pytest
 
 from namesrv.v1 import admin_service_pb2 as admin_pb2
-from namesrv_grpc.config import JAVA_ONLY_KEYS, KEYS, NamesrvConfig, UnknownKeyError, apply_properties, nearest_key
+from namesrv_grpc.config import (
+    JAVA_ONLY_KEYS,
+    KEYS,
+    RESTART_KEYS,
+    SECURITY_KEYS,
+    NamesrvConfig,
+    UnknownKeyError,
+    apply_properties,
+    nearest_key,
+)
 from namesrv_grpc.properties import ConfigError, read_properties
 from namesrv_grpc.remoting import bodies
 from namesrv_grpc.remoting.codes import RequestCode, ResponseCode
@@ -275,6 +285,19 @@ def test_java_water_marks_of_zero_mean_nettys_defaults() -> None:
 
 def test_java_only_keys_are_neither_used_keys_nor_documented_elsewhere() -> None:
     assert not set(JAVA_ONLY_KEYS) & set(KEYS)
+
+
+def test_every_field_is_a_key_declared_on_it_once() -> None:
+    """Each NamesrvConfig field but ``java_only`` carries its key (``key_field``), and KEYS is read
+    from them: one key per field, named as the field in camelCase (``tls.*`` keys aside)."""
+    fields = [item.name for item in dataclasses.fields(NamesrvConfig) if item.name != "java_only"]
+    assert sorted(spec.attribute for spec in KEYS.values()) == sorted(fields)
+    for name, spec in KEYS.items():
+        assert spec.name == name
+        if not name.startswith("tls."):
+            assert re.sub(r"([A-Z])", r"_\1", name).lower() == spec.attribute, name
+    assert {"listenPort", "grpcServerPort", "remotingAcceptsPerTurn"} <= RESTART_KEYS
+    assert {"tls.server.mode", "aclFile", "healthPort"} <= SECURITY_KEYS
 
 
 def test_docs_list_exactly_the_java_only_keys() -> None:

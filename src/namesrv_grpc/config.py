@@ -18,7 +18,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import jproperties
 
@@ -28,215 +28,27 @@ from namesrv_grpc.properties import ConfigError
 DEFAULT_CONFIG_BLACKLIST = "configBlackList;configStorePath;kvConfigPath"
 """Keys ``UpdateNamesrvConfig`` refuses (RocketMQ ``NamesrvConfig.configBlackList``, S26)."""
 
-SECURITY_KEYS = frozenset(
-    {
-        "tls.server.mode",
-        "tls.server.certPath",
-        "tls.server.keyPath",
-        "tls.server.trustCertPath",
-        "tls.server.need.client.auth",
-        "aclFile",
-        "auditLogFile",
-        "auditRepeatWindowSeconds",
-        "auditLogLinesPerSecond",
-        "healthPort",
-    }
-)
-"""Transport security, ACL and audit settings: read at start only, never changed by a request (a
-caller must not be able to thin out the audit trail of what it does)."""
-
-ALWAYS_REFUSED = frozenset({"snapshotDir"}) | SECURITY_KEYS
-"""Keys ``UpdateNamesrvConfig`` refuses whatever ``configBlackList`` says: a caller must not choose
-where the server writes files (as RocketMQ blacklists ``kvConfigPath``), nor which certificates,
-accounts or audit file it uses."""
-
 
 def _home(*parts: str) -> str:
     return str(Path.home().joinpath(*parts))
 
 
-@dataclass(slots=True)
-class NamesrvConfig:
-    """Effective configuration. Attribute names are the RocketMQ keys in snake_case; :data:`KEYS`
-    maps the RocketMQ spelling to each. Times are milliseconds unless the name says otherwise."""
-
-    listen_port: int = 9876
-    """RocketMQ remoting port (``listenPort``, as in RocketMQ's NameServer)."""
-    grpc_server_port: int = 8081
-    """gRPC port (``grpcServerPort``, RocketMQ proxy's gRPC port)."""
-    bind_address: str = "0.0.0.0"
-    metrics_port: int = 0
-    kv_config_path: str = field(default_factory=lambda: _home("namesrv", "kvConfig.json"))
-    config_store_path: str = field(default_factory=lambda: _home("namesrv", "namesrv.properties"))
-    scan_not_active_broker_interval: int = 5_000
-    """S13 scan period, ms: RocketMQ 5.x's default (``NamesrvConfig.scanNotActiveBrokerInterval = 5 * 1000``)."""
-    order_message_enable: bool = False
-    delete_topic_with_broker_registration: bool = False
-    support_acting_master: bool = False
-    """Routes show a master-less broker name's acting master under id 0 (RocketMQ 5.x, S52)."""
-    notify_min_broker_id_changed: bool = False
-    """Send NOTIFY_MIN_BROKER_ID_CHANGE to brokers when a broker name's smallest id changes (5.x, S53)."""
-    config_black_list: str = DEFAULT_CONFIG_BLACKLIST
-    grpc_max_message_size: int = 16 * 1024 * 1024
-    register_body_max_inflated_size: int = 64 * 1024 * 1024
-    register_body_max_topics: int = 200_000
-    register_body_max_filter_servers: int = 64
-    route_table_max_brokers: int = 10_000
-    """Broker addresses registered at once, server-wide (``routeTableMaxBrokers``)."""
-    route_table_max_topics: int = 1_000_000
-    """Topics in the route table at once, server-wide (``routeTableMaxTopics``)."""
-    route_cache_max_bytes: int = 256 * 1024 * 1024
-    """Bytes of encoded route answers each serving process keeps (``routeCacheMaxBytes``; 0 = no
-    bound): past it the answers asked for least recently are encoded again when next asked for."""
-    server_worker_processes: int = 0
-    """Serving processes (0 = the CPUs this process may use: ``os.sched_getaffinity`` and the cgroup
-    CPU quota, at most 8, :func:`namesrv_grpc.policy.default_worker_processes`)."""
-    serving_process_apply_timeout_millis: int = 5_000
-    """A serving process that applies no change of the route table for this long is restarted."""
-    process_heartbeat_timeout_millis: int = 10_000
-    """The watchdog (:mod:`namesrv_grpc.processes.watchdog`): ``namesrv`` asks every child each second
-    whether its event loop turns. A serving process silent for this long is killed and started again
-    (its listening sockets leave the ``SO_REUSEPORT`` group with it); while the route-table process is
-    silent this long, every serving process answers health NOT_SERVING and ``/ready`` 503."""
-    route_table_heartbeat_exit_millis: int = 60_000
-    """A route-table process silent for this long is killed and ``namesrv`` exits 1, as when it dies
-    (the service manager starts it again)."""
-    kv_config_max_value_size: int = 64 * 1024
-    kv_config_max_total_size: int = 2 * 1024 * 1024
-    broker_session_hello_timeout_millis: int = 10_000
-    max_broker_sessions: int = 10_000
-    grpc_max_concurrent_streams: int = 100
-    """Calls in flight on one gRPC connection (HTTP/2 ``SETTINGS_MAX_CONCURRENT_STREAMS``). 100, what
-    Envoy's edge-proxy guidance sets (nginx: 128): a rapid-reset flood's streams count until gRPC
-    freed them, so one connection puts at most this many calls in gRPC's queue of calls not yet taken
-    by Python (docs/limits.md, "Rapid reset")."""
-    grpc_max_connection_idle_millis: int = 600_000
-    grpc_max_connections: int = 0
-    grpc_max_concurrent_calls: int = 0
-    shutdown_grace_period_millis: int = 5_000
-    need_wait_for_service: bool = False
-    wait_seconds_for_service: int = 45
-    snapshot_dir: str = field(default_factory=lambda: _home("namesrv", "snapshots"))
-    snapshot_interval: int = 0
-    snapshot_retention_hours: int = 168
-    snapshot_namesrv_id: str = ""
-    route_watch_max_watchers: int = 20_000
-    """Open WatchTopicRoutes streams one NameServer serves at most (``routeWatchMaxWatchers``)."""
-    route_watch_max_topics: int = 1_000
-    """Topics per WatchTopicRoutes or PickupTopicRoutes request at most (``routeWatchMaxTopics``)."""
-    route_watch_max_topics_per_peer: int = 10_000
-    """Watched topics (summed over the open watches) of one client IP address, per serving process."""
-    route_watch_max_topics_total: int = 200_000
-    """Watched topics (summed over the open watches) of all clients, per serving process."""
-    route_watch_max_unread_millis: int = 30_000
-    """A watch whose last message has waited this long for its client to read it is ended."""
-    grpc_write_buffer_high_water_mark: int = 16 * 1024 * 1024
-    """Bytes of unread gRPC answers of one connection at which its new calls wait (then are refused)."""
-    grpc_write_buffer_max_total_bytes: int = 256 * 1024 * 1024
-    """Bytes of unread gRPC answers of all connections (per serving process) above which the
-    connections holding more than their share have their calls held back."""
-    grpc_write_buffer_wait_millis: int = 10_000
-    """How long a call held back by the unread-answer bounds waits before it is refused."""
-    max_unbound_broker_sessions_per_peer: int = 128
-    """Broker sessions of one client IP address not bound to a registered broker, per serving process."""
-    max_unbound_broker_sessions: int = 1_000
-    """Broker sessions not bound to a registered broker, all clients, per serving process."""
-    grpc_max_stream_resets_per_second: int = 1_000
-    """A gRPC connection whose client resets more streams than this per second is closed (0 = never)."""
-    server_channel_max_idle_time_seconds: int = 120
-    """Remoting connections silent this long are closed (RocketMQ ``NettyServerConfig``)."""
-    remoting_frame_max_length: int = 16 * 1024 * 1024
-    """Largest remoting frame, bytes (RocketMQ's ``com.rocketmq.remoting.frameMaxLength``, 16 MiB)."""
-    remoting_header_max_fields: int = 1024
-    """extFields in one remoting header at most (``remotingHeaderMaxFields``)."""
-    remoting_header_max_length: int = 1024 * 1024
-    """Bytes of one remoting header at most (``remotingHeaderMaxLength``), refused when its length arrives."""
-    max_connections: int = 0
-    """Remoting connections open at once (``maxConnections``); 0 = from the file-descriptor limit."""
-    remoting_max_connections_per_ip: int = 10_000
-    """Remoting connections from one IP address at once, all serving processes together
-    (``remotingMaxConnectionsPerIp``; 0 = no bound of its own)."""
-    remoting_max_frames_per_read: int = 16
-    """Requests of one remoting connection handled per event-loop turn (``remotingMaxFramesPerRead``)."""
-    remoting_max_frames_per_turn: int = 64
-    """Requests of all remoting connections together handled per event-loop turn
-    (``remotingMaxFramesPerTurn``)."""
-    remoting_accepts_per_turn: int = 4
-    """Remoting connections accepted per event-loop turn (``remotingAcceptsPerTurn``)."""
-    remoting_max_requests_in_flight: int = 16
-    """Requests of one remoting connection processed off the loop at once (``remotingMaxRequestsInFlight``)."""
-    write_buffer_high_water_mark: int = 64 * 1024
-    """Answers waiting on one remoting connection above which it is not read (RocketMQ ``NettyServerConfig``)."""
-    write_buffer_low_water_mark: int = 32 * 1024
-    """Reading resumes when the waiting answers fall to this (RocketMQ ``NettyServerConfig``)."""
-    remoting_partial_frames_max_bytes: int = 128 * 1024 * 1024
-    """Bytes held in unfinished remoting frames, all connections together (``remotingPartialFramesMaxBytes``)."""
-    remoting_frame_read_timeout_millis: int = 30_000
-    """A remoting frame must be complete this long after its first bytes (``remotingFrameReadTimeoutMillis``)."""
-    peer_log_lines_per_kind: int = 20
-    """Log lines of one kind a peer can cause per 10 s; the rest are counted (``peerLogLinesPerKind``)."""
-    return_order_topic_config_to_broker: bool = True
-    """REGISTER_BROKER answers carry the ORDER_TOPIC_CONFIG KV table (RocketMQ 5.x, S11)."""
-    tls_server_mode: str = "enforcing"
-    """``tls.server.mode`` (RocketMQ ``TlsSystemConfig``): disabled, permissive (remoting only), enforcing."""
-    tls_server_cert_path: str = ""
-    tls_server_key_path: str = ""
-    tls_server_trust_cert_path: str = ""
-    tls_server_need_client_auth: str = ""
-    """none, optional or require; empty = require when a trust path is set, else none."""
-    acl_file: str = ""
-    audit_log_file: str = ""
-    audit_repeat_window_seconds: int = 60
-    """Identical audit events within this long write one line and a summary (``auditRepeatWindowSeconds``; 0 = off)."""
-    audit_log_lines_per_second: int = 100
-    """Audit lines the NameServer writes per second at most, divided among its serving processes
-    (``auditLogLinesPerSecond``): the audit trail grows as fast on 8 cores as on 2."""
-    health_port: int = 0
-    """A plaintext port serving only ``grpc.health.v1`` (Kubernetes probes with TLS on); 0 = off."""
-    enable_all_topic_list: bool = True
-    """GET_ALL_TOPIC_LIST_FROM_NAMESERVER / GetAllTopicList answer (RocketMQ 5.x, S41); read per request."""
-    enable_topic_list: bool = True
-    """Topic lists by cluster and by unit flags answer (RocketMQ 5.x, S41); read per request."""
-    enable_controller_in_namesrv: bool = False
-    """RocketMQ 5.x's embedded controller: not part of this NameServer, only false is accepted."""
-    cluster_test: bool = False
-    """RocketMQ's ``ClusterTestRequestProcessor``: not part of this NameServer, only false is accepted."""
-    rocketmq_home: str = ""
-    product_env_name: str = "center"
-    client_request_thread_pool_nums: int = 8
-    default_thread_pool_nums: int = 16
-    client_request_thread_pool_queue_capacity: int = 50_000
-    default_thread_pool_queue_capacity: int = 10_000
-    un_register_broker_queue_capacity: int = 3_000
-    """RocketMQ 5.x ``NamesrvConfig`` keys accepted so a Java NameServer's file starts this one
-    unchanged, without effect here (docs/rocketmq-5x.md says why): requests are served by one event
-    loop and worker threads, not by Java thread pools with bounded queues."""
-    java_only: dict[str, str] = field(default_factory=dict)
-    """Keys of :data:`JAVA_ONLY_KEYS` given (``-c FILE``, ``UpdateNamesrvConfig``) -> their text as
-    given: no effect here; kept, printed and persisted as RocketMQ's ``Configuration`` keeps the keys
-    of its file. Replaced, never changed in place."""
-
-    def to_properties(self) -> dict[str, str]:
-        """The configuration as RocketMQ key -> text, sorted by key (``-p``, ``GetNamesrvConfig``):
-        every key of :data:`KEYS`, and the keys of :data:`JAVA_ONLY_KEYS` that were given."""
-        result = dict(self.java_only)
-        for key in KEYS:
-            value = getattr(self, KEYS[key].attribute)
-            result[key] = str(value).lower() if isinstance(value, bool) else str(value)
-        return dict(sorted(result.items()))
-
-    def blacklisted_keys(self) -> set[str]:
-        """Keys of ``configBlackList`` (``;``-separated), always including the three defaults and
-        :data:`ALWAYS_REFUSED`."""
-        keys = {k.strip() for k in self.config_black_list.split(";") if k.strip()}
-        return keys | set(DEFAULT_CONFIG_BLACKLIST.split(";")) | ALWAYS_REFUSED
-
-
 @dataclass(frozen=True, slots=True)
 class _Key:
-    attribute: str
+    """One configuration key, declared once, on its :class:`NamesrvConfig` field (:func:`key_field`)."""
+
+    name: str
+    """The RocketMQ spelling (``listenPort``): the key of ``-c FILE``, ``-p`` and ``UpdateNamesrvConfig``."""
     parse: Callable[[str], object]
+    """Text -> value; raises ValueError naming the problem."""
     description: str
+    """What the key does, in one line (docs/configuration.md has the full table)."""
+    restart: bool = False
+    """``UpdateNamesrvConfig`` stores it, but it takes effect only at the next start (:data:`RESTART_KEYS`)."""
+    security: bool = False
+    """Read at start only, never changed by a request (:data:`SECURITY_KEYS`)."""
+    attribute: str = ""
+    """The :class:`NamesrvConfig` field (snake_case), filled in by :data:`KEYS`."""
 
 
 def _parse_bool(text: str) -> bool:
@@ -316,297 +128,584 @@ def _non_empty(text: str) -> str:
     return text.strip()
 
 
-KEYS: dict[str, _Key] = {
-    "listenPort": _Key("listen_port", _int_parser(0, 65535), "RocketMQ remoting port (0 = any free port)"),
-    "grpcServerPort": _Key("grpc_server_port", _int_parser(0, 65535), "gRPC port (0 = any free port)"),
-    "bindAddress": _Key("bind_address", _non_empty, "address to listen on"),
-    "metricsPort": _Key("metrics_port", _int_parser(0, 65535), "Prometheus /metrics port (0 = off)"),
-    "kvConfigPath": _Key("kv_config_path", _non_empty, "KV config file (RocketMQ kvConfig.json format)"),
-    "configStorePath": _Key("config_store_path", _non_empty, "where UpdateNamesrvConfig persists changes"),
-    "scanNotActiveBrokerInterval": _Key(
-        "scan_not_active_broker_interval", _int_parser(1, 3_600_000), "expiry scan period, ms (S13)"
-    ),
-    "orderMessageEnable": _Key("order_message_enable", _parse_bool, "routes carry orderTopicConf (S19)"),
-    "deleteTopicWithBrokerRegistration": _Key(
-        "delete_topic_with_broker_registration", _parse_bool, "a master's registration drops topics it lost"
-    ),
-    "supportActingMaster": _Key(
-        "support_acting_master",
+def key_field(
+    name: str,
+    parse: Callable[[str], object],
+    description: str,
+    *,
+    default: Any = dataclasses.MISSING,
+    default_factory: Any = dataclasses.MISSING,
+    restart: bool = False,
+    security: bool = False,
+) -> Any:
+    """The :class:`NamesrvConfig` field of the key ``name`` (RocketMQ spelling): its default, and in
+    the field's metadata how its text is read and what it means (:class:`_Key`). Every key is
+    declared this way, once; :data:`KEYS`, :data:`RESTART_KEYS` and :data:`SECURITY_KEYS` are read
+    from the fields."""
+    spec = _Key(name, parse, description, restart, security)
+    return field(default=default, default_factory=default_factory, metadata={"key": spec})
+
+
+@dataclass(slots=True)
+class NamesrvConfig:
+    """Effective configuration. Each field is one key, declared once with :func:`key_field`: its
+    RocketMQ spelling (the attribute name is it in snake_case), parser, description and default side
+    by side; :data:`KEYS` is read from the fields. Times are milliseconds unless the name says
+    otherwise."""
+
+    listen_port: int = key_field(
+        "listenPort", _int_parser(0, 65535), "RocketMQ remoting port (0 = any free port)", default=9876, restart=True
+    )
+    """RocketMQ remoting port (``listenPort``, as in RocketMQ's NameServer)."""
+    grpc_server_port: int = key_field(
+        "grpcServerPort", _int_parser(0, 65535), "gRPC port (0 = any free port)", default=8081, restart=True
+    )
+    """gRPC port (``grpcServerPort``, RocketMQ proxy's gRPC port)."""
+    bind_address: str = key_field("bindAddress", _non_empty, "address to listen on", default="0.0.0.0", restart=True)
+    metrics_port: int = key_field(
+        "metricsPort", _int_parser(0, 65535), "Prometheus /metrics port (0 = off)", default=0, restart=True
+    )
+    kv_config_path: str = key_field(
+        "kvConfigPath",
+        _non_empty,
+        "KV config file (RocketMQ kvConfig.json format)",
+        default_factory=lambda: _home("namesrv", "kvConfig.json"),
+    )
+    config_store_path: str = key_field(
+        "configStorePath",
+        _non_empty,
+        "where UpdateNamesrvConfig persists changes",
+        default_factory=lambda: _home("namesrv", "namesrv.properties"),
+    )
+    scan_not_active_broker_interval: int = key_field(
+        "scanNotActiveBrokerInterval", _int_parser(1, 3_600_000), "expiry scan period, ms (S13)", default=5_000
+    )
+    """S13 scan period, ms: RocketMQ 5.x's default (``NamesrvConfig.scanNotActiveBrokerInterval = 5 * 1000``)."""
+    order_message_enable: bool = key_field(
+        "orderMessageEnable", _parse_bool, "routes carry orderTopicConf (S19)", default=False
+    )
+    delete_topic_with_broker_registration: bool = key_field(
+        "deleteTopicWithBrokerRegistration", _parse_bool, "a master's registration drops topics it lost", default=False
+    )
+    support_acting_master: bool = key_field(
+        "supportActingMaster",
         _parse_bool,
         "routes show a master-less broker name's acting master (smallest slave id) under id 0 (5.x)",
-    ),
-    "notifyMinBrokerIdChanged": _Key(
-        "notify_min_broker_id_changed",
+        default=False,
+    )
+    """Routes show a master-less broker name's acting master under id 0 (RocketMQ 5.x, S52)."""
+    notify_min_broker_id_changed: bool = key_field(
+        "notifyMinBrokerIdChanged",
         _parse_bool,
         "tell a broker name's brokers over remoting when its smallest broker id changes (5.x; connects to brokers)",
-    ),
-    "registerBodyMaxFilterServers": _Key(
-        "register_body_max_filter_servers",
-        _int_parser(0, 100_000),
-        "most filter-server addresses one registration may carry (each lookup of its topics returns them all)",
-    ),
-    "routeTableMaxBrokers": _Key(
-        "route_table_max_brokers",
-        _int_parser(1, 10_000_000),
-        "broker addresses registered at once; a registration of one more is refused",
-    ),
-    "routeTableMaxTopics": _Key(
-        "route_table_max_topics",
-        _int_parser(1, 100_000_000),
-        "topics in the route table at once; a registration adding more is refused",
-    ),
-    "routeCacheMaxBytes": _Key(
-        "route_cache_max_bytes",
-        _int_parser(0, 2**40),
-        "bytes of encoded route answers each serving process keeps (0 = no bound); others are encoded when asked",
-    ),
-    "serverWorkerProcesses": _Key(
-        "server_worker_processes",
-        _int_parser(0, 1024),
-        "serving processes answering both ports (0 = the CPUs this process may use, cgroup quota included, at most 8)",
-    ),
-    "processHeartbeatTimeoutMillis": _Key(
-        "process_heartbeat_timeout_millis",
-        _int_parser(1_000, 600_000),
-        "watchdog: a serving process silent this long is killed and started again; a route-table one: NOT_SERVING",
-    ),
-    "routeTableHeartbeatExitMillis": _Key(
-        "route_table_heartbeat_exit_millis",
-        _int_parser(1_000, 3_600_000),
-        "a route-table process silent this long is killed and namesrv exits 1",
-    ),
-    "servingProcessApplyTimeoutMillis": _Key(
-        "serving_process_apply_timeout_millis",
-        _int_parser(100, 600_000),
-        "a serving process that applies no route-table change for this long is restarted (writes wait for it)",
-    ),
-    "configBlackList": _Key("config_black_list", str, "keys UpdateNamesrvConfig refuses, ';'-separated"),
-    "grpcMaxMessageSize": _Key(
-        "grpc_max_message_size",
+        default=False,
+    )
+    """Send NOTIFY_MIN_BROKER_ID_CHANGE to brokers when a broker name's smallest id changes (5.x, S53)."""
+    config_black_list: str = key_field(
+        "configBlackList", str, "keys UpdateNamesrvConfig refuses, ';'-separated", default=DEFAULT_CONFIG_BLACKLIST
+    )
+    grpc_max_message_size: int = key_field(
+        "grpcMaxMessageSize",
         _int_parser(4 * 1024 * 1024, 2**31 - 1),
         "largest gRPC request or reply, bytes (RocketMQ's 16 MiB frame limit by default)",
-    ),
-    "registerBodyMaxInflatedSize": _Key(
-        "register_body_max_inflated_size",
+        default=16 * 1024 * 1024,
+        restart=True,
+    )
+    register_body_max_inflated_size: int = key_field(
+        "registerBodyMaxInflatedSize",
         _int_parser(1024 * 1024, 1024 * 1024 * 1024),
         "largest registration body after zlib decompression, bytes",
-    ),
-    "registerBodyMaxTopics": _Key(
-        "register_body_max_topics", _int_parser(1, 10_000_000), "most topics in one registration body"
-    ),
-    "kvConfigMaxValueSize": _Key(
-        "kv_config_max_value_size", _int_parser(1, 64 * 1024 * 1024), "largest KV config value, UTF-8 bytes"
-    ),
-    "kvConfigMaxTotalSize": _Key(
-        "kv_config_max_total_size",
+        default=64 * 1024 * 1024,
+    )
+    register_body_max_topics: int = key_field(
+        "registerBodyMaxTopics", _int_parser(1, 10_000_000), "most topics in one registration body", default=200_000
+    )
+    register_body_max_filter_servers: int = key_field(
+        "registerBodyMaxFilterServers",
+        _int_parser(0, 100_000),
+        "most filter-server addresses one registration may carry (each lookup of its topics returns them all)",
+        default=64,
+    )
+    route_table_max_brokers: int = key_field(
+        "routeTableMaxBrokers",
+        _int_parser(1, 10_000_000),
+        "broker addresses registered at once; a registration of one more is refused",
+        default=10_000,
+    )
+    """Broker addresses registered at once, server-wide (``routeTableMaxBrokers``)."""
+    route_table_max_topics: int = key_field(
+        "routeTableMaxTopics",
+        _int_parser(1, 100_000_000),
+        "topics in the route table at once; a registration adding more is refused",
+        default=1_000_000,
+    )
+    """Topics in the route table at once, server-wide (``routeTableMaxTopics``)."""
+    route_cache_max_bytes: int = key_field(
+        "routeCacheMaxBytes",
+        _int_parser(0, 2**40),
+        "bytes of encoded route answers each serving process keeps (0 = no bound); others are encoded when asked",
+        default=256 * 1024 * 1024,
+    )
+    """Bytes of encoded route answers each serving process keeps (``routeCacheMaxBytes``; 0 = no
+    bound): past it the answers asked for least recently are encoded again when next asked for."""
+    server_worker_processes: int = key_field(
+        "serverWorkerProcesses",
+        _int_parser(0, 1024),
+        "serving processes answering both ports (0 = the CPUs this process may use, cgroup quota included, at most 8)",
+        default=0,
+        restart=True,
+    )
+    """Serving processes (0 = the CPUs this process may use: ``os.sched_getaffinity`` and the cgroup
+    CPU quota, at most 8, :func:`namesrv_grpc.policy.default_worker_processes`)."""
+    serving_process_apply_timeout_millis: int = key_field(
+        "servingProcessApplyTimeoutMillis",
+        _int_parser(100, 600_000),
+        "a serving process that applies no route-table change for this long is restarted (writes wait for it)",
+        default=5_000,
+    )
+    """A serving process that applies no change of the route table for this long is restarted."""
+    process_heartbeat_timeout_millis: int = key_field(
+        "processHeartbeatTimeoutMillis",
+        _int_parser(1_000, 600_000),
+        "watchdog: a serving process silent this long is killed and started again; a route-table one: NOT_SERVING",
+        default=10_000,
+        restart=True,
+    )
+    """The watchdog (:mod:`namesrv_grpc.processes.watchdog`): ``namesrv`` asks every child each second
+    whether its event loop turns. A serving process silent for this long is killed and started again
+    (its listening sockets leave the ``SO_REUSEPORT`` group with it); while the route-table process is
+    silent this long, every serving process answers health NOT_SERVING and ``/ready`` 503."""
+    route_table_heartbeat_exit_millis: int = key_field(
+        "routeTableHeartbeatExitMillis",
+        _int_parser(1_000, 3_600_000),
+        "a route-table process silent this long is killed and namesrv exits 1",
+        default=60_000,
+        restart=True,
+    )
+    """A route-table process silent for this long is killed and ``namesrv`` exits 1, as when it dies
+    (the service manager starts it again)."""
+    kv_config_max_value_size: int = key_field(
+        "kvConfigMaxValueSize",
+        _int_parser(1, 64 * 1024 * 1024),
+        "largest KV config value, UTF-8 bytes",
+        default=64 * 1024,
+    )
+    kv_config_max_total_size: int = key_field(
+        "kvConfigMaxTotalSize",
         _int_parser(1024, 1024 * 1024 * 1024),
         "largest KV config table (namespaces + keys + values, UTF-8 bytes); keep it below what clients receive",
-    ),
-    "brokerSessionHelloTimeoutMillis": _Key(
-        "broker_session_hello_timeout_millis",
+        default=2 * 1024 * 1024,
+    )
+    broker_session_hello_timeout_millis: int = key_field(
+        "brokerSessionHelloTimeoutMillis",
         _int_parser(100, 600_000),
         "a broker session must send its hello within this many ms",
-    ),
-    "maxBrokerSessions": _Key("max_broker_sessions", _int_parser(1, 1_000_000), "most broker sessions open at once"),
-    "grpcMaxConcurrentStreams": _Key(
-        "grpc_max_concurrent_streams", _int_parser(1, 1_000_000), "most calls in flight on one gRPC connection"
-    ),
-    "grpcMaxConnectionIdleMillis": _Key(
-        "grpc_max_connection_idle_millis",
+        default=10_000,
+    )
+    max_broker_sessions: int = key_field(
+        "maxBrokerSessions", _int_parser(1, 1_000_000), "most broker sessions open at once", default=10_000
+    )
+    grpc_max_concurrent_streams: int = key_field(
+        "grpcMaxConcurrentStreams",
+        _int_parser(1, 1_000_000),
+        "most calls in flight on one gRPC connection",
+        default=100,
+        restart=True,
+    )
+    """Calls in flight on one gRPC connection (HTTP/2 ``SETTINGS_MAX_CONCURRENT_STREAMS``). 100, what
+    Envoy's edge-proxy guidance sets (nginx: 128): a rapid-reset flood's streams count until gRPC
+    freed them, so one connection puts at most this many calls in gRPC's queue of calls not yet taken
+    by Python (docs/limits.md, "Rapid reset")."""
+    grpc_max_connection_idle_millis: int = key_field(
+        "grpcMaxConnectionIdleMillis",
         _int_parser(1_000, 2**31 - 1),
         "a gRPC connection without calls for this many ms is closed (clients reconnect when needed)",
-    ),
-    "grpcMaxConnections": _Key(
-        "grpc_max_connections",
+        default=600_000,
+        restart=True,
+    )
+    grpc_max_connections: int = key_field(
+        "grpcMaxConnections",
         _int_parser(0, 10_000_000),
         "gRPC connections open at once (0 = an eighth of the file-descriptor limit, at least 64)",
-    ),
-    "grpcMaxConcurrentCalls": _Key(
-        "grpc_max_concurrent_calls",
+        default=0,
+        restart=True,
+    )
+    grpc_max_concurrent_calls: int = key_field(
+        "grpcMaxConcurrentCalls",
         _int_parser(0, 10_000_000),
         "gRPC calls in flight at once, all connections (0 = routeWatchMaxWatchers + maxBrokerSessions + 10000)",
-    ),
-    "shutdownGracePeriodMillis": _Key(
-        "shutdown_grace_period_millis", _int_parser(0, 600_000), "drain time on SIGTERM, ms"
-    ),
-    "needWaitForService": _Key(
-        "need_wait_for_service", _parse_bool, "answer route lookups UNAVAILABLE during the warm-up after start"
-    ),
-    "waitSecondsForService": _Key("wait_seconds_for_service", _int_parser(0, 3600), "warm-up length, seconds"),
-    "snapshotDir": _Key("snapshot_dir", _non_empty, "directory of route snapshots (Parquet)"),
-    "snapshotInterval": _Key(
-        "snapshot_interval", _int_parser(0, 86_400), "seconds between route snapshots (0 = only on demand)"
-    ),
-    "snapshotRetentionHours": _Key(
-        "snapshot_retention_hours", _int_parser(0, 87_600), "keep snapshots this many hours (0 = all; never the newest)"
-    ),
-    "snapshotNamesrvId": _Key("snapshot_namesrv_id", str, "identity in snapshots (empty = host:port)"),
-    "routeWatchMaxWatchers": _Key(
-        "route_watch_max_watchers", _int_parser(0, 1_000_000), "open WatchTopicRoutes streams at most (0 = none)"
-    ),
-    "routeWatchMaxTopics": _Key(
-        "route_watch_max_topics", _int_parser(1, 100_000), "topics per WatchTopicRoutes / PickupTopicRoutes at most"
-    ),
-    "routeWatchMaxTopicsPerPeer": _Key(
-        "route_watch_max_topics_per_peer",
+        default=0,
+        restart=True,
+    )
+    shutdown_grace_period_millis: int = key_field(
+        "shutdownGracePeriodMillis", _int_parser(0, 600_000), "drain time on SIGTERM, ms", default=5_000
+    )
+    need_wait_for_service: bool = key_field(
+        "needWaitForService",
+        _parse_bool,
+        "answer route lookups UNAVAILABLE during the warm-up after start",
+        default=False,
+    )
+    wait_seconds_for_service: int = key_field(
+        "waitSecondsForService", _int_parser(0, 3600), "warm-up length, seconds", default=45
+    )
+    snapshot_dir: str = key_field(
+        "snapshotDir",
+        _non_empty,
+        "directory of route snapshots (Parquet)",
+        default_factory=lambda: _home("namesrv", "snapshots"),
+    )
+    snapshot_interval: int = key_field(
+        "snapshotInterval", _int_parser(0, 86_400), "seconds between route snapshots (0 = only on demand)", default=0
+    )
+    snapshot_retention_hours: int = key_field(
+        "snapshotRetentionHours",
+        _int_parser(0, 87_600),
+        "keep snapshots this many hours (0 = all; never the newest)",
+        default=168,
+    )
+    snapshot_namesrv_id: str = key_field(
+        "snapshotNamesrvId", str, "identity in snapshots (empty = host:port)", default="", restart=True
+    )
+    route_watch_max_watchers: int = key_field(
+        "routeWatchMaxWatchers",
+        _int_parser(0, 1_000_000),
+        "open WatchTopicRoutes streams at most (0 = none)",
+        default=20_000,
+    )
+    """Open WatchTopicRoutes streams one NameServer serves at most (``routeWatchMaxWatchers``)."""
+    route_watch_max_topics: int = key_field(
+        "routeWatchMaxTopics",
+        _int_parser(1, 100_000),
+        "topics per WatchTopicRoutes / PickupTopicRoutes at most",
+        default=1_000,
+    )
+    """Topics per WatchTopicRoutes or PickupTopicRoutes request at most (``routeWatchMaxTopics``)."""
+    route_watch_max_topics_per_peer: int = key_field(
+        "routeWatchMaxTopicsPerPeer",
         _int_parser(1, 100_000_000),
         "watched topics (over all its open watches) of one client IP address, per serving process",
-    ),
-    "routeWatchMaxTopicsTotal": _Key(
-        "route_watch_max_topics_total",
+        default=10_000,
+    )
+    """Watched topics (summed over the open watches) of one client IP address, per serving process."""
+    route_watch_max_topics_total: int = key_field(
+        "routeWatchMaxTopicsTotal",
         _int_parser(1, 100_000_000),
         "watched topics (over all open watches) of all clients, per serving process",
-    ),
-    "routeWatchMaxUnreadMillis": _Key(
-        "route_watch_max_unread_millis",
+        default=200_000,
+    )
+    """Watched topics (summed over the open watches) of all clients, per serving process."""
+    route_watch_max_unread_millis: int = key_field(
+        "routeWatchMaxUnreadMillis",
         _int_parser(100, 3_600_000),
         "a watch whose last message has waited this long for its client to read it is ended, ms",
-    ),
-    "grpcWriteBufferHighWaterMark": _Key(
-        "grpc_write_buffer_high_water_mark",
+        default=30_000,
+    )
+    """A watch whose last message has waited this long for its client to read it is ended."""
+    grpc_write_buffer_high_water_mark: int = key_field(
+        "grpcWriteBufferHighWaterMark",
         _int_parser(64 * 1024, 2**31 - 1),
         "bytes of unread gRPC answers of one connection at which its new calls wait (then are refused)",
-    ),
-    "grpcWriteBufferMaxTotalBytes": _Key(
-        "grpc_write_buffer_max_total_bytes",
+        default=16 * 1024 * 1024,
+    )
+    """Bytes of unread gRPC answers of one connection at which its new calls wait (then are refused)."""
+    grpc_write_buffer_max_total_bytes: int = key_field(
+        "grpcWriteBufferMaxTotalBytes",
         _int_parser(1024 * 1024, 2**40),
         "bytes of unread gRPC answers of all connections (per serving process) above which those "
         "holding more than their share have their calls wait (then refused)",
-    ),
-    "grpcWriteBufferWaitMillis": _Key(
-        "grpc_write_buffer_wait_millis",
+        default=256 * 1024 * 1024,
+    )
+    """Bytes of unread gRPC answers of all connections (per serving process) above which the
+    connections holding more than their share have their calls held back."""
+    grpc_write_buffer_wait_millis: int = key_field(
+        "grpcWriteBufferWaitMillis",
         _int_parser(0, 600_000),
         "how long a gRPC call held back by unread answers waits before it is RESOURCE_EXHAUSTED, ms",
-    ),
-    "maxUnboundBrokerSessionsPerPeer": _Key(
-        "max_unbound_broker_sessions_per_peer",
+        default=10_000,
+    )
+    """How long a call held back by the unread-answer bounds waits before it is refused."""
+    max_unbound_broker_sessions_per_peer: int = key_field(
+        "maxUnboundBrokerSessionsPerPeer",
         _int_parser(1, 1_000_000),
         "broker sessions of one client IP address not bound to a registered broker, per serving process",
-    ),
-    "maxUnboundBrokerSessions": _Key(
-        "max_unbound_broker_sessions",
+        default=128,
+    )
+    """Broker sessions of one client IP address not bound to a registered broker, per serving process."""
+    max_unbound_broker_sessions: int = key_field(
+        "maxUnboundBrokerSessions",
         _int_parser(1, 1_000_000),
         "broker sessions not bound to a registered broker, all clients, per serving process",
-    ),
-    "grpcMaxStreamResetsPerSecond": _Key(
-        "grpc_max_stream_resets_per_second",
+        default=1_000,
+    )
+    """Broker sessions not bound to a registered broker, all clients, per serving process."""
+    grpc_max_stream_resets_per_second: int = key_field(
+        "grpcMaxStreamResetsPerSecond",
         _int_parser(0, 10_000_000),
         "a gRPC connection whose client resets more streams a second is closed (HTTP/2 rapid reset; 0 = never)",
-    ),
-    "serverChannelMaxIdleTimeSeconds": _Key(
-        "server_channel_max_idle_time_seconds", _int_parser(1, 86_400), "close idle remoting connections, seconds"
-    ),
-    "remotingFrameMaxLength": _Key(
-        "remoting_frame_max_length", _int_parser(64 * 1024, 2**31 - 1), "largest remoting frame, bytes"
-    ),
-    "remotingMaxConnectionsPerIp": _Key(
-        "remoting_max_connections_per_ip",
+        default=1_000,
+    )
+    """A gRPC connection whose client resets more streams than this per second is closed (0 = never)."""
+    server_channel_max_idle_time_seconds: int = key_field(
+        "serverChannelMaxIdleTimeSeconds",
+        _int_parser(1, 86_400),
+        "close idle remoting connections, seconds",
+        default=120,
+    )
+    """Remoting connections silent this long are closed (RocketMQ ``NettyServerConfig``)."""
+    remoting_frame_max_length: int = key_field(
+        "remotingFrameMaxLength",
+        _int_parser(64 * 1024, 2**31 - 1),
+        "largest remoting frame, bytes",
+        default=16 * 1024 * 1024,
+        restart=True,
+    )
+    """Largest remoting frame, bytes (RocketMQ's ``com.rocketmq.remoting.frameMaxLength``, 16 MiB)."""
+    remoting_header_max_fields: int = key_field(
+        "remotingHeaderMaxFields",
+        _int_parser(64, 1_000_000),
+        "extFields in one remoting header at most",
+        default=1024,
+        restart=True,
+    )
+    """extFields in one remoting header at most (``remotingHeaderMaxFields``)."""
+    remoting_header_max_length: int = key_field(
+        "remotingHeaderMaxLength",
+        _int_parser(64 * 1024, 16 * 1024 * 1024),
+        "bytes of one remoting header at most (PUT_KV_CONFIG's value travels in it)",
+        default=1024 * 1024,
+        restart=True,
+    )
+    """Bytes of one remoting header at most (``remotingHeaderMaxLength``), refused when its length arrives."""
+    max_connections: int = key_field(
+        "maxConnections",
+        _int_parser(0, 10_000_000),
+        "remoting connections open at once (0 = the file-descriptor limit minus a quarter, at least 256)",
+        default=0,
+        restart=True,
+    )
+    """Remoting connections open at once (``maxConnections``); 0 = from the file-descriptor limit."""
+    remoting_max_connections_per_ip: int = key_field(
+        "remotingMaxConnectionsPerIp",
         _int_parser(0, 10_000_000),
         "remoting connections from one IP address at once (0 = only maxConnections); its least recently "
         "active one makes room",
-    ),
-    "remotingHeaderMaxLength": _Key(
-        "remoting_header_max_length",
-        _int_parser(64 * 1024, 16 * 1024 * 1024),
-        "bytes of one remoting header at most (PUT_KV_CONFIG's value travels in it)",
-    ),
-    "remotingHeaderMaxFields": _Key(
-        "remoting_header_max_fields", _int_parser(64, 1_000_000), "extFields in one remoting header at most"
-    ),
-    "maxConnections": _Key(
-        "max_connections",
-        _int_parser(0, 10_000_000),
-        "remoting connections open at once (0 = the file-descriptor limit minus a quarter, at least 256)",
-    ),
-    "remotingMaxFramesPerRead": _Key(
-        "remoting_max_frames_per_read", _int_parser(1, 100_000), "requests of one connection handled per loop turn"
-    ),
-    "remotingMaxFramesPerTurn": _Key(
-        "remoting_max_frames_per_turn",
+        default=10_000,
+        restart=True,
+    )
+    """Remoting connections from one IP address at once, all serving processes together
+    (``remotingMaxConnectionsPerIp``; 0 = no bound of its own)."""
+    remoting_max_frames_per_read: int = key_field(
+        "remotingMaxFramesPerRead",
+        _int_parser(1, 100_000),
+        "requests of one connection handled per loop turn",
+        default=16,
+        restart=True,
+    )
+    """Requests of one remoting connection handled per event-loop turn (``remotingMaxFramesPerRead``)."""
+    remoting_max_frames_per_turn: int = key_field(
+        "remotingMaxFramesPerTurn",
         _int_parser(1, 100_000),
         "requests of all remoting connections together handled per loop turn",
-    ),
-    "remotingAcceptsPerTurn": _Key(
-        "remoting_accepts_per_turn",
+        default=64,
+        restart=True,
+    )
+    """Requests of all remoting connections together handled per event-loop turn
+    (``remotingMaxFramesPerTurn``)."""
+    remoting_accepts_per_turn: int = key_field(
+        "remotingAcceptsPerTurn",
         _int_parser(1, 1024),
         "remoting connections accepted per loop turn (the kernel's queue stays 1024)",
-    ),
-    "remotingMaxRequestsInFlight": _Key(
-        "remoting_max_requests_in_flight",
+        default=4,
+        restart=True,
+    )
+    """Remoting connections accepted per event-loop turn (``remotingAcceptsPerTurn``)."""
+    remoting_max_requests_in_flight: int = key_field(
+        "remotingMaxRequestsInFlight",
         _int_parser(1, 100_000),
         "requests of one remoting connection processed off the event loop at once; then it is not read",
-    ),
-    "writeBufferHighWaterMark": _Key(
-        "write_buffer_high_water_mark",
+        default=16,
+        restart=True,
+    )
+    """Requests of one remoting connection processed off the loop at once (``remotingMaxRequestsInFlight``)."""
+    write_buffer_high_water_mark: int = key_field(
+        "writeBufferHighWaterMark",
         _zero_is(64 * 1024, 1024, 1024 * 1024 * 1024),
         "bytes of answers waiting on one remoting connection above which it is not read (0: Netty's 65536)",
-    ),
-    "writeBufferLowWaterMark": _Key(
-        "write_buffer_low_water_mark",
+        default=64 * 1024,
+        restart=True,
+    )
+    """Answers waiting on one remoting connection above which it is not read (RocketMQ ``NettyServerConfig``)."""
+    write_buffer_low_water_mark: int = key_field(
+        "writeBufferLowWaterMark",
         _zero_is(32 * 1024, 1, 1024 * 1024 * 1024),
         "a paused remoting connection is read again when its waiting answers fall to this many bytes "
         "(0: Netty's 32768)",
-    ),
-    "remotingPartialFramesMaxBytes": _Key(
-        "remoting_partial_frames_max_bytes",
+        default=32 * 1024,
+        restart=True,
+    )
+    """Reading resumes when the waiting answers fall to this (RocketMQ ``NettyServerConfig``)."""
+    remoting_partial_frames_max_bytes: int = key_field(
+        "remotingPartialFramesMaxBytes",
         _int_parser(1024 * 1024, 2**40),
         "bytes held in unfinished remoting frames, all connections together; the largest holders are closed",
-    ),
-    "remotingFrameReadTimeoutMillis": _Key(
-        "remoting_frame_read_timeout_millis",
+        default=128 * 1024 * 1024,
+        restart=True,
+    )
+    """Bytes held in unfinished remoting frames, all connections together (``remotingPartialFramesMaxBytes``)."""
+    remoting_frame_read_timeout_millis: int = key_field(
+        "remotingFrameReadTimeoutMillis",
         _int_parser(100, 3_600_000),
         "a remoting frame must be complete this many ms after its first bytes arrived",
-    ),
-    "peerLogLinesPerKind": _Key(
-        "peer_log_lines_per_kind", _int_parser(1, 1_000_000), "log lines of one kind a peer can cause per 10 s"
-    ),
-    "returnOrderTopicConfigToBroker": _Key(
-        "return_order_topic_config_to_broker", _parse_bool, "REGISTER_BROKER answers carry ORDER_TOPIC_CONFIG"
-    ),
-    "tls.server.mode": _Key(
-        "tls_server_mode", _choice("disabled", "permissive", "enforcing"), "TLS: disabled, permissive, enforcing"
-    ),
-    "tls.server.certPath": _Key("tls_server_cert_path", str.strip, "server certificate chain, PEM (TLS on)"),
-    "tls.server.keyPath": _Key("tls_server_key_path", str.strip, "server private key, PEM, unencrypted"),
-    "tls.server.trustCertPath": _Key("tls_server_trust_cert_path", str.strip, "CA certificates of client certificates"),
-    "tls.server.need.client.auth": _Key(
-        "tls_server_need_client_auth", _choice("", "none", "optional", "require"), "client certificates"
-    ),
-    "aclFile": _Key("acl_file", str.strip, "accounts and what they may do, YAML (empty = open)"),
-    "auditLogFile": _Key("audit_log_file", str.strip, "also write audit lines to this file"),
-    "auditRepeatWindowSeconds": _Key(
-        "audit_repeat_window_seconds",
+        default=30_000,
+        restart=True,
+    )
+    """A remoting frame must be complete this long after its first bytes (``remotingFrameReadTimeoutMillis``)."""
+    peer_log_lines_per_kind: int = key_field(
+        "peerLogLinesPerKind",
+        _int_parser(1, 1_000_000),
+        "log lines of one kind a peer can cause per 10 s",
+        default=20,
+        restart=True,
+    )
+    """Log lines of one kind a peer can cause per 10 s; the rest are counted (``peerLogLinesPerKind``)."""
+    return_order_topic_config_to_broker: bool = key_field(
+        "returnOrderTopicConfigToBroker", _parse_bool, "REGISTER_BROKER answers carry ORDER_TOPIC_CONFIG", default=True
+    )
+    """REGISTER_BROKER answers carry the ORDER_TOPIC_CONFIG KV table (RocketMQ 5.x, S11)."""
+    tls_server_mode: str = key_field(
+        "tls.server.mode",
+        _choice("disabled", "permissive", "enforcing"),
+        "TLS: disabled, permissive, enforcing",
+        default="enforcing",
+        security=True,
+    )
+    """``tls.server.mode`` (RocketMQ ``TlsSystemConfig``): disabled, permissive (remoting only), enforcing."""
+    tls_server_cert_path: str = key_field(
+        "tls.server.certPath", str.strip, "server certificate chain, PEM (TLS on)", default="", security=True
+    )
+    tls_server_key_path: str = key_field(
+        "tls.server.keyPath", str.strip, "server private key, PEM, unencrypted", default="", security=True
+    )
+    tls_server_trust_cert_path: str = key_field(
+        "tls.server.trustCertPath", str.strip, "CA certificates of client certificates", default="", security=True
+    )
+    tls_server_need_client_auth: str = key_field(
+        "tls.server.need.client.auth",
+        _choice("", "none", "optional", "require"),
+        "client certificates",
+        default="",
+        security=True,
+    )
+    """none, optional or require; empty = require when a trust path is set, else none."""
+    acl_file: str = key_field(
+        "aclFile", str.strip, "accounts and what they may do, YAML (empty = open)", default="", security=True
+    )
+    audit_log_file: str = key_field(
+        "auditLogFile", str.strip, "also write audit lines to this file", default="", security=True
+    )
+    audit_repeat_window_seconds: int = key_field(
+        "auditRepeatWindowSeconds",
         _int_parser(0, 86_400),
         "identical audit events (RPC, result, identity, peer address, fields) within this many seconds write "
         "one line, then a summary with their count (0 = every one)",
-    ),
-    "auditLogLinesPerSecond": _Key(
-        "audit_log_lines_per_second",
+        default=60,
+        security=True,
+    )
+    """Identical audit events within this long write one line and a summary (``auditRepeatWindowSeconds``; 0 = off)."""
+    audit_log_lines_per_second: int = key_field(
+        "auditLogLinesPerSecond",
         _int_parser(1, 1_000_000),
         "audit lines written per second at most, all serving processes together; the rest are counted and summarised",
-    ),
-    "healthPort": _Key("health_port", _int_parser(0, 65535), "plaintext grpc.health.v1-only port (0 = off)"),
-    "enableAllTopicList": _Key(
-        "enable_all_topic_list", _parse_bool, "answer the list of every topic (false: 'disable', S41)"
-    ),
-    "enableTopicList": _Key(
-        "enable_topic_list", _parse_bool, "answer topic lists by cluster and unit flags (false: 'disable', S41)"
-    ),
-    "enableControllerInNamesrv": _Key(
-        "enable_controller_in_namesrv", _only_false(CONTROLLER_REFUSAL), "only false: no embedded controller"
-    ),
-    "clusterTest": _Key("cluster_test", _only_false(CLUSTER_TEST_REFUSAL), "only false: no cluster-test mode"),
-    "rocketmqHome": _Key("rocketmq_home", str.strip, NO_OP_NOTE),
-    "productEnvName": _Key("product_env_name", str.strip, NO_OP_NOTE),
-    "clientRequestThreadPoolNums": _Key("client_request_thread_pool_nums", _int_parser(1, 100_000), NO_OP_NOTE),
-    "defaultThreadPoolNums": _Key("default_thread_pool_nums", _int_parser(1, 100_000), NO_OP_NOTE),
-    "clientRequestThreadPoolQueueCapacity": _Key(
-        "client_request_thread_pool_queue_capacity", _int_parser(1, 2**31 - 1), NO_OP_NOTE
-    ),
-    "defaultThreadPoolQueueCapacity": _Key("default_thread_pool_queue_capacity", _int_parser(1, 2**31 - 1), NO_OP_NOTE),
-    "unRegisterBrokerQueueCapacity": _Key("un_register_broker_queue_capacity", _int_parser(1, 2**31 - 1), NO_OP_NOTE),
+        default=100,
+        security=True,
+    )
+    """Audit lines the NameServer writes per second at most, divided among its serving processes
+    (``auditLogLinesPerSecond``): the audit trail grows as fast on 8 cores as on 2."""
+    health_port: int = key_field(
+        "healthPort", _int_parser(0, 65535), "plaintext grpc.health.v1-only port (0 = off)", default=0, security=True
+    )
+    """A plaintext port serving only ``grpc.health.v1`` (Kubernetes probes with TLS on); 0 = off."""
+    enable_all_topic_list: bool = key_field(
+        "enableAllTopicList", _parse_bool, "answer the list of every topic (false: 'disable', S41)", default=True
+    )
+    """GET_ALL_TOPIC_LIST_FROM_NAMESERVER / GetAllTopicList answer (RocketMQ 5.x, S41); read per request."""
+    enable_topic_list: bool = key_field(
+        "enableTopicList",
+        _parse_bool,
+        "answer topic lists by cluster and unit flags (false: 'disable', S41)",
+        default=True,
+    )
+    """Topic lists by cluster and by unit flags answer (RocketMQ 5.x, S41); read per request."""
+    enable_controller_in_namesrv: bool = key_field(
+        "enableControllerInNamesrv",
+        _only_false(CONTROLLER_REFUSAL),
+        "only false: no embedded controller",
+        default=False,
+    )
+    """RocketMQ 5.x's embedded controller: not part of this NameServer, only false is accepted."""
+    cluster_test: bool = key_field(
+        "clusterTest", _only_false(CLUSTER_TEST_REFUSAL), "only false: no cluster-test mode", default=False
+    )
+    """RocketMQ's ``ClusterTestRequestProcessor``: not part of this NameServer, only false is accepted."""
+    rocketmq_home: str = key_field("rocketmqHome", str.strip, NO_OP_NOTE, default="")
+    product_env_name: str = key_field("productEnvName", str.strip, NO_OP_NOTE, default="center")
+    client_request_thread_pool_nums: int = key_field(
+        "clientRequestThreadPoolNums", _int_parser(1, 100_000), NO_OP_NOTE, default=8
+    )
+    default_thread_pool_nums: int = key_field("defaultThreadPoolNums", _int_parser(1, 100_000), NO_OP_NOTE, default=16)
+    client_request_thread_pool_queue_capacity: int = key_field(
+        "clientRequestThreadPoolQueueCapacity", _int_parser(1, 2**31 - 1), NO_OP_NOTE, default=50_000
+    )
+    default_thread_pool_queue_capacity: int = key_field(
+        "defaultThreadPoolQueueCapacity", _int_parser(1, 2**31 - 1), NO_OP_NOTE, default=10_000
+    )
+    un_register_broker_queue_capacity: int = key_field(
+        "unRegisterBrokerQueueCapacity", _int_parser(1, 2**31 - 1), NO_OP_NOTE, default=3_000
+    )
+    """RocketMQ 5.x ``NamesrvConfig`` keys accepted so a Java NameServer's file starts this one
+    unchanged, without effect here (docs/rocketmq-5x.md says why): requests are served by one event
+    loop and worker threads, not by Java thread pools with bounded queues."""
+    java_only: dict[str, str] = field(default_factory=dict)
+    """Keys of :data:`JAVA_ONLY_KEYS` given (``-c FILE``, ``UpdateNamesrvConfig``) -> their text as
+    given: no effect here; kept, printed and persisted as RocketMQ's ``Configuration`` keeps the keys
+    of its file. Replaced, never changed in place."""
+
+    def to_properties(self) -> dict[str, str]:
+        """The configuration as RocketMQ key -> text, sorted by key (``-p``, ``GetNamesrvConfig``):
+        every key of :data:`KEYS`, and the keys of :data:`JAVA_ONLY_KEYS` that were given."""
+        result = dict(self.java_only)
+        for key in KEYS:
+            value = getattr(self, KEYS[key].attribute)
+            result[key] = str(value).lower() if isinstance(value, bool) else str(value)
+        return dict(sorted(result.items()))
+
+    def blacklisted_keys(self) -> set[str]:
+        """Keys of ``configBlackList`` (``;``-separated), always including the three defaults and
+        :data:`ALWAYS_REFUSED`."""
+        keys = {k.strip() for k in self.config_black_list.split(";") if k.strip()}
+        return keys | set(DEFAULT_CONFIG_BLACKLIST.split(";")) | ALWAYS_REFUSED
+
+
+KEYS: dict[str, _Key] = {
+    spec.name: dataclasses.replace(spec, attribute=item.name)
+    for item in dataclasses.fields(NamesrvConfig)
+    if (spec := item.metadata.get("key")) is not None
 }
-"""Every configuration key used here (and every key of RocketMQ 5.x's ``NamesrvConfig``), in RocketMQ spelling."""
+"""Every configuration key used here (and every key of RocketMQ 5.x's ``NamesrvConfig``), in RocketMQ
+spelling, in the order of :class:`NamesrvConfig`'s fields, where each is declared (:func:`key_field`)."""
+
+SECURITY_KEYS = frozenset(name for name, spec in KEYS.items() if spec.security)
+"""Transport security, ACL and audit settings: read at start only, never changed by a request (a
+caller must not be able to thin out the audit trail of what it does)."""
+
+ALWAYS_REFUSED = frozenset({"snapshotDir"}) | SECURITY_KEYS
+"""Keys ``UpdateNamesrvConfig`` refuses whatever ``configBlackList`` says: a caller must not choose
+where the server writes files (as RocketMQ blacklists ``kvConfigPath``), nor which certificates,
+accounts or audit file it uses."""
+
+RESTART_KEYS = frozenset(name for name, spec in KEYS.items() if spec.restart)
+"""Keys that ``UpdateNamesrvConfig`` stores but that take effect only at the next start."""
 
 
 def _java_int(bits: int) -> Callable[[str], str]:
@@ -703,39 +802,6 @@ setter of an int, long, boolean or String; ``ControllerConfig`` only with
 these are the Netty keys that are not (RocketMQ 4.9.7's are a subset). Accepted from ``-c FILE``
 and ``UpdateNamesrvConfig``, checked as Java reads them, kept as given in
 :attr:`NamesrvConfig.java_only` and shown and persisted with the others: they change nothing."""
-
-RESTART_KEYS = frozenset(
-    {
-        "serverWorkerProcesses",
-        "processHeartbeatTimeoutMillis",
-        "routeTableHeartbeatExitMillis",
-        "listenPort",
-        "grpcServerPort",
-        "bindAddress",
-        "metricsPort",
-        "grpcMaxMessageSize",
-        "snapshotNamesrvId",
-        "grpcMaxConcurrentStreams",
-        "grpcMaxConnectionIdleMillis",
-        "grpcMaxConnections",
-        "grpcMaxConcurrentCalls",
-        "remotingFrameMaxLength",
-        "remotingMaxConnectionsPerIp",
-        "remotingHeaderMaxLength",
-        "remotingHeaderMaxFields",
-        "maxConnections",
-        "remotingMaxFramesPerRead",
-        "remotingMaxFramesPerTurn",
-        "remotingAcceptsPerTurn",
-        "remotingMaxRequestsInFlight",
-        "writeBufferHighWaterMark",
-        "writeBufferLowWaterMark",
-        "remotingPartialFramesMaxBytes",
-        "remotingFrameReadTimeoutMillis",
-        "peerLogLinesPerKind",
-    }
-)
-"""Keys that ``UpdateNamesrvConfig`` stores but that take effect only at the next start."""
 
 
 MAX_VALUE_LENGTH = 4096
