@@ -530,3 +530,18 @@ def test_connections_that_reset_streams_as_fast_as_they_can_are_closed_and_fail_
         assert "grpcMaxStreamResetsPerSecond" in server.log()
         assert [code for _, code in outcomes] == ["OK"] * len(outcomes), (sent, outcomes)
         close_all(attackers)
+
+
+def test_a_new_stream_may_send_only_http2s_default_window_before_its_call_reads(namesrv: NamesrvProcess) -> None:
+    """The server announces HTTP/2's 65,535-byte stream window and keeps it there while nobody reads
+    (``grpc.http2.bdp_probe`` 0, docs/limits.md "Requests that never end"): with grpc-core's
+    bandwidth probe on, a new stream's window was 4 MiB, so 5,000 calls that never finish their
+    message could make the server hold gigabytes before Python took one of them."""
+    client = H2Client(namesrv.address, window=None, settle=0.3)
+    try:
+        assert client.conn.remote_settings.initial_window_size == 65_535
+        stream_id = client.open_stream(NS + "PickupTopicRoute")
+        client.pump(0.3)  # the call is taken by Python and waits for its message
+        assert client.conn.local_flow_control_window(stream_id) == 65_535
+    finally:
+        close_all([client])

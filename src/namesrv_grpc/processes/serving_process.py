@@ -301,6 +301,11 @@ def grpc_options(config: NamesrvConfig, workers: int = 1) -> list[tuple[str, Any
         # grpcMaxStreamResetsPerSecond.
         ("grpc.http.overload_protection", 1),
         ("grpc.enable_channelz", 1),
+        # Receive windows: HTTP/2's 64 KiB for a new stream, opened further only for the message a
+        # call reads. grpc-core's bandwidth probe (on by default) announced 4 MiB per stream from the
+        # start, which calls that never finish their message filled (slowloris, row 12v: peak RSS
+        # +533 -> +257 MiB; docs/limits.md "Requests that never end").
+        ("grpc.http2.bdp_probe", 0),
     ]
 
 
