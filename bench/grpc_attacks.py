@@ -40,6 +40,28 @@ def grpc_message(payload: bytes) -> bytes:
     return b"\x00" + struct.pack(">I", len(payload)) + payload
 
 
+IP_BIND_ADDRESS_NO_PORT = getattr(socket, "IP_BIND_ADDRESS_NO_PORT", 24)
+"""Linux's socket option that leaves a bound socket's port to ``connect()`` (``<linux/in.h>``)."""
+
+
+def connect_from(source: str, host: str, port: int, timeout: float) -> socket.socket:
+    """A TCP connection to ``host:port`` from the local address ``source`` (``127.0.0.2``: another
+    client address on loopback). The port is chosen at ``connect()`` (``IP_BIND_ADDRESS_NO_PORT``),
+    for the whole address pair: chosen at ``bind()``, it must be free of every socket of ``source``,
+    and a run that opened 12,000 connections from it left them in TIME_WAIT for the next run's
+    binds (row 12w's attacker took 65 s instead of 12.5 s to connect). Raises OSError."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, 1)
+        sock.settimeout(timeout)
+        sock.bind((source, 0))
+        sock.connect((host, port))
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
 class H2Client:
     """One HTTP/2 connection speaking just enough gRPC to start calls.
 
@@ -64,8 +86,10 @@ class H2Client:
         self.reads = reads
         host, port = address.rsplit(":", 1)
         self.authority = address
-        self.sock = socket.create_connection(
-            (host, int(port)), timeout=10, source_address=(source, 0) if source else None
+        self.sock = (
+            connect_from(source, host, int(port), timeout=10)
+            if source
+            else socket.create_connection((host, int(port)), timeout=10)
         )
         self.conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True, header_encoding="utf-8"))
         self.conn.initiate_connection()

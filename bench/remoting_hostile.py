@@ -545,19 +545,15 @@ def attack_one_address(doors: Doors, remoting_count: int, grpc_count: int, secon
     """The connection caps filled from one address (issue 39): ``remoting_count`` idle remoting
     connections and ``grpc_count`` idle HTTP/2 connections from ``source``, opened until refused,
     held ``seconds``; the probe's clients come from 127.0.0.1."""
-    from bench.grpc_attacks import H2Client, close_all, hold
+    from bench.grpc_attacks import H2Client, close_all, connect_from, hold
 
     host, port = doors.remoting.rsplit(":", 1)
     socks: list[socket.socket] = []
     refused = 0
     for _ in range(remoting_count):
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         try:
-            sock.settimeout(2)
-            sock.bind((source, 0))
-            sock.connect((host, int(port)))
+            sock = connect_from(source, host, int(port), timeout=2)
         except OSError:
-            sock.close()
             refused += 1
             if refused > 100:
                 break
