@@ -4,8 +4,10 @@ readings given by hand."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
+import time
 
 import pytest
 
@@ -147,3 +149,32 @@ def test_a_bound_of_zero_turns_the_guard_off() -> None:
     for _ in range(3):
         channelz.fail(1, 1_000_000)
         assert guard.check() == []
+
+
+def test_slow_readings_are_spaced_out_to_a_hundredth_of_the_loop() -> None:
+    """grpc-core renders a server's channelz node in time proportional to its connections, holding
+    the GIL (~100 ms with 2,000 open): the guard waits 100 times as long as a reading took before
+    the next one (``LOOP_SHARE``), so it never takes more than 1 % of the event loop; quick
+    readings come every ``interval``."""
+
+    class SlowChannelz(FakeChannelz):
+        def __init__(self, seconds: float) -> None:
+            super().__init__()
+            self.seconds = seconds
+            self.readings = 0
+
+        def channelz_get_servers(self, start: int) -> str:
+            self.readings += 1
+            time.sleep(self.seconds)
+            return super().channelz_get_servers(start)
+
+    async def readings_in(seconds: float, reading_takes: float) -> int:
+        channelz = SlowChannelz(reading_takes)
+        guard = StreamResetGuard(lambda: 100, close=lambda peers: set(peers), channelz=channelz, interval=0.01)
+        guard.start(asyncio.get_running_loop())
+        await asyncio.sleep(seconds)
+        guard.stop()
+        return channelz.readings
+
+    assert asyncio.run(readings_in(0.5, 0.0)) >= 10  # every 10 ms: ~50 on an idle machine
+    assert asyncio.run(readings_in(0.5, 0.02)) == 1  # 20 ms each: the next one 2 s later

@@ -24,7 +24,9 @@ client reset is *failed* and one the server ended with any status, errors includ
 resets and error statuses, so it is never below the resets); only when it grew by at least the
 bound does it read every server socket's ``streamsFailed`` and close (``connections.close_connection``)
 each connection whose count grew by more than ``grpcMaxStreamResetsPerSecond`` per second since the
-previous reading. A connection is closed within about two seconds of starting a flood, and one
+previous reading. A connection is closed within about two seconds of starting a flood (longer while
+thousands of connections are open: a reading then takes long enough to be spaced out, see
+:data:`LOOP_SHARE`; 2,000 connections, ~10 s), and one
 opened while a flood goes on (a flooding client reconnects at once) at the next reading: it is
 newer than every socket of the last reading, so all its failures came since. A client that cancels
 calls now and then (deadlines) is far below the bound. 0 turns it off.
@@ -49,7 +51,15 @@ from namesrv_grpc.grpc_api.connections import close_connections
 log = logging.getLogger(__name__)
 
 INTERVAL_SECONDS = 1.0
-"""How often the counters are read."""
+"""How often the counters are read, at most."""
+
+LOOP_SHARE = 0.01
+"""The share of the event loop the readings may take: the next reading waits at least 100 times as
+long as the last one took. grpc-core 1.85 renders a server's channelz node in time proportional to
+its open connections, holding the GIL (measured on this project's machine kind: ~100 ms with 2,000
+idle HTTP/2 connections, for a 389-byte answer), so one reading a second stalled every lookup of the
+process for a tenth of the time (row 12w: lookups 40-90 ms late once a second). With few
+connections a reading takes well under 10 ms and the guard still reads every second."""
 
 PAGE = 100
 """Sockets asked of channelz per call (its own maximum per page)."""
@@ -80,17 +90,20 @@ class StreamResetGuard:
         close: Callable[[list[str]], set[str]] = close_connections,
         channelz: Any | None = None,
         clock: Callable[[], float] = time.monotonic,
+        timer: Callable[[], float] = time.perf_counter,
     ) -> None:
         """``limit()``: the bound, read at every reading; ``close(peers)`` closes connections and
         returns those it closed; ``channelz``: what has grpcio's ``channelz_get_servers``,
         ``channelz_get_server_sockets`` and ``channelz_get_socket`` (default: grpcio's own);
-        ``clock``: seconds, for the rates."""
+        ``clock``: seconds, for the rates; ``timer``: seconds, for how long a reading took
+        (:data:`LOOP_SHARE`)."""
         self._limit = limit
         self._on_close = on_close
         self._interval = interval
         self._close = close
         self._channelz = channelz if channelz is not None else _channelz()
         self._clock = clock
+        self._timer = timer
         self._calls_failed: tuple[int, float] | None = None
         """Server-wide callsFailed and when it was read."""
         self._seen: dict[int, tuple[int, float]] = {}
@@ -99,7 +112,8 @@ class StreamResetGuard:
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Read the counters every ``interval`` seconds on ``loop``."""
+        """Read the counters every ``interval`` seconds on ``loop``, or less often when a reading
+        takes more than :data:`LOOP_SHARE` of that."""
         if self._channelz is None:
             log.warning("this grpcio has no channelz functions: HTTP/2 rapid-reset connections are not closed")
             return
@@ -112,12 +126,14 @@ class StreamResetGuard:
             self._handle = None
 
     def _tick(self) -> None:
+        started = self._timer()
         try:
             self.check()
         except Exception:  # never let a bad reading stop the guard
             log.exception("reading gRPC's channelz counters failed")
         if self._loop is not None and not self._loop.is_closed():
-            self._handle = self._loop.call_later(self._interval, self._tick)
+            took = self._timer() - started
+            self._handle = self._loop.call_later(max(self._interval, took / LOOP_SHARE), self._tick)
 
     def check(self) -> list[str]:
         """One reading; returns the peers whose connections were closed."""
