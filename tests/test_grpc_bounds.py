@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import grpc
+import h2.events
 import psutil
 import pytest
 
@@ -537,8 +538,14 @@ def test_a_new_stream_may_send_only_http2s_default_window_before_its_call_reads(
     (``grpc.http2.bdp_probe`` 0, docs/limits.md "Requests that never end"): with grpc-core's
     bandwidth probe on, a new stream's window was 4 MiB, so 5,000 calls that never finish their
     message could make the server hold gigabytes before Python took one of them."""
-    client = H2Client(namesrv.address, window=None, settle=0.3)
+    client = H2Client(namesrv.address, window=None, settle=0)
     try:
+
+        def settings_read() -> bool:
+            client.pump(0.05)
+            return any(isinstance(event, h2.events.RemoteSettingsChanged) for event in client.events)
+
+        poll_until(settings_read, timeout=20)  # the server's SETTINGS, whatever the machine's load
         assert client.conn.remote_settings.initial_window_size == 65_535
         stream_id = client.open_stream(NS + "PickupTopicRoute")
         client.pump(0.3)  # the call is taken by Python and waits for its message
