@@ -10,6 +10,7 @@ import socket
 
 import pytest
 
+from namesrv_grpc.grpc_api import stream_resets
 from namesrv_grpc.grpc_api.connections import close_connection, close_connections, peer_endpoint
 from namesrv_grpc.grpc_api.stream_resets import StreamResetGuard
 
@@ -150,7 +151,7 @@ def test_a_bound_of_zero_turns_the_guard_off() -> None:
         assert guard.check() == []
 
 
-def test_slow_readings_are_spaced_out_to_a_hundredth_of_the_loop() -> None:
+def test_slow_readings_are_spaced_out_to_a_hundredth_of_the_loop(monkeypatch: pytest.MonkeyPatch) -> None:
     """grpc-core renders a server's channelz node in time proportional to its connections, holding
     the GIL (~100 ms with 2,000 open): the guard waits 100 times as long as a reading took before
     the next one (``LOOP_SHARE``), so it never takes more than 1 % of the event loop; quick
@@ -181,3 +182,5 @@ def test_slow_readings_are_spaced_out_to_a_hundredth_of_the_loop() -> None:
 
     assert asyncio.run(readings_in(0.5, 0.0)) >= 3  # every 10 ms: ~50 on an idle machine
     assert asyncio.run(readings_in(0.5, 0.02)) <= 1  # 20 ms each: the next one 2 s later (none: a loaded box)
+    monkeypatch.setattr(stream_resets, "MAX_SPACING_SECONDS", 0.02)  # however slow, at most this apart
+    assert asyncio.run(readings_in(0.5, 10.0)) >= 3

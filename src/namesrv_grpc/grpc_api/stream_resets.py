@@ -59,7 +59,12 @@ long as the last one took. grpc-core 1.85 renders a server's channelz node in ti
 its open connections, holding the GIL (measured on this project's machine kind: ~100 ms with 2,000
 idle HTTP/2 connections, for a 389-byte answer), so one reading a second stalled every lookup of the
 process for a tenth of the time (row 12w: lookups 40-90 ms late once a second). With few
-connections a reading takes well under 10 ms and the guard still reads every second."""
+connections a reading takes well under 10 ms and the guard still reads every second. A reading's
+time is wall time, so on a busy machine a preempted reading also spaces the next one out."""
+
+MAX_SPACING_SECONDS = 30.0
+"""The longest wait between two readings, however slow the last one was: a rapid-reset flood is
+closed within about a minute even among tens of thousands of connections."""
 
 PAGE = 100
 """Sockets asked of channelz per call (its own maximum per page)."""
@@ -133,7 +138,8 @@ class StreamResetGuard:
             log.exception("reading gRPC's channelz counters failed")
         if self._loop is not None and not self._loop.is_closed():
             took = self._timer() - started
-            self._handle = self._loop.call_later(max(self._interval, took / LOOP_SHARE), self._tick)
+            spacing = min(max(self._interval, took / LOOP_SHARE), MAX_SPACING_SECONDS)
+            self._handle = self._loop.call_later(spacing, self._tick)
 
     def check(self) -> list[str]:
         """One reading; returns the peers whose connections were closed."""
