@@ -22,6 +22,7 @@ from concurrent.futures import Future
 
 import grpc
 
+from bench.grpc_attacks import connect_from
 from bench.harness import run_threads
 from bench.remoting_hostile import MIB, PROBE_TOPIC, call, close_after, connect, frame, open_count
 from namesrv.v1 import kv_config_service_pb2 as kv_pb2
@@ -227,7 +228,7 @@ def attack_bad_signatures(remoting: str, connections: int, body_size: int, secon
 
     def send() -> None:
         host, port = remoting.rsplit(":", 1)
-        sock = socket.create_connection((host, int(port)), timeout=60, source_address=(source, 0))
+        sock = connect_from(source, host, int(port), timeout=60)
         with contextlib.suppress(OSError, ConnectionError):
             while True:
                 answer = call(sock, request, timeout=60)
