@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import grpc
 from google.rpc import error_details_pb2
@@ -29,11 +29,13 @@ from namesrv.v1 import admin_service_pb2_grpc, kv_config_service_pb2_grpc, name_
 from namesrv.v1 import kv_config_service_pb2 as kv_pb2
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv_grpc.cli import parse_boot_line
+from namesrv_grpc.core.commands import Command, RegisterBroker
 from namesrv_grpc.core.model import DataVersion, RegisterBrokerResult, TopicConfig
 from namesrv_grpc.core.processor import BrokerIdentity, NameServer
-from namesrv_grpc.core.writes import Registration
 from namesrv_grpc.grpc_api.register_body import encode_body, verify_checksum
 from namesrv_grpc.processes.route_table_service import RouteTableService
+
+ResultT = TypeVar("ResultT")
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -461,7 +463,7 @@ def register_broker(
     Returns the result and the ORDER_TOPIC_CONFIG table; raises what the NameServer raises."""
     verify_checksum(body, body_crc32c)
     identity = BrokerIdentity(cluster_name, broker_name, broker_id, broker_addr)
-    registration = Registration(
+    registration = RegisterBroker(
         "grpc",
         identity,
         ha_server_addr=ha_server_addr,
@@ -473,7 +475,7 @@ def register_broker(
         zone_name=zone_name,
         instance_id=instance_id,
     )
-    reply = RouteTableService(ns, _no_snapshots).register_broker(0, registration)
+    reply = RouteTableService(ns, _no_snapshots).apply(0, registration)
     return reply.result, reply.kv_table
 
 
@@ -482,18 +484,13 @@ async def _no_snapshots() -> Any:
 
 
 class LocalWrites:
-    """The writes of :class:`~namesrv_grpc.core.writes.RouteTableWrites` applied in this process to
+    """The writes (:class:`~namesrv_grpc.core.commands.RouteTableWrites`) applied in this process to
     the NameServer that also answers the reads (one table, no route-table process): for unit tests of
-    a door. Each method is the route-table service's of the same name, as a coroutine."""
+    a door. Each command goes to the route-table service's :meth:`~RouteTableService.apply`."""
 
     def __init__(self, ns: NameServer) -> None:
         self._service = RouteTableService(ns, _no_snapshots)
 
-    def __getattr__(self, name: str) -> Callable[..., Any]:
-        method = getattr(self._service, name)
-
-        async def call(*args: Any) -> Any:
-            result = method(0, *args)
-            return await result if asyncio.iscoroutine(result) else result
-
-        return call
+    async def send(self, command: Command[ResultT]) -> ResultT:
+        result = self._service.apply(0, command)
+        return cast(ResultT, await result if asyncio.iscoroutine(result) else result)

@@ -25,8 +25,8 @@ import psutil
 import pytest
 
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
+from namesrv_grpc.core.commands import SESSION_ENDS_PER_CALL
 from namesrv_grpc.core.model import DataVersion, TopicConfig
-from namesrv_grpc.core.writes import SESSION_ENDS_PER_CALL
 from namesrv_grpc.policy import cgroup_cpu_limit, default_worker_processes
 from namesrv_grpc.remoting import bodies
 from namesrv_grpc.remoting.codes import RequestCode, ResponseCode

@@ -12,10 +12,10 @@ from typing import Any, cast
 import pytest
 
 from namesrv_grpc.config import NamesrvConfig
+from namesrv_grpc.core.commands import RouteTableWrites
 from namesrv_grpc.core.kvconfig import KVConfigManager
 from namesrv_grpc.core.processor import NameServer
 from namesrv_grpc.core.route_table import RouteInfoManager
-from namesrv_grpc.core.writes import RouteTableWrites
 from namesrv_grpc.metrics import NamesrvMetrics
 from namesrv_grpc.remoting.codec import FrameDecoder, RemotingCommand, encode_command
 from namesrv_grpc.remoting.codes import RequestCode, ResponseCode, SerializeType

@@ -9,11 +9,11 @@ import zlib
 from typing import Any
 
 from namesrv_grpc.config import NamesrvConfig
+from namesrv_grpc.core.commands import Command, RegisterBroker, RegistrationReply
 from namesrv_grpc.core.kvconfig import KVConfigManager
 from namesrv_grpc.core.model import DataVersion, RegisterBrokerResult, TopicConfig
 from namesrv_grpc.core.processor import BrokerIdentity, NameServer
 from namesrv_grpc.core.route_table import RouteInfoManager
-from namesrv_grpc.core.writes import Registration, RegistrationReply
 from namesrv_grpc.processes.route_table_client import ELIDED_BODY_MIN_BYTES, RouteTableClient
 from namesrv_grpc.processes.route_table_service import RouteTableService
 from namesrv_grpc.remoting import bodies
@@ -29,22 +29,22 @@ class RouteTableProcess:
 
     def __init__(self, *replies: RegistrationReply) -> None:
         self.replies = list(replies)
-        self.sent: list[Registration] = []
+        self.sent: list[RegisterBroker] = []
 
-    async def call(self, method: str, *args: Any) -> Any:
-        assert method == "register_broker"
-        self.sent.append(args[0])
+    async def command(self, command: Command[Any]) -> Any:
+        assert isinstance(command, RegisterBroker)
+        self.sent.append(command)
         return self.replies.pop(0)
 
 
-def registration(size: int) -> Registration:
+def registration(size: int) -> RegisterBroker:
     body = b"x" * size
     identity = BrokerIdentity("c", "broker-a", 0, "10.0.0.1:10911")
-    return Registration("remoting", identity, "", 0, body, False, (1, len(body), False))
+    return RegisterBroker("remoting", identity, "", 0, body, False, (1, len(body), False))
 
 
-def send(link: RouteTableProcess, sent: Registration) -> RegistrationReply:
-    return asyncio.run(RouteTableClient(link).register_broker(sent))  # type: ignore[arg-type]
+def send(link: RouteTableProcess, sent: RegisterBroker) -> RegistrationReply:
+    return asyncio.run(RouteTableClient(link).send(sent))  # type: ignore[arg-type]
 
 
 def test_a_big_body_the_table_holds_is_not_sent() -> None:
@@ -79,16 +79,16 @@ def test_the_route_table_process_asks_for_a_body_it_does_not_hold() -> None:
     topics = {name: TopicConfig(name, 4, 4) for name in ("T", "T2")}
     body = bodies.encode_register_broker_body(topics, DataVersion(0, 1, 1), compressed=False)
     identity = BrokerIdentity("c", "broker-a", 0, "10.0.0.1:10911")
-    full = Registration("remoting", identity, "", 0, body, False, body_fingerprint(body, False, zlib.crc32(body)))
+    full = RegisterBroker("remoting", identity, "", 0, body, False, body_fingerprint(body, False, zlib.crc32(body)))
     elided = dataclasses.replace(full, body=b"", body_elided=True)
-    assert service.register_broker(0, elided).body_needed
+    assert service.apply(0, elided).body_needed
     assert not ns.route_table.broker_live_table
     assert ns.take_change() is None
-    assert not service.register_broker(0, full).body_needed
+    assert not service.apply(0, full).body_needed
     assert ns.route_table.pickup_topic_route_data("T") is not None
-    reply = service.register_broker(0, elided)
+    reply = service.apply(0, elided)
     assert not reply.body_needed
     assert not reply.result.changed  # a periodic re-registration
     changed = bodies.encode_register_broker_body({"U": TopicConfig("U", 4, 4)}, DataVersion(0, 2, 2), compressed=False)
     other = dataclasses.replace(elided, body_fingerprint=body_fingerprint(changed, False, zlib.crc32(changed)))
-    assert service.register_broker(0, other).body_needed
+    assert service.apply(0, other).body_needed

@@ -6,11 +6,11 @@ from __future__ import annotations
 import zlib
 
 from namesrv_grpc.config import NamesrvConfig
+from namesrv_grpc.core.commands import RegisterBroker, SessionsEnded
 from namesrv_grpc.core.kvconfig import KVConfigManager
 from namesrv_grpc.core.model import DataVersion, TopicConfig
 from namesrv_grpc.core.processor import BrokerIdentity, NameServer
 from namesrv_grpc.core.route_table import RouteInfoManager
-from namesrv_grpc.core.writes import Registration
 from namesrv_grpc.processes.route_table_service import RouteTableService
 from namesrv_grpc.remoting import bodies
 from namesrv_grpc.remoting.register_body import body_fingerprint
@@ -23,12 +23,12 @@ def service() -> RouteTableService:
     return RouteTableService(NameServer(NamesrvConfig(), RouteInfoManager(), KVConfigManager(None)), _no_snapshots)
 
 
-def registration(identity: BrokerIdentity = BROKER, instance_id: str = "remoting-connection-1") -> Registration:
+def registration(identity: BrokerIdentity = BROKER, instance_id: str = "remoting-connection-1") -> RegisterBroker:
     """A Java broker's periodic REGISTER_BROKER over one remoting connection (binds a session)."""
     topics = {"T1": TopicConfig("T1", 4, 4), "T2": TopicConfig("T2", 4, 4)}
     body = bodies.encode_register_broker_body(topics, DataVersion(0, 1, 1), compressed=False)
     crc = zlib.crc32(body) & 0x7FFFFFFF
-    return Registration(
+    return RegisterBroker(
         "remoting", identity, identity.broker_addr, 0, body, False, body_fingerprint(body, False, crc),
         instance_id=instance_id, bind_session=True,
     )  # fmt: skip
@@ -38,13 +38,13 @@ def test_a_broker_registering_every_30_s_is_remembered_once() -> None:
     """Each remoting registration binds a new session; only the last one can remove the broker, so
     older ones are forgotten (they were kept for good: ~550 MB a day for 1,000 brokers)."""
     svc = service()
-    sessions = [svc.register_broker(1, registration()).session_id for _ in range(1_000)]
+    sessions = [svc.apply(1, registration()).session_id for _ in range(1_000)]
     assert len(set(sessions)) == 1_000
     assert svc.held_sessions(1) == 1
 
-    assert not svc.sessions_ended(1, [(BROKER.broker_addr, sessions[0])], "remoting connection closed")
+    assert not svc.apply(1, SessionsEnded(((BROKER.broker_addr, sessions[0]),), "remoting connection closed"))
     assert svc.held_sessions(1) == 1  # an old session's end removes nothing and forgets nothing newer
-    assert svc.sessions_ended(1, [(BROKER.broker_addr, sessions[-1])], "remoting connection closed") == 1
+    assert svc.apply(1, SessionsEnded(((BROKER.broker_addr, sessions[-1]),), "remoting connection closed")) == 1
     assert svc.held_sessions(1) == 0
     assert svc.ns.route_table.broker_live_table == {}
 
@@ -55,9 +55,9 @@ def test_a_serving_process_that_exits_keeps_its_brokers_unbound() -> None:
     of such a session removes nothing (it is no longer the bound one)."""
     svc = service()
     moved = BrokerIdentity("c1", "broker-b", 0, "10.6.0.2:10911")
-    first = svc.register_broker(1, registration()).session_id
-    svc.register_broker(1, registration(moved, "remoting-connection-1"))
-    moved_session = svc.register_broker(2, registration(moved, "remoting-connection-2")).session_id
+    first = svc.apply(1, registration()).session_id
+    svc.apply(1, registration(moved, "remoting-connection-1"))
+    moved_session = svc.apply(2, registration(moved, "remoting-connection-2")).session_id
     assert (svc.held_sessions(1), svc.held_sessions(2)) == (2, 1)
 
     assert svc.serving_process_exited(1) == 1  # broker-b's last session is process 2's
@@ -65,12 +65,12 @@ def test_a_serving_process_that_exits_keeps_its_brokers_unbound() -> None:
     assert set(svc.ns.route_table.broker_live_table) == {BROKER.broker_addr, moved.broker_addr}
     assert svc.ns.route_table.broker_live_table[BROKER.broker_addr].session_id == 0
     assert svc.ns.route_table.broker_live_table[moved.broker_addr].session_id == moved_session
-    assert svc.sessions_ended(1, [(BROKER.broker_addr, first)], "remoting connection closed") == 0
+    assert svc.apply(1, SessionsEnded(((BROKER.broker_addr, first),), "remoting connection closed")) == 0
     assert BROKER.broker_addr in svc.ns.route_table.broker_live_table
     # Its next registration binds a new session, through a live process; S15 applies to that one.
-    again = svc.register_broker(2, registration()).session_id
+    again = svc.apply(2, registration()).session_id
     assert again not in (0, first)
-    assert svc.sessions_ended(2, [(BROKER.broker_addr, again)], "remoting connection closed") == 1
+    assert svc.apply(2, SessionsEnded(((BROKER.broker_addr, again),), "remoting connection closed")) == 1
     assert set(svc.ns.route_table.broker_live_table) == {moved.broker_addr}
 
 
@@ -82,12 +82,12 @@ def test_a_broker_kept_after_its_serving_process_exited_expires_as_any_silent_br
         NameServer(NamesrvConfig(), RouteInfoManager(lambda: now[0]), KVConfigManager(None)), _no_snapshots
     )
     other = BrokerIdentity("c1", "broker-b", 0, "10.6.0.2:10911")
-    svc.register_broker(1, registration())
-    svc.register_broker(1, registration(other, "remoting-connection-2"))
+    svc.apply(1, registration())
+    svc.apply(1, registration(other, "remoting-connection-2"))
     assert svc.serving_process_exited(1) == 2
     timeout = svc.ns.route_table.broker_live_table[BROKER.broker_addr].heartbeat_timeout_millis
     now[0] += timeout // 2
-    svc.register_broker(2, registration(other, "remoting-connection-3"))  # broker-b registers again
+    svc.apply(2, registration(other, "remoting-connection-3"))  # broker-b registers again
     now[0] += timeout // 2 + 1
     assert [r.broker_addr for r in svc.ns.route_table.scan_not_active_broker()] == [BROKER.broker_addr]
     assert set(svc.ns.route_table.broker_live_table) == {other.broker_addr}

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from namesrv.v1 import admin_service_pb2 as admin_pb2
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv.v1 import types_pb2
 from namesrv_grpc.core.model import BrokerData, BrokerLiveInfo, ClusterInfo, QueueData, TopicRouteData
+from namesrv_grpc.core.processor import BrokerIdentity
 from namesrv_grpc.grpc_api.register_body import data_version_to_proto, mapping_to_proto
 
 PROTOCOL_TO_PROTO = {
@@ -13,6 +16,19 @@ PROTOCOL_TO_PROTO = {
     "remoting": admin_pb2.REGISTRATION_PROTOCOL_REMOTING,
 }
 """``BrokerLiveInfo.protocol`` -> ``namesrv.v1.RegistrationProtocol``."""
+
+
+class _NamesABroker(Protocol):
+    cluster_name: str
+    broker_name: str
+    broker_id: int
+    broker_addr: str
+
+
+def identity_from_proto(message: _NamesABroker) -> BrokerIdentity:
+    """The four fields that name a broker (``cluster_name``, ``broker_name``, ``broker_id``,
+    ``broker_addr``), as every broker request and a session's hello carry them."""
+    return BrokerIdentity(message.cluster_name, message.broker_name, message.broker_id, message.broker_addr)
 
 
 def queue_data_to_proto(queue_data: QueueData) -> types_pb2.QueueData:

@@ -19,10 +19,16 @@ from namesrv.v1 import kv_config_service_pb2 as kv_pb2
 from namesrv.v1 import kv_config_service_pb2_grpc as kv_grpc
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv.v1 import name_server_service_pb2_grpc as ns_grpc
-from namesrv_grpc.core.processor import BrokerIdentity, NameServer
-from namesrv_grpc.core.writes import Registration, RouteTableWrites
+from namesrv_grpc.core import commands
+from namesrv_grpc.core.commands import RouteTableWrites
+from namesrv_grpc.core.processor import NameServer
 from namesrv_grpc.grpc_api.connections import close_connections
-from namesrv_grpc.grpc_api.convert import broker_live_entry_to_proto, cluster_info_to_proto, queue_data_from_proto
+from namesrv_grpc.grpc_api.convert import (
+    broker_live_entry_to_proto,
+    cluster_info_to_proto,
+    identity_from_proto,
+    queue_data_from_proto,
+)
 from namesrv_grpc.grpc_api.encoded_responses import (
     encode_route_response,
     routes_response_bytes,
@@ -114,11 +120,11 @@ class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[mis
     ) -> ns_pb2.RegisterBrokerResponse:
         caller = self._guard.require(context, Action.REGISTER_BROKER, request.broker_name)
         body = request.body  # one copy of the bytes
-        identity = BrokerIdentity(request.cluster_name, request.broker_name, request.broker_id, request.broker_addr)
+        identity = identity_from_proto(request)
         with self._metrics.registration("grpc"):
             verify_checksum(body, request.body_crc32c, await checksum(crc32c, body))  # S01
-            reply = await self._writes.register_broker(
-                Registration(
+            reply = await self._writes.send(
+                commands.RegisterBroker(
                     "grpc",
                     identity,
                     ha_server_addr=request.ha_server_addr,
@@ -160,9 +166,8 @@ class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[mis
         self, request: ns_pb2.UnregisterBrokerRequest, context: Context
     ) -> ns_pb2.UnregisterBrokerResponse:
         caller = self._guard.require(context, Action.UNREGISTER_BROKER, request.broker_name)
-        removed = await self._writes.unregister_broker(
-            request.cluster_name, request.broker_name, request.broker_id, request.broker_addr, request.instance_id
-        )
+        identity = identity_from_proto(request)
+        removed = await self._writes.send(commands.UnregisterBroker(identity, request.instance_id))
         if removed is not None:
             self._metrics.unregistrations.inc()
         self._guard.audit(
@@ -181,22 +186,17 @@ class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[mis
         self, request: ns_pb2.BrokerHeartbeatRequest, context: Context
     ) -> ns_pb2.BrokerHeartbeatResponse:
         self._guard.require(context, Action.BROKER_HEARTBEAT, request.broker_name)
-        await self._writes.broker_heartbeat(
-            request.cluster_name, request.broker_name, request.broker_id, request.broker_addr
-        )
+        identity = identity_from_proto(request)
+        await self._writes.send(commands.BrokerHeartbeat(identity))
         return ns_pb2.BrokerHeartbeatResponse()
 
     async def QueryDataVersion(
         self, request: ns_pb2.QueryDataVersionRequest, context: Context
     ) -> ns_pb2.QueryDataVersionResponse:
         self._guard.require(context, Action.QUERY_DATA_VERSION, request.broker_name)
-        changed, stored = await self._writes.query_data_version(
-            request.cluster_name,
-            request.broker_name,
-            request.broker_id,
-            request.broker_addr,
-            data_version_from_proto(request.data_version),
-        )
+        identity = identity_from_proto(request)
+        data_version = data_version_from_proto(request.data_version)
+        changed, stored = await self._writes.send(commands.QueryDataVersion(identity, data_version))
         response = ns_pb2.QueryDataVersionResponse(changed=changed)
         if stored is not None:
             response.name_server_data_version.CopyFrom(data_version_to_proto(stored))
@@ -378,7 +378,7 @@ class KVConfigServicer(kv_grpc.KVConfigServiceServicer):  # type: ignore[misc]
     async def PutKVConfig(self, request: kv_pb2.PutKVConfigRequest, context: Context) -> kv_pb2.PutKVConfigResponse:
         caller = self._guard.require(context, Action.WRITE_KV)
         # Acknowledged once the route-table process wrote it to disk.
-        await self._writes.put_kv_config(request.namespace, request.key, request.value)
+        await self._writes.send(commands.PutKVConfig(request.namespace, request.key, request.value))
         self._metrics.kv_config_writes.inc()
         self._guard.audit(
             context, caller, "PutKVConfig", namespace=request.namespace, key=request.key, value_chars=len(request.value)
@@ -393,7 +393,7 @@ class KVConfigServicer(kv_grpc.KVConfigServiceServicer):  # type: ignore[misc]
         self, request: kv_pb2.DeleteKVConfigRequest, context: Context
     ) -> kv_pb2.DeleteKVConfigResponse:
         caller = self._guard.require(context, Action.WRITE_KV)
-        await self._writes.delete_kv_config(request.namespace, request.key)
+        await self._writes.send(commands.DeleteKVConfig(request.namespace, request.key))
         self._metrics.kv_config_writes.inc()
         self._guard.audit(context, caller, "DeleteKVConfig", namespace=request.namespace, key=request.key)
         return kv_pb2.DeleteKVConfigResponse()
@@ -417,7 +417,7 @@ class AdminServicer(admin_grpc.AdminServiceServicer):  # type: ignore[misc]
         self, request: admin_pb2.WipeWritePermOfBrokerRequest, context: Context
     ) -> admin_pb2.WipeWritePermOfBrokerResponse:
         caller = self._guard.require(context, Action.ADMIN_WRITE)
-        count = await self._writes.wipe_write_perm_of_broker(request.broker_name)
+        count = await self._writes.send(commands.WipeWritePerm(request.broker_name))
         self._guard.audit(context, caller, "WipeWritePermOfBroker", broker_name=request.broker_name, topics=count)
         return admin_pb2.WipeWritePermOfBrokerResponse(wipe_topic_count=count)
 
@@ -425,7 +425,7 @@ class AdminServicer(admin_grpc.AdminServiceServicer):  # type: ignore[misc]
         self, request: admin_pb2.AddWritePermOfBrokerRequest, context: Context
     ) -> admin_pb2.AddWritePermOfBrokerResponse:
         caller = self._guard.require(context, Action.ADMIN_WRITE)
-        count = await self._writes.add_write_perm_of_broker(request.broker_name)
+        count = await self._writes.send(commands.AddWritePerm(request.broker_name))
         self._guard.audit(context, caller, "AddWritePermOfBroker", broker_name=request.broker_name, topics=count)
         return admin_pb2.AddWritePermOfBrokerResponse(add_topic_count=count)
 
@@ -433,7 +433,7 @@ class AdminServicer(admin_grpc.AdminServiceServicer):  # type: ignore[misc]
         self, request: admin_pb2.DeleteTopicRequest, context: Context
     ) -> admin_pb2.DeleteTopicResponse:
         caller = self._guard.require(context, Action.ADMIN_WRITE)
-        await self._writes.delete_topic(request.topic, request.cluster_name)
+        await self._writes.send(commands.DeleteTopic(request.topic, request.cluster_name))
         self._guard.audit(context, caller, "DeleteTopic", topic=request.topic, cluster_name=request.cluster_name)
         return admin_pb2.DeleteTopicResponse()
 
@@ -441,7 +441,8 @@ class AdminServicer(admin_grpc.AdminServiceServicer):  # type: ignore[misc]
         self, request: admin_pb2.RegisterTopicRequest, context: Context
     ) -> admin_pb2.RegisterTopicResponse:
         caller = self._guard.require(context, Action.ADMIN_WRITE)
-        await self._writes.register_topic(request.topic, [queue_data_from_proto(q) for q in request.queue_datas])
+        queue_datas = tuple(queue_data_from_proto(q) for q in request.queue_datas)
+        await self._writes.send(commands.RegisterTopic(request.topic, queue_datas))
         brokers = sorted(q.broker_name for q in request.queue_datas)
         self._guard.audit(context, caller, "RegisterTopic", topic=request.topic, broker_names=brokers)
         return admin_pb2.RegisterTopicResponse()
@@ -459,7 +460,7 @@ class AdminServicer(admin_grpc.AdminServiceServicer):  # type: ignore[misc]
         self, request: admin_pb2.UpdateNamesrvConfigRequest, context: Context
     ) -> admin_pb2.UpdateNamesrvConfigResponse:
         caller = self._guard.require(context, Action.UPDATE_CONFIG)
-        await self._writes.update_namesrv_config(dict(request.config))
+        await self._writes.send(commands.UpdateNamesrvConfig(dict(request.config)))
         self._guard.audit(context, caller, "UpdateNamesrvConfig", changes=dict(request.config))
         return admin_pb2.UpdateNamesrvConfigResponse()
 
@@ -467,7 +468,7 @@ class AdminServicer(admin_grpc.AdminServiceServicer):  # type: ignore[misc]
         self, request: admin_pb2.GetBrokerLiveTableRequest, context: Context
     ) -> admin_pb2.GetBrokerLiveTableResponse:
         self._guard.require(context, Action.ADMIN_READ)  # AdminService: admin accounts (CONTRACT.md ACL)
-        now, entries = await self._writes.live_table()
+        now, entries = await self._writes.send(commands.LiveTable())
         return admin_pb2.GetBrokerLiveTableResponse(
             brokers=[broker_live_entry_to_proto(addr, live, now) for addr, live in entries], now_millis=now
         )
@@ -476,7 +477,7 @@ class AdminServicer(admin_grpc.AdminServiceServicer):  # type: ignore[misc]
         self, request: admin_pb2.ExportRouteSnapshotRequest, context: Context
     ) -> admin_pb2.ExportRouteSnapshotResponse:
         caller = self._guard.require(context, Action.EXPORT_SNAPSHOT)
-        info = await self._writes.export_snapshot()
+        info = await self._writes.send(commands.ExportSnapshot())
         self._guard.audit(context, caller, "ExportRouteSnapshot", file_name=info.file_name, topics=info.topics)
         from namesrv_grpc.snapshot_schema import SCHEMA_VERSION
 

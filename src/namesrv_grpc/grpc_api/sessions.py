@@ -56,6 +56,8 @@ import grpc
 from google.protobuf.message import DecodeError
 
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
+from namesrv_grpc.core import commands
+from namesrv_grpc.core.commands import RouteTableWrites
 from namesrv_grpc.core.errors import (
     AccessDeniedError,
     BrokerNotRegisteredError,
@@ -66,7 +68,7 @@ from namesrv_grpc.core.errors import (
 )
 from namesrv_grpc.core.model import MASTER_ID, RemovedBroker
 from namesrv_grpc.core.processor import NameServer
-from namesrv_grpc.core.writes import RouteTableWrites
+from namesrv_grpc.grpc_api.convert import identity_from_proto
 from namesrv_grpc.grpc_api.grpc_errors import to_status
 from namesrv_grpc.metrics import NamesrvMetrics
 from namesrv_grpc.security.audit import AuditLog
@@ -108,7 +110,7 @@ class BrokerSessions:
         in the route-table process."""
         self._ns = nameserver
         self._writes = writes
-        self._ending: set[asyncio.Task[bool]] = set()
+        self._ending: set[asyncio.Task[int]] = set()
         self._metrics = metrics
         self._guard = guard or Guard(None, AuditLog())
         self._open: set[_Session] = set()
@@ -342,7 +344,9 @@ class BrokerSessions:
         if kind == "handover":
             await self._handover(session, request.handover.reason)
             return []
-        if session.session_id and await self._writes.session_heartbeat(session.hello.broker_addr, session.session_id):
+        if session.session_id and await self._writes.send(
+            commands.SessionHeartbeat(session.hello.broker_addr, session.session_id)
+        ):
             return []
         reason = "this broker instance is not registered here any more (removed, expired or replaced)"
         self._unbind(session, reason)
@@ -356,7 +360,7 @@ class BrokerSessions:
         if not session.session_id or session.hello is None:
             raise InvalidFieldError("handover", "the session is not bound to a registration: nothing to hand over")
         hello = session.hello
-        handed = await self._writes.session_handed_over(hello.broker_addr, session.session_id)
+        handed = await self._writes.send(commands.SessionHandedOver(hello.broker_addr, session.session_id))
         session.session_id = 0  # its end removes nothing now
         log.info(
             "session of broker %s (%s id %d) handed over%s: it stays until its next registration or expiry (S13)",
@@ -392,9 +396,7 @@ class BrokerSessions:
                 "(maxBrokerSessions)",
             )
         self._forget(session)
-        bound = await self._writes.bind_session(
-            hello.cluster_name, hello.broker_name, hello.broker_id, hello.broker_addr, hello.instance_id
-        )
+        bound = await self._writes.send(commands.BindSession(identity_from_proto(hello), hello.instance_id))
         session.hello = hello
         self._by_addr.setdefault(hello.broker_addr, set()).add(session)
         if bound is None:
@@ -418,7 +420,7 @@ class BrokerSessions:
         responses = [Response(accepted=ns_pb2.SessionAccepted(heartbeat_timeout_millis=timeout))]
         if hello.broker_id != MASTER_ID:
             self._slaves.setdefault(hello.broker_name, set()).add(session)
-            master_addr, ha_addr = await self._writes.master_of(hello.broker_name)
+            master_addr, ha_addr = await self._writes.send(commands.MasterOf(hello.broker_name))
             notice = ns_pb2.SessionMasterChanged(master_addr=master_addr, ha_server_addr=ha_addr)
             responses.append(Response(master_changed=notice))
         return responses
@@ -447,13 +449,12 @@ class BrokerSessions:
         self._forget(session)
         if session.hello is None or not session.session_id:
             return
-        task = asyncio.ensure_future(
-            self._writes.session_ended(session.hello.broker_addr, session.session_id, "session ended")
-        )
+        ended = commands.SessionsEnded(((session.hello.broker_addr, session.session_id),), "session ended")
+        task = asyncio.ensure_future(self._writes.send(ended))
         self._ending.add(task)
         task.add_done_callback(self._ended)
 
-    def _ended(self, task: asyncio.Task[bool]) -> None:
+    def _ended(self, task: asyncio.Task[int]) -> None:
         self._ending.discard(task)
         if not task.cancelled() and task.exception() is None and task.result():
             self._metrics.session_losses.inc()

@@ -7,7 +7,8 @@ client's network ever crosses it unparsed (the doors pass decoded header fields 
 
 Messages are tuples whose first item names the kind:
 
-    ("call", id, method, args)      serving -> route table   a write (core.writes.RouteTableWrites)
+    ("command", id, Command)        serving -> route table   a write (core.commands), answered by a reply
+    ("call", id, method, args)      supervisor <-> child     a control method (metrics, ping, ...)
     ("reply", id, ok, value)        route table -> serving   its answer (or the error it raised)
     ("hello", index, pid)           serving -> route table   the first message
     ("state", Change, last)         route table -> serving   a piece of the state it starts from
@@ -104,11 +105,21 @@ class Channel:
     async def call(self, method: str, *args: Any) -> Any:
         """``method(*args)`` on the other end: its return value, or the error it raised (raised
         here). Raises ChannelClosedError when the link closes first."""
+        return await self._request("call", method, args)
+
+    async def command(self, command: Any) -> Any:
+        """Have the other end apply ``command`` (a :class:`~namesrv_grpc.core.commands.Command`):
+        its result, or the error it raised (raised here). Raises ChannelClosedError when the link
+        closes first."""
+        return await self._request("command", command)
+
+    async def _request(self, kind: str, *items: Any) -> Any:
+        """Send ``(kind, id, *items)`` and await the reply to ``id``."""
         call_id = next(self._ids)
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._pending[call_id] = future
         try:
-            self.send(("call", call_id, method, args))
+            self.send((kind, call_id, *items))
             return await future
         finally:
             self._pending.pop(call_id, None)

@@ -39,10 +39,11 @@ from namesrv_grpc.log_limits import install as install_log_filter
 from namesrv_grpc.metrics import NamesrvMetrics
 from namesrv_grpc.processes.channel import Channel, encode
 from namesrv_grpc.processes.child import ROUTE_TABLE_SOCKET, ControlLink, ProcessParams, run_child
-from namesrv_grpc.processes.route_table_service import WRITES, RouteTableService
+from namesrv_grpc.processes.route_table_service import RouteTableService
 from namesrv_grpc.remoting.notifier import BrokerNotifier
 
 if TYPE_CHECKING:
+    from namesrv_grpc.core.commands import Command
     from namesrv_grpc.snapshot import SnapshotExporter, SnapshotInfo
 
 log = logging.getLogger(__name__)
@@ -309,8 +310,8 @@ class RouteTableProcess:
                 self.publisher.applied(link, message[1])
             elif kind == "ready":
                 self.publisher.ready(link)
-            elif kind == "call":
-                self._call(link, message[1], message[2], message[3])
+            elif kind == "command":
+                self._apply(link, message[1], message[2])
 
         try:
             await channel.serve(on_message)
@@ -341,20 +342,21 @@ class RouteTableProcess:
                 kept,
             )
 
-    def _call(self, link: ServingLink, call_id: int, method: str, args: tuple[Any, ...]) -> None:
-        """Apply one write now (in arrival order) and answer it once every serving process has
+    def _apply(self, link: ServingLink, call_id: int, command: Command[Any]) -> None:
+        """Apply one command now (in arrival order) and answer it once every serving process has
         applied what it changed."""
-        if method not in WRITES:
-            link.channel.reply(call_id, False, LookupError(f"no route-table method {method!r}"))
+        method = self.service.method_for(command)
+        if method is None:
+            link.channel.reply(call_id, False, LookupError(f"not a route-table command: {type(command).__name__}"))
             return
         started = time.perf_counter()
         try:
-            value = getattr(self.service, method)(link.index, *args)
+            value = method(link.index, command)
         except NamesrvError as error:
             self._answer(link, call_id, False, error)
             return
         except Exception as exc:
-            log.exception("%s from serving process %d failed", method, link.index)
+            log.exception("%s from serving process %d failed", type(command).__name__, link.index)
             self._answer(link, call_id, False, exc)
             return
         finally:

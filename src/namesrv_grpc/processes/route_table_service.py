@@ -1,8 +1,9 @@
-"""The route-table process's side of every write (:class:`~namesrv_grpc.core.writes.RouteTableWrites`):
-what a serving process forwards is applied here, one request at a time, in the order it arrived.
+"""The route-table process's side of every write: the commands a serving process sends
+(:mod:`namesrv_grpc.core.commands`) are applied here, one at a time, in the order they arrived, by
+:meth:`RouteTableService.apply`, which picks the method for the command's type.
 
 Each method runs on the route-table process's event loop and calls the
-:class:`~namesrv_grpc.core.processor.NameServer` method of the same name (KV writes: checked now,
+:class:`~namesrv_grpc.core.processor.NameServer` method of its name (KV writes: checked now,
 written to the file with the others that arrive meanwhile, :mod:`.kv_group_commit`; the method
 returns a coroutine that ends once the write is durable). Registration bodies are
 decoded here by their door's decoder (the door verified the checksum, S01): a body that is the same
@@ -17,20 +18,40 @@ closed because our process died, not because the brokers did
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
-from namesrv_grpc.core.model import BrokerLiveInfo, DataVersion, QueueData, RegisterBrokerResult, RemovedBroker
-from namesrv_grpc.core.processor import BrokerIdentity, DecodedBody, NameServer
-from namesrv_grpc.core.writes import Registration, RegistrationReply
+from namesrv_grpc.core.commands import (
+    AddWritePerm,
+    BindSession,
+    BrokerHeartbeat,
+    Command,
+    DeleteKVConfig,
+    DeleteTopic,
+    ExportSnapshot,
+    LiveTable,
+    MasterOf,
+    PutKVConfig,
+    QueryDataVersion,
+    RegisterBroker,
+    RegisterTopic,
+    RegistrationReply,
+    SessionHandedOver,
+    SessionHeartbeat,
+    SessionsEnded,
+    UnregisterBroker,
+    UpdateNamesrvConfig,
+    WipeWritePerm,
+)
+from namesrv_grpc.core.model import BrokerLiveInfo, DataVersion, RegisterBrokerResult, RemovedBroker
+from namesrv_grpc.core.processor import DecodedBody, NameServer
 from namesrv_grpc.grpc_api.register_body import decode_protobuf_body
 from namesrv_grpc.processes.kv_group_commit import KVGroupCommit
 from namesrv_grpc.remoting.codes import VERSION_V5_0_0
 from namesrv_grpc.remoting.register_body import decode_java_register_body
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Coroutine
-    from typing import Any
+    from collections.abc import Awaitable, Coroutine
 
     from namesrv_grpc.metrics import NamesrvMetrics
     from namesrv_grpc.snapshot import SnapshotInfo
@@ -39,9 +60,9 @@ log = logging.getLogger(__name__)
 
 
 class RouteTableService:
-    """The writes of :class:`~namesrv_grpc.core.writes.RouteTableWrites`, applied to ``nameserver``
-    (the route-table process's one :class:`NameServer`). ``process`` names the serving process a
-    request came from (for its sessions); it is given by the caller of each method."""
+    """The commands of :mod:`namesrv_grpc.core.commands`, applied to ``nameserver`` (the route-table
+    process's one :class:`NameServer`). ``process`` names the serving process a command came from
+    (for its sessions); it is given by the caller of :meth:`apply`."""
 
     def __init__(
         self,
@@ -63,14 +84,48 @@ class RouteTableService:
         At most one entry per broker address and serving process."""
         self.session_losses = 0
         """Brokers removed because their session ended (all causes)."""
+        self._methods: dict[type, Callable[[int, Any], Any]] = {
+            RegisterBroker: self.register_broker,
+            UnregisterBroker: self.unregister_broker,
+            BrokerHeartbeat: self.broker_heartbeat,
+            QueryDataVersion: self.query_data_version,
+            PutKVConfig: self.put_kv_config,
+            DeleteKVConfig: self.delete_kv_config,
+            WipeWritePerm: self.wipe_write_perm,
+            AddWritePerm: self.add_write_perm,
+            DeleteTopic: self.delete_topic,
+            RegisterTopic: self.register_topic,
+            UpdateNamesrvConfig: self.update_namesrv_config,
+            BindSession: self.bind_session,
+            SessionHeartbeat: self.session_heartbeat,
+            SessionsEnded: self.sessions_ended,
+            SessionHandedOver: self.session_handed_over,
+            MasterOf: self.master_of,
+            LiveTable: self.live_table,
+            ExportSnapshot: self.export_snapshot,
+        }
+        """Command type -> the method that applies it (one per command class)."""
+
+    def method_for(self, command: object) -> Callable[[int, Any], Any] | None:
+        """The method that applies ``command`` (called with the serving process and the command:
+        its result, or a coroutine that ends with it: KV writes end once durable, a snapshot once
+        written), or None when it is not a command."""
+        return self._methods.get(type(command))
+
+    def apply(self, process: int, command: Command[Any]) -> Any:
+        """Apply ``command`` from serving process ``process`` (:meth:`method_for`). Raises what the
+        NameServer raises, and LookupError for anything that is not a command."""
+        method = self.method_for(command)
+        if method is None:
+            raise LookupError(f"not a route-table command: {type(command).__name__}")
+        return method(process, command)
 
     # ------------------------------------------------------------------ brokers
 
-    def register_broker(self, process: int, registration: Registration) -> RegistrationReply:
+    def register_broker(self, process: int, r: RegisterBroker) -> RegistrationReply:
         """REGISTER_BROKER / RegisterBroker: decode (unless the same body as last time) and apply. An
-        elided body (:attr:`Registration.body_elided`) that is not the one the table holds is not
+        elided body (:attr:`RegisterBroker.body_elided`) that is not the one the table holds is not
         applied: the reply asks for the body (``body_needed``)."""
-        r = registration
         ns = self.ns
         identity = r.identity
         ns.check_registration(
@@ -105,10 +160,10 @@ class RouteTableService:
                 self._sessions.setdefault(process, {})[identity.broker_addr] = session_id
         return RegistrationReply(result, kv_table, session_id)
 
-    def _decode(self, r: Registration) -> DecodedBody:
-        """The body decoded by its door's decoder, within ``registerBodyMaxInflatedSize`` and
-        ``registerBodyMaxTopics``; a body whose topic table is the one the table holds is decoded
-        without its topics."""
+    def _decode(self, r: RegisterBroker) -> DecodedBody:
+        """The body decoded by the decoder of its wire format, within ``registerBodyMaxInflatedSize``
+        and ``registerBodyMaxTopics``; a body whose topic table is the one the table holds is
+        decoded without its topics."""
         config = self.ns.config
         known = self.ns.stored_topics_fingerprint(r.identity)
         limits = (config.register_body_max_inflated_size, config.register_body_max_topics, known)
@@ -119,119 +174,80 @@ class RouteTableService:
             decoded = decoded._replace(filter_server_list=self.ns.route_table.filter_servers_of(r.identity.broker_addr))
         return decoded
 
-    def unregister_broker(
-        self, process: int, cluster_name: str, broker_name: str, broker_id: int, broker_addr: str, instance_id: str = ""
-    ) -> RemovedBroker | None:
-        return self.ns.unregister_broker(
-            cluster_name=cluster_name,
-            broker_name=broker_name,
-            broker_id=broker_id,
-            broker_addr=broker_addr,
-            instance_id=instance_id,
-        )
+    def unregister_broker(self, process: int, c: UnregisterBroker) -> RemovedBroker | None:
+        return self.ns.unregister_broker(**c.identity._asdict(), instance_id=c.instance_id)
 
-    def broker_heartbeat(
-        self, process: int, cluster_name: str, broker_name: str, broker_id: int, broker_addr: str
-    ) -> None:
-        self.ns.broker_heartbeat(
-            cluster_name=cluster_name, broker_name=broker_name, broker_id=broker_id, broker_addr=broker_addr
-        )
+    def broker_heartbeat(self, process: int, c: BrokerHeartbeat) -> None:
+        self.ns.broker_heartbeat(**c.identity._asdict())
 
-    def query_data_version(
-        self,
-        process: int,
-        cluster_name: str,
-        broker_name: str,
-        broker_id: int,
-        broker_addr: str,
-        data_version: DataVersion,
-    ) -> tuple[bool, DataVersion | None]:
-        return self.ns.query_data_version(
-            cluster_name=cluster_name,
-            broker_name=broker_name,
-            broker_id=broker_id,
-            broker_addr=broker_addr,
-            data_version=data_version,
-        )
+    def query_data_version(self, process: int, c: QueryDataVersion) -> tuple[bool, DataVersion | None]:
+        return self.ns.query_data_version(**c.identity._asdict(), data_version=c.data_version)
 
-    # ------------------------------------------------------------------ KV config, admin
+    def wipe_write_perm(self, process: int, c: WipeWritePerm) -> int:
+        return self.ns.wipe_write_perm_of_broker(c.broker_name)
 
-    def put_kv_config(self, process: int, namespace: str, key: str, value: str) -> Coroutine[Any, Any, None]:
+    def add_write_perm(self, process: int, c: AddWritePerm) -> int:
+        return self.ns.add_write_perm_of_broker(c.broker_name)
+
+    # ------------------------------------------------------------------ topics, KV config, admin
+
+    def delete_topic(self, process: int, c: DeleteTopic) -> None:
+        self.ns.delete_topic(c.topic, c.cluster_name)
+
+    def register_topic(self, process: int, c: RegisterTopic) -> None:
+        self.ns.register_topic(c.topic, c.queue_datas)
+
+    def put_kv_config(self, process: int, c: PutKVConfig) -> Coroutine[Any, Any, None]:
         """Checked and staged now (raises before anything changes); the coroutine ends once the
         write is durable and visible (group commit, :class:`KVGroupCommit`)."""
-        return self.kv.put(namespace, key, value)
+        return self.kv.put(c.namespace, c.key, c.value)
 
-    def delete_kv_config(self, process: int, namespace: str, key: str) -> Coroutine[Any, Any, None]:
+    def delete_kv_config(self, process: int, c: DeleteKVConfig) -> Coroutine[Any, Any, None]:
         """As :meth:`put_kv_config`."""
-        return self.kv.delete(namespace, key)
+        return self.kv.delete(c.namespace, c.key)
 
-    def wipe_write_perm_of_broker(self, process: int, broker_name: str) -> int:
-        return self.ns.wipe_write_perm_of_broker(broker_name)
+    def update_namesrv_config(self, process: int, c: UpdateNamesrvConfig) -> None:
+        self.ns.update_namesrv_config(c.changes)
 
-    def add_write_perm_of_broker(self, process: int, broker_name: str) -> int:
-        return self.ns.add_write_perm_of_broker(broker_name)
-
-    def delete_topic(self, process: int, topic: str, cluster_name: str) -> None:
-        self.ns.delete_topic(topic, cluster_name)
-
-    def register_topic(self, process: int, topic: str, queue_datas: Sequence[QueueData]) -> None:
-        self.ns.register_topic(topic, queue_datas)
-
-    def update_namesrv_config(self, process: int, changes: Mapping[str, str]) -> None:
-        self.ns.update_namesrv_config(changes)
-
-    def live_table(self, process: int) -> tuple[int, list[tuple[str, BrokerLiveInfo]]]:
+    def live_table(self, process: int, c: LiveTable) -> tuple[int, list[tuple[str, BrokerLiveInfo]]]:
         return self.ns.route_table.live_table()
 
-    def master_of(self, process: int, broker_name: str) -> tuple[str, str]:
-        return self.ns.route_table.master_of(broker_name)
+    def master_of(self, process: int, c: MasterOf) -> tuple[str, str]:
+        return self.ns.route_table.master_of(c.broker_name)
 
-    async def export_snapshot(self, process: int) -> SnapshotInfo:
+    async def export_snapshot(self, process: int, c: ExportSnapshot) -> SnapshotInfo:
         return await self._export_snapshot()
 
     # ------------------------------------------------------------------ sessions (S15)
 
-    def bind_session(
-        self, process: int, cluster_name: str, broker_name: str, broker_id: int, broker_addr: str, instance_id: str
-    ) -> tuple[int, int] | None:
-        bound = self.ns.bind_session(
-            cluster_name=cluster_name,
-            broker_name=broker_name,
-            broker_id=broker_id,
-            broker_addr=broker_addr,
-            instance_id=instance_id,
-        )
+    def bind_session(self, process: int, c: BindSession) -> tuple[int, int] | None:
+        bound = self.ns.bind_session(**c.identity._asdict(), instance_id=c.instance_id)
         if bound is not None:
-            self._sessions.setdefault(process, {})[broker_addr] = bound[0]
+            self._sessions.setdefault(process, {})[c.identity.broker_addr] = bound[0]
         return bound
 
-    def session_heartbeat(self, process: int, broker_addr: str, session_id: int) -> bool:
-        return self.ns.route_table.session_heartbeat(broker_addr, session_id)
+    def session_heartbeat(self, process: int, c: SessionHeartbeat) -> bool:
+        return self.ns.route_table.session_heartbeat(c.broker_addr, c.session_id)
 
-    def session_ended(self, process: int, broker_addr: str, session_id: int, cause: str) -> bool:
-        """S15: a session (or the remoting connection a broker registered over) ended; True when
-        the broker was removed."""
-        return self.sessions_ended(process, [(broker_addr, session_id)], cause) == 1
-
-    def sessions_ended(self, process: int, sessions: Sequence[tuple[str, int]], cause: str) -> int:
+    def sessions_ended(self, process: int, c: SessionsEnded) -> int:
         """S15 for sessions (broker address, session id) that ended together, e.g. a batch of a closed
-        remoting connection's (at most :data:`~namesrv_grpc.core.writes.SESSION_ENDS_PER_CALL`):
+        remoting connection's (at most :data:`~namesrv_grpc.core.commands.SESSION_ENDS_PER_CALL`):
         one write and one change for all of them, as RocketMQ batches them
         (``BatchUnregistrationService``). Returns how many brokers were removed."""
         removed = 0
-        for broker_addr, session_id in sessions:
+        for broker_addr, session_id in c.sessions:
             self._forget_session(process, broker_addr, session_id)
-            if self.ns.session_ended(broker_addr, session_id, cause) is not None:
+            if self.ns.session_ended(broker_addr, session_id, c.cause) is not None:
                 removed += 1
         self.session_losses += removed
         return removed
 
-    def session_handed_over(self, process: int, broker_addr: str, session_id: int) -> bool:
+    def session_handed_over(self, process: int, c: SessionHandedOver) -> bool:
         """The session's holder stops but its broker does not (``OpenBrokerSession`` ``handover``):
         the session is unbound and the broker stays until its next registration or the S13 expiry.
         True when the session was the bound one."""
-        self._forget_session(process, broker_addr, session_id)
-        return self.ns.session_orphaned(broker_addr, session_id)
+        self._forget_session(process, c.broker_addr, c.session_id)
+        return self.ns.session_orphaned(c.broker_addr, c.session_id)
 
     def _forget_session(self, process: int, broker_addr: str, session_id: int) -> None:
         held = self._sessions.get(process)
@@ -256,29 +272,4 @@ class RouteTableService:
         return kept
 
 
-WRITES = frozenset(
-    {
-        "register_broker",
-        "unregister_broker",
-        "broker_heartbeat",
-        "query_data_version",
-        "put_kv_config",
-        "delete_kv_config",
-        "wipe_write_perm_of_broker",
-        "add_write_perm_of_broker",
-        "delete_topic",
-        "register_topic",
-        "update_namesrv_config",
-        "live_table",
-        "master_of",
-        "export_snapshot",
-        "bind_session",
-        "session_heartbeat",
-        "session_ended",
-        "session_handed_over",
-        "sessions_ended",
-    }
-)
-"""The methods a serving process may call (the channel refuses any other name)."""
-
-__all__ = ["WRITES", "BrokerIdentity", "RouteTableService"]
+__all__ = ["RouteTableService"]

@@ -11,7 +11,7 @@ answers a write only once every serving process holds it.
 
 Where a request goes: ``remoting/handlers.py`` (one method per request code) or
 ``grpc_api/servicers.py`` (one method per RPC) -> ``core/processor.py`` for reads, or
-``core/writes.py`` -> the route-table process for writes.
+a command (``core/commands.py``) -> the route-table process for writes.
 """
 
 from __future__ import annotations

@@ -45,6 +45,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from time import perf_counter
 
+from namesrv_grpc.core import commands
+from namesrv_grpc.core.commands import RouteTableWrites, session_end_batches
 from namesrv_grpc.core.errors import (
     BodyChecksumMismatchError,
     BrokerNotRegisteredError,
@@ -60,7 +62,6 @@ from namesrv_grpc.core.model import (
     TopicRouteData,
 )
 from namesrv_grpc.core.processor import BrokerIdentity, NameServer
-from namesrv_grpc.core.writes import Registration, RouteTableWrites, session_end_batches
 from namesrv_grpc.log_limits import printable
 from namesrv_grpc.metrics import NamesrvMetrics
 from namesrv_grpc.policy import OFF_LOOP_SIGNATURE_BYTES, checksum
@@ -380,7 +381,7 @@ class RemotingHandlers:
     async def put_kv_config(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
         """Acknowledged once the route-table process wrote it to disk (pipelined writes keep their order)."""
         namespace, key, value = _field(request, "namespace"), _field(request, "key"), _field(request, "value")
-        await self._writes.put_kv_config(namespace, key, value)
+        await self._writes.send(commands.PutKVConfig(namespace, key, value))
         self._namesrv_metrics.kv_config_writes.inc()
         return self._ok(request)
 
@@ -390,7 +391,7 @@ class RemotingHandlers:
 
     async def delete_kv_config(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
         namespace, key = _field(request, "namespace"), _field(request, "key")
-        await self._writes.delete_kv_config(namespace, key)
+        await self._writes.send(commands.DeleteKVConfig(namespace, key))
         self._namesrv_metrics.kv_config_writes.inc()
         return self._ok(request)
 
@@ -421,8 +422,8 @@ class RemotingHandlers:
                     f"bodyCrc32 is {body_crc32} but the CRC32 of the {len(body)} body bytes is {actual}",
                     {"expected": str(body_crc32), "actual": str(actual)},
                 )
-            reply = await self._writes.register_broker(
-                Registration(
+            reply = await self._writes.send(
+                commands.RegisterBroker(
                     "remoting",
                     identity,
                     ha_server_addr=_optional(request, "haServerAddr"),
@@ -471,10 +472,10 @@ class RemotingHandlers:
 
     async def _sessions_ended(self, sessions: list[tuple[str, int]]) -> None:
         """S15 for ``sessions`` (broker address, session id),
-        :data:`~namesrv_grpc.core.writes.SESSION_ENDS_PER_CALL` a write."""
+        :data:`~namesrv_grpc.core.commands.SESSION_ENDS_PER_CALL` a command."""
         for batch in session_end_batches(sessions):
             try:
-                removed = await self._writes.sessions_ended(batch, CONNECTION_CLOSED)
+                removed = await self._writes.send(commands.SessionsEnded(batch, CONNECTION_CLOSED))
             except RouteTableUnavailableError:
                 return  # the NameServer is going down with the route-table process
             if removed:
@@ -482,7 +483,7 @@ class RemotingHandlers:
 
     async def unregister_broker(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
         """UNREGISTER_BROKER (S16, S17)."""
-        removed = await self._writes.unregister_broker(*_identity(request))
+        removed = await self._writes.send(commands.UnregisterBroker(_identity(request)))
         if removed is not None:
             self._namesrv_metrics.unregistrations.inc()
         return self._ok(request)
@@ -491,18 +492,18 @@ class RemotingHandlers:
         """S14. An unregistered broker still gets SUCCESS, as from RocketMQ 5.x
         (``updateBrokerInfoUpdateTimestamp`` ignores unknown addresses; brokers send it oneway)."""
         with contextlib.suppress(BrokerNotRegisteredError):
-            await self._writes.broker_heartbeat(*_identity(request))
+            await self._writes.send(commands.BrokerHeartbeat(_identity(request)))
         return self._ok(request)
 
     async def query_data_version(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
         """S20: header ``changed``, body the stored DataVersion (none when the broker is unknown); an
         unchanged broker's liveness is refreshed (the route-table process's live table)."""
-        changed, stored = await self._writes.query_data_version(
-            *_identity(request),
+        data_version = (
             bodies.decode_data_version(_small_body(request, DATA_VERSION_BODY_MAX_BYTES))
             if request.body
-            else DataVersion(),
+            else DataVersion()
         )
+        changed, stored = await self._writes.send(commands.QueryDataVersion(_identity(request), data_version))
         body = bodies.encode_data_version(stored) if stored is not None else b""
         return self._ok(request, body, {"changed": "true" if changed else "false"})
 
@@ -592,7 +593,7 @@ class RemotingHandlers:
         self, request: RemotingCommand, connection: RemotingConnection
     ) -> RemotingCommand:
         broker_name = _field(request, "brokerName")
-        count = await self._writes.wipe_write_perm_of_broker(broker_name)
+        count = await self._writes.send(commands.WipeWritePerm(broker_name))
         log.info("wipe write perm of broker %s by %s: %d topics", broker_name, connection.peer, count)
         return self._ok(request, ext_fields={"wipeTopicCount": str(count)})
 
@@ -600,12 +601,12 @@ class RemotingHandlers:
         self, request: RemotingCommand, connection: RemotingConnection
     ) -> RemotingCommand:
         broker_name = _field(request, "brokerName")
-        count = await self._writes.add_write_perm_of_broker(broker_name)
+        count = await self._writes.send(commands.AddWritePerm(broker_name))
         log.info("add write perm of broker %s by %s: %d topics", broker_name, connection.peer, count)
         return self._ok(request, ext_fields={"addTopicCount": str(count)})
 
     async def delete_topic(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
-        await self._writes.delete_topic(_field(request, "topic"), _optional(request, "clusterName"))
+        await self._writes.send(commands.DeleteTopic(_field(request, "topic"), _optional(request, "clusterName")))
         return self._ok(request)
 
     async def register_topic(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
@@ -615,7 +616,7 @@ class RemotingHandlers:
         body = _small_body(request, REGISTER_TOPIC_BODY_MAX_BYTES)
         queue_datas = bodies.decode_register_topic_body(body) if body else []
         if queue_datas:
-            await self._writes.register_topic(topic, queue_datas)
+            await self._writes.send(commands.RegisterTopic(topic, tuple(queue_datas)))
         return self._ok(request)
 
     def get_namesrv_config(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
@@ -630,5 +631,5 @@ class RemotingHandlers:
         # Properties are parsed in pure Python: in a worker thread, which yields the GIL every few ms.
         changes = await asyncio.to_thread(bodies.decode_namesrv_config, _small_body(request, CONFIG_BODY_MAX_BYTES))
         log.info("UPDATE_NAMESRV_CONFIG from %s: keys %s", connection.peer, sorted(changes)[:50])
-        await self._writes.update_namesrv_config(changes)
+        await self._writes.send(commands.UpdateNamesrvConfig(dict(changes)))
         return self._ok(request)
