@@ -5,6 +5,7 @@ The same bounds against real sockets and a real server: tests/test_bounds.py."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Awaitable, Iterator
 from pathlib import Path
@@ -119,7 +120,10 @@ def listener(
 
     async def make() -> RemotingServer:
         return RemotingServer(
-            handlers, idle_timeout_seconds=lambda: 120.0, limits=RemotingLimits(**limits), shared=shared
+            handlers,
+            idle_timeout_seconds=lambda: 120.0,
+            limits=dataclasses.replace(RemotingLimits.from_config(), **limits),
+            shared=shared,
         )
 
     return loop.run_until_complete(make()), handlers

@@ -111,23 +111,7 @@ class ServingProcess:
             RemotingHandlers(
                 self.nameserver, self.writes, self.metrics, RemotingMetrics(self.metrics.registry), self.guard
             ),
-            limits=RemotingLimits(
-                frame_max_length=config.remoting_frame_max_length,
-                header_max_fields=config.remoting_header_max_fields,
-                header_max_length=config.remoting_header_max_length,
-                max_connections=config.max_connections,
-                max_connections_per_ip=share(config.remoting_max_connections_per_ip, params.workers),
-                max_frames_per_read=config.remoting_max_frames_per_read,
-                max_frames_per_turn=config.remoting_max_frames_per_turn,
-                accepts_per_turn=config.remoting_accepts_per_turn,
-                max_requests_in_flight=config.remoting_max_requests_in_flight,
-                write_buffer_high_water_mark=config.write_buffer_high_water_mark,
-                write_buffer_low_water_mark=min(
-                    config.write_buffer_low_water_mark, config.write_buffer_high_water_mark
-                ),
-                partial_frames_max_bytes=config.remoting_partial_frames_max_bytes,
-                frame_read_timeout_millis=config.remoting_frame_read_timeout_millis,
-            ),
+            limits=RemotingLimits.from_config(config, params.workers),
             idle_timeout_seconds=lambda: self.config.server_channel_max_idle_time_seconds,
             ssl_context=self.tls.remoting_context() if self.tls is not None else None,
             permissive_tls=self.tls is not None and self.tls.settings.mode == "permissive",

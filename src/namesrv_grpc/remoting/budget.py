@@ -30,14 +30,12 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Protocol
 
-from namesrv_grpc.remoting.codec import MAX_HEADER_FIELDS, MAX_HEADER_LENGTH
-from namesrv_grpc.remoting.codes import DEFAULT_FRAME_MAX_LENGTH
+from namesrv_grpc.config import NamesrvConfig
+from namesrv_grpc.policy import share
 from namesrv_grpc.remoting.end_of_input import EndOfInputWatch
 from namesrv_grpc.remoting.remoting_metrics import RemotingMetrics
 
 log = logging.getLogger(__name__)
-
-MIB = 1024 * 1024
 
 
 def _fd_limit() -> int:
@@ -63,44 +61,69 @@ def default_grpc_max_connections() -> int:
 
 @dataclass(frozen=True, slots=True)
 class RemotingLimits:
-    """The bounds of the remoting listener; each field is a configuration key (docs/limits.md)."""
+    """The bounds of one serving process's remoting listener; each field is a configuration key
+    (docs/limits.md), whose default is declared once, on :class:`~namesrv_grpc.config.NamesrvConfig`
+    (:meth:`from_config`)."""
 
-    frame_max_length: int = DEFAULT_FRAME_MAX_LENGTH
+    frame_max_length: int
     """``remotingFrameMaxLength``: largest frame, bytes, counting its 4 length bytes (RocketMQ
     ``com.rocketmq.remoting.frameMaxLength``)."""
-    header_max_fields: int = MAX_HEADER_FIELDS
+    header_max_fields: int
     """``remotingHeaderMaxFields``: extFields in one header at most."""
-    header_max_length: int = MAX_HEADER_LENGTH
+    header_max_length: int
     """``remotingHeaderMaxLength``: bytes of one header at most (refused when its length arrives)."""
-    max_connections: int = 0
+    max_connections: int
     """``maxConnections``: remoting connections open at once (0 = :func:`default_max_connections`)."""
-    max_connections_per_ip: int = 0
+    max_connections_per_ip: int
     """``remotingMaxConnectionsPerIp``, this serving process's share: connections from one IP address
     open at once (0 = no bound of its own)."""
-    max_frames_per_read: int = 16
+    max_frames_per_read: int
     """``remotingMaxFramesPerRead``: requests of one connection handled per turn of the event loop,
     before the other connections get theirs."""
-    max_frames_per_turn: int = 64
+    max_frames_per_turn: int
     """``remotingMaxFramesPerTurn``: requests of all connections together handled per turn of the
     event loop; a connection that finds them spent waits for the next turn."""
-    accepts_per_turn: int = 4
+    accepts_per_turn: int
     """``remotingAcceptsPerTurn``: connections accepted per turn of the event loop (asyncio accepts
     as many as its ``backlog`` per readiness event); the rest wait in the kernel's queue of
     :data:`~.server.LISTEN_BACKLOG` for the next turns. Few, so that a flood of new connections
     lengthens no turn much: a gRPC call takes several turns (docs/limits.md)."""
-    max_requests_in_flight: int = 16
+    max_requests_in_flight: int
     """``remotingMaxRequestsInFlight``: requests of one connection being processed off the event loop
     (large registrations, KV and configuration writes); at the bound the connection is not read."""
-    write_buffer_high_water_mark: int = 64 * 1024
+    write_buffer_high_water_mark: int
     """``writeBufferHighWaterMark``: bytes of answers waiting to be sent on one connection above which
     it is not read (RocketMQ ``NettyServerConfig``, Netty's ``autoRead`` off while unwritable)."""
-    write_buffer_low_water_mark: int = 32 * 1024
-    """``writeBufferLowWaterMark``: reading resumes when the waiting answers fall to this."""
-    partial_frames_max_bytes: int = 128 * MIB
+    write_buffer_low_water_mark: int
+    """``writeBufferLowWaterMark`` (at most the high-water mark): reading resumes when the waiting
+    answers fall to this."""
+    partial_frames_max_bytes: int
     """``remotingPartialFramesMaxBytes``: bytes held in frames not yet decoded, all connections together."""
-    frame_read_timeout_millis: int = 30_000
+    frame_read_timeout_millis: int
     """``remotingFrameReadTimeoutMillis``: a frame must be complete this long after its first bytes
     arrived (more bytes do not restart it), else the connection is closed."""
+
+    @classmethod
+    def from_config(cls, config: NamesrvConfig | None = None, workers: int = 1) -> RemotingLimits:
+        """The bounds ``config`` (default: every key's default) sets for one of ``workers`` serving
+        processes: the per-IP connection cap is shared among them (:func:`~namesrv_grpc.policy.share`),
+        the other bounds are each process's own."""
+        config = config or NamesrvConfig()
+        return cls(
+            frame_max_length=config.remoting_frame_max_length,
+            header_max_fields=config.remoting_header_max_fields,
+            header_max_length=config.remoting_header_max_length,
+            max_connections=config.max_connections,
+            max_connections_per_ip=share(config.remoting_max_connections_per_ip, workers),
+            max_frames_per_read=config.remoting_max_frames_per_read,
+            max_frames_per_turn=config.remoting_max_frames_per_turn,
+            accepts_per_turn=config.remoting_accepts_per_turn,
+            max_requests_in_flight=config.remoting_max_requests_in_flight,
+            write_buffer_high_water_mark=config.write_buffer_high_water_mark,
+            write_buffer_low_water_mark=min(config.write_buffer_low_water_mark, config.write_buffer_high_water_mark),
+            partial_frames_max_bytes=config.remoting_partial_frames_max_bytes,
+            frame_read_timeout_millis=config.remoting_frame_read_timeout_millis,
+        )
 
     def resolved_max_connections(self) -> int:
         return self.max_connections or default_max_connections()

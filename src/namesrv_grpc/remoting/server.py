@@ -67,7 +67,7 @@ class RemotingServer:
         updated at run time); ``limits`` are the bounds (:class:`~.budget.RemotingLimits`);
         ``frame_max_length`` (counting the 4 length bytes, as RocketMQ does) overrides its field;
         ``shared``: what the other serving processes hold, counted against the server-wide bounds."""
-        limits = limits or RemotingLimits()
+        limits = limits or RemotingLimits.from_config()
         if frame_max_length is not None:
             limits = dataclasses.replace(limits, frame_max_length=frame_max_length)
         self.handlers = handlers
