@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
-from namesrv_grpc.admin_cli import parse_namesrv_list
+from namesrv_grpc.admin.cli import parse_namesrv_list
 from namesrv_grpc.core.model import DataVersion
 from tests.support import (
     ROOT,
@@ -24,7 +24,7 @@ from tests.support import (
     topic,
 )
 
-ADMIN = "namesrv_grpc.admin_cli"
+ADMIN = "namesrv_grpc.admin.cli"
 
 
 @pytest.fixture

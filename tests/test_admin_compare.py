@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from namesrv_grpc.admin_compare import (
+from namesrv_grpc.admin.compare import (
     CompareResult,
     Snapshot,
     differences,
@@ -29,14 +29,14 @@ from namesrv_grpc.admin_compare import (
     summarize,
     summarize_differences,
 )
-from namesrv_grpc.admin_readers import Endpoint
+from namesrv_grpc.admin.readers import Endpoint
 from namesrv_grpc.core.model import BrokerData, ClusterInfo, QueueData, TopicRouteData
 from namesrv_grpc.remoting.codes import RequestCode
 from tests.remoting_support import RemotingTestClient
 from tests.support import NamesrvProcess, free_port, run_cli_in_process, running_namesrv, topic
 from tests.test_admin_remoting import BROKER_A, populate, register
 
-ADMIN = "namesrv_grpc.admin_cli"
+ADMIN = "namesrv_grpc.admin.cli"
 PROMETHEUS = re.compile(r'^namesrv_compare_differences\{namesrvs="[^"]*",result="(\w+)"\} (\S+)$')
 
 

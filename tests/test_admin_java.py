@@ -32,7 +32,7 @@ from tests.rocketmq_support import (
 from tests.support import NamesrvProcess, run_cli_in_process, running_namesrv, topic
 from tests.test_admin_remoting import register
 
-ADMIN = "namesrv_grpc.admin_cli"
+ADMIN = "namesrv_grpc.admin.cli"
 FAKE_CLUSTER = "FakeCluster"
 
 

@@ -23,7 +23,7 @@ import pytest
 
 from namesrv.v1 import admin_service_pb2 as admin_pb2
 from namesrv.v1 import kv_config_service_pb2 as kv_pb2
-from namesrv_grpc.admin_compare import (
+from namesrv_grpc.admin.compare import (
     Difference,
     Snapshot,
     compare,
@@ -31,7 +31,7 @@ from namesrv_grpc.admin_compare import (
     perm_text,
     summarize,
 )
-from namesrv_grpc.admin_readers import Endpoint, parse_endpoint
+from namesrv_grpc.admin.readers import Endpoint, parse_endpoint
 from namesrv_grpc.core.model import BrokerData, ClusterInfo, DataVersion, QueueData, TopicConfig, TopicRouteData
 from namesrv_grpc.remoting import bodies
 from namesrv_grpc.remoting.codes import RequestCode
@@ -41,7 +41,7 @@ from tests.support import NamesrvProcess, SharedNamesrv, Stubs, free_port, run_c
 from tests.test_security_acl import write_acl
 from tests.test_security_tls import SecureNamesrv, client, pki, start_secure  # noqa: F401 (fixtures)
 
-ADMIN = "namesrv_grpc.admin_cli"
+ADMIN = "namesrv_grpc.admin.cli"
 
 
 def register(

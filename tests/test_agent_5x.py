@@ -19,7 +19,7 @@ from broker_agent.topics import TopicsFileError, TopicSource, parse_topic_queue_
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv_grpc.core.model import TopicQueueMappingInfo
 from namesrv_grpc.core.route_table import wall_clock_millis
-from namesrv_grpc.properties import ConfigError, read_properties
+from namesrv_grpc.runtime.properties import ConfigError, read_properties
 from tests.support import NamesrvProcess, Stubs, fixture_path
 
 QUICKSTART = fixture_path("topics-quickstart.json")

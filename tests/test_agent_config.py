@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from broker_agent.config import BrokerConfig, load_broker_config, parse_namesrv_addr
-from namesrv_grpc.properties import ConfigError, read_properties
+from namesrv_grpc.runtime.properties import ConfigError, read_properties
 from tests.support import fixture_path, run_cli
 
 NO_ENV: dict[str, str] = {}

@@ -20,7 +20,7 @@ from broker_agent.topics import (
     system_topics,
 )
 from namesrv_grpc.core.model import DataVersion, TopicConfig
-from namesrv_grpc.properties import read_properties
+from namesrv_grpc.runtime.properties import read_properties
 from tests.support import FakeClock, fixture_path
 
 QUICKSTART_TOPICS = {

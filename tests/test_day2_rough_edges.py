@@ -26,7 +26,7 @@ import pytest
 from broker_agent.client import remoting_port_message
 from broker_agent.config import load_broker_config
 from namesrv_grpc.config import NamesrvConfig
-from namesrv_grpc.properties import ConfigError
+from namesrv_grpc.runtime.properties import ConfigError
 from tests.metrics_support import scrape
 from tests.support import (
     LineWatcher,
@@ -183,7 +183,7 @@ def config_of_a_start(workdir: Path, *extra: str) -> tuple[dict[str, str], Names
     (``namesrv-admin config``), stop it; the configuration and the stopped server (for its log)."""
     server = spawn_namesrv(workdir, *extra)
     try:
-        config = json.loads(run_cli("namesrv_grpc.admin_cli", "-n", server.address, "config").stdout)["config"]
+        config = json.loads(run_cli("namesrv_grpc.admin.cli", "-n", server.address, "config").stdout)["config"]
     finally:
         server.stop()
     return config, server
@@ -194,7 +194,7 @@ def test_update_namesrv_config_persists_where_the_start_line_says(tmp_path: Path
     store = workdir / "namesrv.properties"
     first = spawn_namesrv(workdir)
     try:
-        changed = run_cli("namesrv_grpc.admin_cli", "-n", first.address, "config", "scanNotActiveBrokerInterval=7000")
+        changed = run_cli("namesrv_grpc.admin.cli", "-n", first.address, "config", "scanNotActiveBrokerInterval=7000")
         assert changed.returncode == 0, changed.stderr
     finally:
         first.stop()
@@ -229,7 +229,7 @@ def test_started_with_c_on_a_config_store_not_written_yet_it_keeps_run_time_chan
     store = workdir / "namesrv.properties"
     first = spawn_namesrv(workdir, "-c", str(store))
     try:
-        changed = run_cli("namesrv_grpc.admin_cli", "-n", first.address, "config", "scanNotActiveBrokerInterval=7000")
+        changed = run_cli("namesrv_grpc.admin.cli", "-n", first.address, "config", "scanNotActiveBrokerInterval=7000")
         assert changed.returncode == 0, changed.stderr
     finally:
         first.stop()

@@ -30,12 +30,12 @@ from broker_agent.config import load_broker_config
 from broker_agent.metrics import AgentMetrics
 from namesrv_grpc.core.route_table import RouteInfoManager
 from namesrv_grpc.grpc_api.grpc_metrics import GrpcServerMetrics
-from namesrv_grpc.log_limits import suppressed_lines_counter
 from namesrv_grpc.metrics import NamesrvMetrics
 from namesrv_grpc.processes.serving_process import SERVICE_DESCRIPTORS
 from namesrv_grpc.processes.supervisor import process_families
-from namesrv_grpc.properties import read_properties
 from namesrv_grpc.remoting.remoting_metrics import RemotingMetrics
+from namesrv_grpc.runtime.log_limits import suppressed_lines_counter
+from namesrv_grpc.runtime.properties import read_properties
 from tests.metrics_support import free_port, parse, require_binary
 from tests.support import ROOT, NamesrvProcess
 

@@ -1,4 +1,4 @@
-"""The server's event loop handles a bounded number of ready sockets per turn (namesrv_grpc.event_loop)."""
+"""The server's event loop handles a bounded number of ready sockets per turn (namesrv_grpc.runtime.event_loop)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import socket
 
 import pytest
 
-from namesrv_grpc import event_loop
+from namesrv_grpc.runtime import event_loop
 
 pytestmark = pytest.mark.skipif(not hasattr(selectors, "EpollSelector"), reason="epoll is Linux's")
 
@@ -180,7 +180,7 @@ def test_held_back_sockets_come_after_the_others_and_keep_a_share_of_every_turn(
 GRPC_COMPLETIONS_CHECK = """
 import asyncio
 import grpc
-from namesrv_grpc import event_loop
+from namesrv_grpc.runtime import event_loop
 
 loop = event_loop.new_event_loop()
 

@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 
 from broker_agent import cli as agent_cli
-from namesrv_grpc import admin_cli, snapshot_cli
 from namesrv_grpc import cli as namesrv_cli
+from namesrv_grpc.admin import cli as admin_cli
+from namesrv_grpc.admin import snapshot_cli
 from tests.support import ROOT, run_cli
 
 FLAG = re.compile(r"(?<![\w-])(--?[a-zA-Z][a-zA-Z0-9-]*)")

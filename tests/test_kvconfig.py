@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from namesrv_grpc import atomic_file
 from namesrv_grpc.core.errors import KVConfigNotFoundError, PersistError
 from namesrv_grpc.core.kvconfig import KVConfigFileError, KVConfigManager, load_config_table
+from namesrv_grpc.runtime import atomic_file
 from tests.support import fixture_path
 
 NS = "ORDER_TOPIC_CONFIG"
@@ -201,7 +201,7 @@ def test_s21_failed_put_of_new_key_rolls_back(
 ) -> None:
     kv, old_bytes = populated
     before = kv.snapshot()
-    monkeypatch.setattr(f"namesrv_grpc.atomic_file.os.{failing}", _fail)
+    monkeypatch.setattr(f"namesrv_grpc.runtime.atomic_file.os.{failing}", _fail)
     with pytest.raises(PersistError) as info:
         kv.put("NEW_NS", "k", "v")
     monkeypatch.undo()
@@ -218,7 +218,7 @@ def test_s21_failed_put_of_existing_key_rolls_back(
     monkeypatch: pytest.MonkeyPatch, path: Path, populated: tuple[KVConfigManager, bytes], failing: str
 ) -> None:
     kv, old_bytes = populated
-    monkeypatch.setattr(f"namesrv_grpc.atomic_file.os.{failing}", _fail)
+    monkeypatch.setattr(f"namesrv_grpc.runtime.atomic_file.os.{failing}", _fail)
     with pytest.raises(PersistError):
         kv.put(NS, "orders", "broker-z:1")
     with pytest.raises(PersistError):
@@ -239,7 +239,7 @@ def test_s21_failed_delete_rolls_back(
 ) -> None:
     kv, old_bytes = populated
     before = kv.snapshot()
-    monkeypatch.setattr(f"namesrv_grpc.atomic_file.os.{failing}", _fail)
+    monkeypatch.setattr(f"namesrv_grpc.runtime.atomic_file.os.{failing}", _fail)
     with pytest.raises(PersistError):
         kv.delete(NS, "orders")  # the namespace's last key
     monkeypatch.undo()
@@ -251,7 +251,7 @@ def test_s21_failed_delete_rolls_back(
 
 def test_s21_failed_first_write_leaves_no_file(monkeypatch: pytest.MonkeyPatch, path: Path) -> None:
     kv = KVConfigManager(path)
-    monkeypatch.setattr("namesrv_grpc.atomic_file.os.replace", _fail)
+    monkeypatch.setattr("namesrv_grpc.runtime.atomic_file.os.replace", _fail)
     with pytest.raises(PersistError):
         kv.put(NS, "a", "1")
     monkeypatch.undo()
@@ -274,7 +274,7 @@ def test_s21_failed_directory_fsync_keeps_memory_and_disk_in_agreement(
             raise OSError(22, "Invalid argument")
         real_fsync(fd)
 
-    monkeypatch.setattr("namesrv_grpc.atomic_file.os.fsync", fsync)
+    monkeypatch.setattr("namesrv_grpc.runtime.atomic_file.os.fsync", fsync)
     try:
         kv.put(NS, "orders", "broker-z:1")
     except PersistError:

@@ -33,7 +33,7 @@ def test_live_table_names_protocol_session_age_and_version(namesrv: NamesrvProce
         assert python.heartbeat_timeout_millis == 120_000
         assert before <= java.last_update_timestamp_millis <= table.now_millis
         assert java.age_millis == table.now_millis - java.last_update_timestamp_millis
-        shown = run_cli("namesrv_grpc.admin_cli", "-n", namesrv.address, "clusters")
+        shown = run_cli("namesrv_grpc.admin.cli", "-n", namesrv.address, "clusters")
         assert shown.returncode == 0, shown.stderr
         rows = {line.split()[3]: line.split() for line in shown.stdout.splitlines()[1:]}
         assert rows["127.0.0.1:30911"][4:6] == ["remoting", "yes"]

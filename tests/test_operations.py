@@ -8,7 +8,7 @@ from pathlib import Path
 
 from tests.support import Stubs, register_request, run_cli_in_process, running_namesrv, topic
 
-ADMIN = "namesrv_grpc.admin_cli"
+ADMIN = "namesrv_grpc.admin.cli"
 
 
 def admin(*args: str) -> str:

@@ -1,4 +1,4 @@
-"""namesrv_grpc.pauses (garbage-collection pauses, event-loop lag) and the route table's
+"""namesrv_grpc.runtime.pauses (garbage-collection pauses, event-loop lag) and the route table's
 representation, which keeps a large table out of what a full collection walks."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import time
 from namesrv_grpc.core.model import QueueData, TopicConfig
 from namesrv_grpc.core.route_table import RouteInfoManager
 from namesrv_grpc.metrics import GC_PAUSE_BUCKETS, LOOP_LAG_BUCKETS, FastHistogram
-from namesrv_grpc.pauses import GC_GENERATIONS, GcPauses, LoopLagProbe, freeze_startup_objects
+from namesrv_grpc.runtime.pauses import GC_GENERATIONS, GcPauses, LoopLagProbe, freeze_startup_objects
 
 
 def total(histogram: FastHistogram) -> int:

@@ -35,7 +35,7 @@ from namesrv_grpc.core.model import (
 from namesrv_grpc.core.processor import NameServer
 from namesrv_grpc.core.route_table import RouteInfoManager
 from namesrv_grpc.grpc_api.register_body import crc32c, encode_body
-from namesrv_grpc.properties import read_properties
+from namesrv_grpc.runtime.properties import read_properties
 from tests.support import FakeClock, register_broker, topic
 
 A = "10.0.0.1:10911"

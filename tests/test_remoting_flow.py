@@ -18,7 +18,6 @@ from namesrv_grpc.config import NamesrvConfig
 from namesrv_grpc.core.kvconfig import KVConfigManager
 from namesrv_grpc.core.processor import NameServer
 from namesrv_grpc.core.route_table import RouteInfoManager
-from namesrv_grpc.log_limits import RateLimitFilter
 from namesrv_grpc.processes.ledger import Ledger, LedgerRow
 from namesrv_grpc.remoting.budget import (
     RemotingLimits,
@@ -31,6 +30,7 @@ from namesrv_grpc.remoting.codes import RequestCode, ResponseCode
 from namesrv_grpc.remoting.connection import RemotingConnection
 from namesrv_grpc.remoting.remoting_metrics import RemotingMetrics
 from namesrv_grpc.remoting.server import RemotingServer
+from namesrv_grpc.runtime.log_limits import RateLimitFilter
 
 
 class Transport(asyncio.Transport):

@@ -417,7 +417,7 @@ def test_brokers_of_both_protocols_are_seen_by_both(
     assert metrics.value("namesrv_remoting_connections") >= 1
     from tests.support import run_cli
 
-    admin = run_cli("namesrv_grpc.admin_cli", "-n", server.address, "clusters")
+    admin = run_cli("namesrv_grpc.admin.cli", "-n", server.address, "clusters")
     assert admin.returncode == 0, admin.stderr
     assert "b-remoting" in admin.stdout
     assert "b-grpc" in admin.stdout

@@ -24,7 +24,7 @@ from namesrv.v1 import kv_config_service_pb2 as kv_pb2
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv.v1 import types_pb2
 from namesrv_grpc.core.model import DataVersion
-from namesrv_grpc.properties import ConfigError
+from namesrv_grpc.runtime.properties import ConfigError
 from namesrv_grpc.security.acl import AclConfig, load_acl, parse_acl, parse_address_pattern, parse_ip
 from namesrv_grpc.security.authz import Action, Principal, allowed
 from namesrv_grpc.security.client import ClientSecurity
@@ -662,15 +662,15 @@ def test_hijack_attempts_are_refused_and_change_nothing(plain_acl_server: AclSer
 
 def test_admin_cli_signs_with_access_keys(plain_acl_server: AclServer) -> None:
     address = plain_acl_server.server.address
-    denied = run_cli("namesrv_grpc.admin_cli", "-n", address, "kv-put", "ns", "cli", "v")
+    denied = run_cli("namesrv_grpc.admin.cli", "-n", address, "kv-put", "ns", "cli", "v")
     assert denied.returncode == 1
     assert "PERMISSION_DENIED" in denied.stdout + denied.stderr
     keys = ["--access-key", "ops", "--secret-key", OPS_SECRET]
-    ok = run_cli("namesrv_grpc.admin_cli", "-n", address, *keys, "kv-put", "ns", "cli", "v")
+    ok = run_cli("namesrv_grpc.admin.cli", "-n", address, *keys, "kv-put", "ns", "cli", "v")
     assert ok.returncode == 0, ok.stderr
-    got = run_cli("namesrv_grpc.admin_cli", "-n", address, "kv-get", "ns", "cli")
+    got = run_cli("namesrv_grpc.admin.cli", "-n", address, "kv-get", "ns", "cli")
     assert json.loads(got.stdout) == {"value": "v"}
-    half = run_cli("namesrv_grpc.admin_cli", "-n", address, "--access-key", "ops", "kv-get", "ns", "cli")
+    half = run_cli("namesrv_grpc.admin.cli", "-n", address, "--access-key", "ops", "kv-get", "ns", "cli")
     assert half.returncode == 2
     assert "--access-key/--secret-key: give both or neither" in half.stderr
 

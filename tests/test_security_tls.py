@@ -270,23 +270,23 @@ def test_agent_admin_cli_and_snapshot_over_mtls(pki: Pki, mtls_server: SecureNam
     try:
 
         def route_known() -> bool:
-            result = run_cli("namesrv_grpc.admin_cli", "-n", address, *admin, "route", "TopicTest")
+            result = run_cli("namesrv_grpc.admin.cli", "-n", address, *admin, "route", "TopicTest")
             return result.returncode == 0
 
         poll_until(route_known, timeout=30, interval=0.5)
-        route = json.loads(run_cli("namesrv_grpc.admin_cli", "-n", address, *admin, "route", "TopicTest").stdout)
+        route = json.loads(run_cli("namesrv_grpc.admin.cli", "-n", address, *admin, "route", "TopicTest").stdout)
         assert route["route"]["broker_datas"][0]["broker_name"] == "broker-a"
-        put = run_cli("namesrv_grpc.admin_cli", "-n", address, *admin, "kv-put", "ns", "key", "value")
+        put = run_cli("namesrv_grpc.admin.cli", "-n", address, *admin, "kv-put", "ns", "key", "value")
         assert put.returncode == 0, put.stderr
         # The agent's certificate is not an admin's.
         agent_cert = [*ca, "--tls-cert-file", str(pki.broker_a.cert_file), "--tls-key-file", str(pki.broker_a.key_file)]
-        denied = run_cli("namesrv_grpc.admin_cli", "-n", address, *agent_cert, "kv-put", "ns", "key", "evil")
+        denied = run_cli("namesrv_grpc.admin.cli", "-n", address, *agent_cert, "kv-put", "ns", "key", "evil")
         assert denied.returncode == 1
         assert "PERMISSION_DENIED" in denied.stdout + denied.stderr
         # namesrv-snapshot: mTLS (any client certificate of the CA) plus an access key that may read.
         out = tmp_path / "snap"
         snap = run_cli(
-            "namesrv_grpc.snapshot_cli", "-n", address, "-o", str(out), *agent_cert,
+            "namesrv_grpc.admin.snapshot_cli", "-n", address, "-o", str(out), *agent_cert,
             "--access-key", "snapshotter", "--secret-key", "snapshot-secret",
         )  # fmt: skip
         assert snap.returncode == 0, snap.stderr

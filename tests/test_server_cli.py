@@ -465,8 +465,8 @@ def test_metrics_off_by_default(stubs: Stubs) -> None:
     [
         ("namesrv_grpc", "namesrv"),
         ("broker_agent", "broker-agent"),
-        ("namesrv_grpc.admin_cli", "namesrv-admin"),
-        ("namesrv_grpc.snapshot_cli", "namesrv-snapshot"),
+        ("namesrv_grpc.admin.cli", "namesrv-admin"),
+        ("namesrv_grpc.admin.snapshot_cli", "namesrv-snapshot"),
     ],
 )
 def test_version_prints_the_released_version(module: str, prog: str) -> None:

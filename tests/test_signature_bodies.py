@@ -20,10 +20,10 @@ import pytest
 
 from namesrv_grpc.core.errors import BadSignatureError
 from namesrv_grpc.core.model import DataVersion
-from namesrv_grpc.policy import OFF_LOOP_SIGNATURE_BYTES
 from namesrv_grpc.remoting import bodies
 from namesrv_grpc.remoting.codec import RemotingCommand
 from namesrv_grpc.remoting.codes import RequestCode, ResponseCode
+from namesrv_grpc.runtime.policy import OFF_LOOP_SIGNATURE_BYTES
 from namesrv_grpc.security.acl import load_acl
 from namesrv_grpc.security.audit import AuditLog
 from namesrv_grpc.security.authz import Guard, Principal

@@ -72,7 +72,7 @@ def test_export_rpc_periodic_export_and_namesrv_snapshot(tmp_path: Path) -> None
                 1,
             )
             assert answer.file_name in [p.name for _, p in list_snapshots(out, identity)]
-            via_admin = run_cli("namesrv_grpc.admin_cli", "-n", identity, "snapshot")
+            via_admin = run_cli("namesrv_grpc.admin.cli", "-n", identity, "snapshot")
             assert via_admin.returncode == 0, via_admin.stderr
             assert f"{identity}: OK snapshot of {identity}: " in via_admin.stdout
             assert rows(out, "queue_data", answer.file_name) == [
@@ -90,7 +90,7 @@ def test_export_rpc_periodic_export_and_namesrv_snapshot(tmp_path: Path) -> None
 
             # namesrv-snapshot sees the same table through the public RPCs (no live columns).
             cli_out = tmp_path / "via-rpc"
-            result = run_cli("namesrv_grpc.snapshot_cli", "--namesrv", identity, "--out", str(cli_out))
+            result = run_cli("namesrv_grpc.admin.snapshot_cli", "--namesrv", identity, "--out", str(cli_out))
             assert result.returncode == 0, result.stderr
             assert "2 topics, 3 broker addresses" in result.stdout
             ((_, manifest),) = list_snapshots(cli_out, identity)
@@ -133,7 +133,9 @@ def test_an_unwritable_snapshot_dir_is_an_internal_error(tmp_path: Path) -> None
 
 
 def test_namesrv_snapshot_reports_an_unreachable_namesrv(tmp_path: Path) -> None:
-    result = run_cli("namesrv_grpc.snapshot_cli", "-n", "127.0.0.1:1", "--out", str(tmp_path / "out"), "--timeout", "2")
+    result = run_cli(
+        "namesrv_grpc.admin.snapshot_cli", "-n", "127.0.0.1:1", "--out", str(tmp_path / "out"), "--timeout", "2"
+    )
     assert result.returncode == 1
     assert "127.0.0.1:1: UNAVAILABLE" in result.stderr
     assert not list_snapshots(tmp_path / "out", "127.0.0.1:1")

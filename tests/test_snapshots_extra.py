@@ -59,7 +59,7 @@ def test_a_namesrv_without_pyarrow_serves_and_says_which_extra_snapshots_need(tm
         assert message.startswith("route snapshots need pyarrow")
         assert INSTALL_HINT in message
         assert not (tmp_path / "snapshots").exists() or not any((tmp_path / "snapshots").iterdir())
-        admin = run_cli("namesrv_grpc.admin_cli", "--namesrv", server.address, "snapshot")
+        admin = run_cli("namesrv_grpc.admin.cli", "--namesrv", server.address, "snapshot")
         assert admin.returncode == 1
         assert INSTALL_HINT in admin.stdout + admin.stderr
 
@@ -67,7 +67,7 @@ def test_a_namesrv_without_pyarrow_serves_and_says_which_extra_snapshots_need(tm
 @pytest.mark.usefixtures("without_pyarrow")
 def test_namesrv_snapshot_without_pyarrow_says_which_extra_before_asking_anyone(tmp_path: Path) -> None:
     # Nothing listens on port 9: with pyarrow the command would fail on the connection instead.
-    ran = run_cli("namesrv_grpc.snapshot_cli", "--namesrv", "127.0.0.1:9", "--out", str(tmp_path / "out"))
+    ran = run_cli("namesrv_grpc.admin.snapshot_cli", "--namesrv", "127.0.0.1:9", "--out", str(tmp_path / "out"))
     assert ran.returncode == 1
     assert ran.stdout == ""
     (line,) = ran.stderr.splitlines()

@@ -456,7 +456,7 @@ def test_route_cache_skips_a_namesrv_that_does_not_answer(namesrv: NamesrvProces
 def test_admin_watch_prints_one_json_line_per_change(namesrv: NamesrvProcess, stubs: Stubs) -> None:
     stubs.ns.RegisterBroker(register_request(topics=[topic("T1")]))
     process = subprocess.Popen(
-        [sys.executable, "-m", "namesrv_grpc.admin_cli", "-n", namesrv.address, "watch", "T1", "T0"],
+        [sys.executable, "-m", "namesrv_grpc.admin.cli", "-n", namesrv.address, "watch", "T1", "T0"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -485,7 +485,7 @@ def test_admin_watch_prints_one_json_line_per_change(namesrv: NamesrvProcess, st
 
 def test_admin_watch_of_a_bad_topic_exits_1(namesrv: NamesrvProcess) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "namesrv_grpc.admin_cli", "-n", namesrv.address, "watch", "bad topic\t"],
+        [sys.executable, "-m", "namesrv_grpc.admin.cli", "-n", namesrv.address, "watch", "bad topic\t"],
         capture_output=True,
         text=True,
         env=_env(),

@@ -3,7 +3,7 @@
 Keys and defaults are RocketMQ's ``BrokerConfig`` / ``NettyServerConfig`` / ``MessageStoreConfig``.
 Rules from RocketMQ's ``BrokerStartup``: a master role (``ASYNC_MASTER``/``SYNC_MASTER``) forces
 broker id 0; a ``SLAVE`` needs an id > 0. Every problem is a
-:class:`~namesrv_grpc.properties.ConfigError` naming the file, the key and what is wrong.
+:class:`~namesrv_grpc.runtime.properties.ConfigError` naming the file, the key and what is wrong.
 
 Settled where RocketMQ is lenient: a value that still holds a ``${...}`` placeholder is an error for
 every key the agent uses (RocketMQ would fail later, or register a broker literally named
@@ -32,7 +32,7 @@ from namesrv_grpc.core.validation import (
     parse_host_port,
     quote,
 )
-from namesrv_grpc.properties import ConfigError
+from namesrv_grpc.runtime.properties import ConfigError
 
 log = logging.getLogger(__name__)
 

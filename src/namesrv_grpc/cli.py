@@ -25,10 +25,10 @@ from namesrv_grpc.config import (
     check_security_settings,
 )
 from namesrv_grpc.core.kvconfig import KVConfigFileError, load_config_table
-from namesrv_grpc.log_format import LOG_FORMATS, configure_logging
-from namesrv_grpc.pipes import quiet_broken_pipe
 from namesrv_grpc.processes import supervisor
-from namesrv_grpc.properties import ConfigError, read_properties
+from namesrv_grpc.runtime.log_format import LOG_FORMATS, configure_logging
+from namesrv_grpc.runtime.pipes import quiet_broken_pipe
+from namesrv_grpc.runtime.properties import ConfigError, read_properties
 from namesrv_grpc.security import TlsFileError
 from namesrv_grpc.version import add_version_flag
 

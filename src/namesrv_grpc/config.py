@@ -6,7 +6,7 @@ Three kinds of key: the keys of :data:`KEYS` (used here, and every key of Rocket
 ``NettyClientConfig`` keys this NameServer has no use for: accepted, kept as given, no effect); and
 unknown keys, refused with the nearest known key named (:class:`UnknownKeyError`), or only warned
 about with ``namesrv --allow-unknown-keys``. Values are checked by type and range; a bad one is a
-:class:`~namesrv_grpc.properties.ConfigError` naming file, key and problem.
+:class:`~namesrv_grpc.runtime.properties.ConfigError` naming file, key and problem.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from typing import Any, Literal
 
 import jproperties
 
-from namesrv_grpc.atomic_file import write_atomically
-from namesrv_grpc.properties import ConfigError
+from namesrv_grpc.runtime.atomic_file import write_atomically
+from namesrv_grpc.runtime.properties import ConfigError
 
 DEFAULT_CONFIG_BLACKLIST = "configBlackList;configStorePath;kvConfigPath"
 """Keys ``UpdateNamesrvConfig`` refuses (RocketMQ ``NamesrvConfig.configBlackList``, S26)."""
@@ -256,7 +256,7 @@ class NamesrvConfig:
         restart=True,
     )
     """Serving processes (0 = the CPUs this process may use: ``os.sched_getaffinity`` and the cgroup
-    CPU quota, at most 8, :func:`namesrv_grpc.policy.default_worker_processes`)."""
+    CPU quota, at most 8, :func:`namesrv_grpc.runtime.policy.default_worker_processes`)."""
     serving_process_apply_timeout_millis: int = key_field(
         "servingProcessApplyTimeoutMillis",
         _int_parser(100, 600_000),

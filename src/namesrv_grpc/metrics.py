@@ -40,9 +40,9 @@ at scrape time, so they are never stale. Rule ids (S13, S15, ...) are those of d
   front door: ``remoting`` (GET_ROUTEINFO_BY_TOPIC, what RocketMQ's own clients send) or ``grpc``
   (PickupTopicRoute)
 - ``namesrv_gc_pause_seconds{generation}`` (histogram): garbage-collection pauses by generation
-  (``0``, ``1``, ``2`` = full), timed with ``gc.callbacks`` (:mod:`namesrv_grpc.pauses`)
+  (``0``, ``1``, ``2`` = full), timed with ``gc.callbacks`` (:mod:`namesrv_grpc.runtime.pauses`)
 - ``namesrv_event_loop_lag_seconds`` (histogram): how late the event loop runs a callback scheduled
-  every 100 ms (:mod:`namesrv_grpc.pauses`)
+  every 100 ms (:mod:`namesrv_grpc.runtime.pauses`)
 - ``namesrv_snapshot_exports_total{result}`` (counter): route snapshots exported, ``ok`` or ``failed``
 - ``namesrv_snapshot_export_duration_seconds`` (histogram): time to export one route snapshot
 - ``namesrv_auth_refusals_total{reason}`` (counter): requests refused by the ACL (``--acl-file``), by
@@ -98,7 +98,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 
 from namesrv_grpc.core.errors import BodyChecksumMismatchError, NamesrvError
-from namesrv_grpc.pauses import GC_GENERATIONS
+from namesrv_grpc.runtime.pauses import GC_GENERATIONS
 from namesrv_grpc.security.audit import suppressed_lines
 
 if TYPE_CHECKING:  # an annotation only: namesrv's supervisor and broker-agent import this module without the table
@@ -404,7 +404,7 @@ class NamesrvMetrics:
             )
         )
         self.gc_pause_seconds = {generation: FastHistogram(GC_PAUSE_BUCKETS) for generation in GC_GENERATIONS}
-        """Observed by :class:`namesrv_grpc.pauses.GcPauses` (collections never overlap: one writer)."""
+        """Observed by :class:`namesrv_grpc.runtime.pauses.GcPauses` (collections never overlap: one writer)."""
         self.registry.register(
             LabelledFastHistogramCollector(
                 "namesrv_gc_pause_seconds",
@@ -414,7 +414,7 @@ class NamesrvMetrics:
             )
         )
         self.event_loop_lag_seconds = FastHistogram(LOOP_LAG_BUCKETS)
-        """Observed by :class:`namesrv_grpc.pauses.LoopLagProbe` on the event loop's thread."""
+        """Observed by :class:`namesrv_grpc.runtime.pauses.LoopLagProbe` on the event loop's thread."""
         self.registry.register(
             FastHistogramCollector(
                 "namesrv_event_loop_lag_seconds",

@@ -30,9 +30,9 @@ from pathlib import Path
 
 import orjson
 
-from namesrv_grpc.atomic_file import write_atomically
 from namesrv_grpc.core.errors import KVConfigNotFoundError, LimitExceededError, PersistError
 from namesrv_grpc.core.validation import quote
+from namesrv_grpc.runtime.atomic_file import write_atomically
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +89,7 @@ def entry_size(namespace: str, key: str, value: str) -> int:
 
 def remove_stray_temp_files(path: Path) -> list[Path]:
     """Delete temporary files a crash left beside ``path`` (``.NAME.*.tmp``, see
-    :func:`~namesrv_grpc.atomic_file.write_atomically`); return them. Only call it while no write
+    :func:`~namesrv_grpc.runtime.atomic_file.write_atomically`); return them. Only call it while no write
     to ``path`` is in progress (at start)."""
     removed = []
     for stray in path.parent.glob(f".{path.name}.*.tmp"):

@@ -58,7 +58,7 @@ from namesrv_grpc.core.validation import (
     safe_for_log,
 )
 from namesrv_grpc.core.zones import filter_route_by_zone, route_zone_names, zone_key, zone_requested
-from namesrv_grpc.properties import ConfigError
+from namesrv_grpc.runtime.properties import ConfigError
 
 log = logging.getLogger(__name__)
 

@@ -45,7 +45,7 @@ from namesrv_grpc.grpc_api.sessions import BrokerSessions
 from namesrv_grpc.grpc_api.stream_resets import StreamResetGuard
 from namesrv_grpc.grpc_api.unsent_answers import UnsentAnswers
 from namesrv_grpc.metrics import NamesrvMetrics
-from namesrv_grpc.policy import checksum
+from namesrv_grpc.runtime.policy import checksum
 from namesrv_grpc.security.audit import AuditLog
 from namesrv_grpc.security.authz import Action, Guard, grpc_peer_address
 

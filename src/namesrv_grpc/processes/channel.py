@@ -92,7 +92,7 @@ class Channel:
 
     @property
     def socket(self) -> socket.socket | None:
-        """The link's socket (for the event loop's priority, :func:`namesrv_grpc.event_loop.prioritize`)."""
+        """The link's socket (for the event loop's priority, :func:`namesrv_grpc.runtime.event_loop.prioritize`)."""
         sock: socket.socket | None = self._writer.get_extra_info("socket")
         return sock
 

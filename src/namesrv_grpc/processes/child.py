@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from namesrv_grpc.config import NamesrvConfig
-from namesrv_grpc.log_format import configure_logging
 from namesrv_grpc.processes.channel import Channel
+from namesrv_grpc.runtime.log_format import configure_logging
 
 ROUTE_TABLE_SOCKET = "route-table.sock"
 """The route-table process's Unix socket, in the run directory (serving processes connect to it)."""
@@ -43,7 +43,7 @@ class ProcessParams:
     """``time.monotonic()`` when ``namesrv`` started (the warm-up, ``needWaitForService``, counts from it)."""
     log_level: str = "INFO"
     log_format: str = "text"
-    """``text`` or ``json`` (:mod:`namesrv_grpc.log_format`), as the supervisor logs."""
+    """``text`` or ``json`` (:mod:`namesrv_grpc.runtime.log_format`), as the supervisor logs."""
     index: int = 0
     """Serving processes: 1..N (the route-table process: 0)."""
     workers: int = 1
@@ -145,7 +145,7 @@ def run_child(argv: Sequence[str] | None, main: Callable[[ProcessParams, Control
         configure_logging(params.log_level, params.log_format)
         return await main(params, control)
 
-    from namesrv_grpc.event_loop import new_event_loop
+    from namesrv_grpc.runtime.event_loop import new_event_loop
 
     with asyncio.Runner(loop_factory=new_event_loop) as runner:
         return runner.run(start())

@@ -34,13 +34,13 @@ from namesrv_grpc.core.kvconfig import KVConfigManager
 from namesrv_grpc.core.processor import NameServer
 from namesrv_grpc.core.replication import Change
 from namesrv_grpc.core.route_table import RouteInfoManager
-from namesrv_grpc.log_limits import RateLimitFilter, suppressed_lines_counter
-from namesrv_grpc.log_limits import install as install_log_filter
 from namesrv_grpc.metrics import NamesrvMetrics
 from namesrv_grpc.processes.channel import Channel, encode
 from namesrv_grpc.processes.child import ROUTE_TABLE_SOCKET, ControlLink, ProcessParams, run_child
 from namesrv_grpc.processes.route_table_service import RouteTableService
 from namesrv_grpc.remoting.notifier import BrokerNotifier
+from namesrv_grpc.runtime.log_limits import RateLimitFilter, suppressed_lines_counter
+from namesrv_grpc.runtime.log_limits import install as install_log_filter
 
 if TYPE_CHECKING:
     from namesrv_grpc.core.commands import Command

@@ -36,17 +36,12 @@ from namesrv_grpc.core.kvconfig import KVConfigManager
 from namesrv_grpc.core.processor import NameServer
 from namesrv_grpc.core.replication import Change
 from namesrv_grpc.core.route_table import RouteInfoManager
-from namesrv_grpc.event_loop import prioritize, prioritize_grpc_completions
 from namesrv_grpc.grpc_api.grpc_metrics import GrpcServerMetrics
 from namesrv_grpc.grpc_api.handlers import add_services
 from namesrv_grpc.grpc_api.route_watches import RouteWatchCollector, new_route_watches
 from namesrv_grpc.grpc_api.servicers import AdminServicer, KVConfigServicer, NameServerServicer
 from namesrv_grpc.grpc_api.sessions import BrokerSessions
-from namesrv_grpc.log_limits import RateLimitFilter, suppressed_lines_counter
-from namesrv_grpc.log_limits import install as install_log_filter
 from namesrv_grpc.metrics import NamesrvMetrics
-from namesrv_grpc.pauses import GcPauses, LoopLagProbe, freeze_startup_objects
-from namesrv_grpc.policy import share
 from namesrv_grpc.processes.channel import Channel
 from namesrv_grpc.processes.child import LEDGER_FILE, ROUTE_TABLE_SOCKET, ControlLink, ProcessParams, run_child
 from namesrv_grpc.processes.ledger import Ledger, LedgerRow
@@ -55,6 +50,11 @@ from namesrv_grpc.remoting.budget import RemotingLimits, default_grpc_max_connec
 from namesrv_grpc.remoting.handlers import RemotingHandlers
 from namesrv_grpc.remoting.remoting_metrics import RemotingMetrics
 from namesrv_grpc.remoting.server import RemotingServer
+from namesrv_grpc.runtime.event_loop import prioritize, prioritize_grpc_completions
+from namesrv_grpc.runtime.log_limits import RateLimitFilter, suppressed_lines_counter
+from namesrv_grpc.runtime.log_limits import install as install_log_filter
+from namesrv_grpc.runtime.pauses import GcPauses, LoopLagProbe, freeze_startup_objects
+from namesrv_grpc.runtime.policy import share
 from namesrv_grpc.security.setup import reload_acl, server_guard, server_tls
 from namesrv_grpc.security.tls import TlsCollector
 
@@ -179,7 +179,7 @@ class ServingProcess:
         await server.start()
         self._server = server
         # Each step of a gRPC call comes back to this loop through one socket: not behind a flood's
-        # thousands of ready connections (namesrv_grpc.event_loop).
+        # thousands of ready connections (namesrv_grpc.runtime.event_loop).
         if not prioritize_grpc_completions(asyncio.get_running_loop()):
             log.warning("grpcio's completion socket was not found: gRPC calls are not prioritized under floods")
         if params.health_port:

@@ -49,14 +49,14 @@ from prometheus_client.registry import Collector
 
 from namesrv_grpc.config import NamesrvConfig
 from namesrv_grpc.metrics import register_standard_collectors
-from namesrv_grpc.pipes import print_line
-from namesrv_grpc.policy import default_worker_processes
 from namesrv_grpc.processes.channel import Channel
 from namesrv_grpc.processes.child import LEDGER_FILE, ProcessParams
 from namesrv_grpc.processes.fork_server import ChildProcess, fork_server_died, start_child
 from namesrv_grpc.processes.ledger import Ledger
 from namesrv_grpc.processes.metrics_server import CoalescingCollector, MetricsServer
 from namesrv_grpc.processes.watchdog import STALE_AFTER_SECONDS, watch
+from namesrv_grpc.runtime.pipes import print_line
+from namesrv_grpc.runtime.policy import default_worker_processes
 from namesrv_grpc.security import OPEN_WARNING
 
 log = logging.getLogger("namesrv")

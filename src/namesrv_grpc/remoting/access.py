@@ -68,7 +68,7 @@ def authorize(
     """Identify the caller of ``request`` and check its action; return the principal (None when no
     ACL is loaded, or for a request code outside the table). Raises BadSignatureError or
     AccessDeniedError before anything is handled. When the signature covers a body larger than
-    :data:`~namesrv_grpc.policy.OFF_LOOP_SIGNATURE_BYTES`, its HMAC is computed in a worker thread:
+    :data:`~namesrv_grpc.runtime.policy.OFF_LOOP_SIGNATURE_BYTES`, its HMAC is computed in a worker thread:
     an awaitable of the principal is returned, raising the same errors."""
     if guard.acl is None:
         return None

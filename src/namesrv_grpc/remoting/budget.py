@@ -18,7 +18,7 @@ per-connection half is :class:`~namesrv_grpc.remoting.connection.RemotingConnect
   (100 connections each holding most of a 16 MiB frame would otherwise pin 1.4 GB).
 
 Every refusal counts in the metrics (:class:`~.remoting_metrics.RemotingMetrics`) and logs one line
-(rate-limited by :mod:`namesrv_grpc.log_limits`).
+(rate-limited by :mod:`namesrv_grpc.runtime.log_limits`).
 """
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from namesrv_grpc.config import NamesrvConfig
-from namesrv_grpc.policy import share
 from namesrv_grpc.remoting.end_of_input import EndOfInputWatch
 from namesrv_grpc.remoting.remoting_metrics import RemotingMetrics
+from namesrv_grpc.runtime.policy import share
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +106,7 @@ class RemotingLimits:
     @classmethod
     def from_config(cls, config: NamesrvConfig | None = None, workers: int = 1) -> RemotingLimits:
         """The bounds ``config`` (default: every key's default) sets for one of ``workers`` serving
-        processes: the per-IP connection cap is shared among them (:func:`~namesrv_grpc.policy.share`),
+        processes: the per-IP connection cap is shared among them (:func:`~namesrv_grpc.runtime.policy.share`),
         the other bounds are each process's own."""
         config = config or NamesrvConfig()
         return cls(

@@ -44,11 +44,11 @@ import socket
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
-from namesrv_grpc import event_loop
-from namesrv_grpc.log_limits import printable
 from namesrv_grpc.remoting.budget import RemotingBudget
 from namesrv_grpc.remoting.codec import FrameDecoder, FrameError, RemotingCommand, encode_command
 from namesrv_grpc.remoting.codes import ResponseCode
+from namesrv_grpc.runtime import event_loop
+from namesrv_grpc.runtime.log_limits import printable
 
 log = logging.getLogger(__name__)
 
@@ -147,7 +147,7 @@ class RemotingConnection(asyncio.Protocol):
         if sock is not None:
             self._fd = sock.fileno()
             # Read after the connections in use until it sends a request (a flood of idle connections
-            # closing at once waits behind them, not they behind it: namesrv_grpc.event_loop).
+            # closing at once waits behind them, not they behind it: namesrv_grpc.runtime.event_loop).
             event_loop.hold_back(self._loop, self._fd)
         with contextlib.suppress(NotImplementedError):
             transport.set_write_buffer_limits(

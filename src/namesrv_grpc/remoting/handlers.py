@@ -62,9 +62,7 @@ from namesrv_grpc.core.model import (
     TopicRouteData,
 )
 from namesrv_grpc.core.processor import BrokerIdentity, NameServer
-from namesrv_grpc.log_limits import printable
 from namesrv_grpc.metrics import NamesrvMetrics
-from namesrv_grpc.policy import OFF_LOOP_SIGNATURE_BYTES, checksum
 from namesrv_grpc.remoting import access, bodies
 from namesrv_grpc.remoting.codec import RemotingCommand
 from namesrv_grpc.remoting.codes import VERSION_V4_9_4, RequestCode, ResponseCode
@@ -72,6 +70,8 @@ from namesrv_grpc.remoting.connection import RemotingConnection
 from namesrv_grpc.remoting.errors import kv_not_found_remark, not_supported_remark, to_response
 from namesrv_grpc.remoting.register_body import body_fingerprint
 from namesrv_grpc.remoting.remoting_metrics import RemotingMetrics
+from namesrv_grpc.runtime.log_limits import printable
+from namesrv_grpc.runtime.policy import OFF_LOOP_SIGNATURE_BYTES, checksum
 from namesrv_grpc.security.audit import AuditLog
 from namesrv_grpc.security.authz import Guard, Principal
 
@@ -108,7 +108,7 @@ BODY_MAX_BYTES: dict[int, int] = {
     RequestCode.QUERY_DATA_VERSION: DATA_VERSION_BODY_MAX_BYTES,
 }
 """request code -> the largest body it is handled with; any other code carries no body and is
-refused one over :data:`~namesrv_grpc.policy.OFF_LOOP_SIGNATURE_BYTES`. Checked before the ACL check,
+refused one over :data:`~namesrv_grpc.runtime.policy.OFF_LOOP_SIGNATURE_BYTES`. Checked before the ACL check,
 whose signature covers the body (issue 30): so only REGISTER_BROKER and UPDATE_NAMESRV_CONFIG bodies
 can be large enough to have their signature checked in a worker thread. The answer is the one their
 handler gives a larger body (SYSTEM_ERROR, "X body of N bytes is over its L-byte limit")."""

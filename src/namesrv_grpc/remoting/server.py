@@ -18,11 +18,11 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-from namesrv_grpc.log_limits import printable
 from namesrv_grpc.remoting.budget import RemotingBudget, RemotingLimits, SharedUsage
 from namesrv_grpc.remoting.connection import Dispatcher, RemotingConnection
 from namesrv_grpc.remoting.remoting_metrics import RemotingMetrics
 from namesrv_grpc.remoting.tls_sniff import TlsSniffer
+from namesrv_grpc.runtime.log_limits import printable
 
 __all__ = ["RemotingConnection", "RemotingServer", "printable"]
 

@@ -23,7 +23,7 @@ Address patterns (``globalWhiteRemoteAddresses``) take the forms of RocketMQ's
 A certificate subject is a distinguished name as RFC 4514 writes it (``CN=broker-b,O=Example``) or
 as OpenSSL prints it (``/O=Example/CN=broker-b``); attribute order does not matter.
 
-Every problem is a :class:`~namesrv_grpc.properties.ConfigError` naming the file, the field
+Every problem is a :class:`~namesrv_grpc.runtime.properties.ConfigError` naming the file, the field
 (``accounts[1].secretKey``) and what is wrong; ``namesrv`` reports it on one line and exits 2.
 Secret keys never appear in messages or logs.
 """
@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from namesrv_grpc.properties import ConfigError
+from namesrv_grpc.runtime.properties import ConfigError
 from namesrv_grpc.security.signature import DEFAULT_SKEW_SECONDS
 
 if TYPE_CHECKING:  # cryptography (about 10 MB resident) is loaded only where certificates are used

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from namesrv_grpc.core.errors import AccessDeniedError, BadSignatureError
-from namesrv_grpc.policy import signature_off_loop
+from namesrv_grpc.runtime.policy import signature_off_loop
 from namesrv_grpc.security.acl import Account, AclConfig, subject_key
 from namesrv_grpc.security.audit import AuditLog
 from namesrv_grpc.security.signature import (
@@ -219,7 +219,7 @@ class Guard:
         self, peer_ip: str, ext_fields: Mapping[str, str], body: bytes | None, peer_cert_der: bytes | None
     ) -> Principal | Awaitable[Principal]:
         """The principal of a remoting request. Raises BadSignatureError. A signature over a body
-        larger than :data:`~namesrv_grpc.policy.OFF_LOOP_SIGNATURE_BYTES` is checked in a worker
+        larger than :data:`~namesrv_grpc.runtime.policy.OFF_LOOP_SIGNATURE_BYTES` is checked in a worker
         thread: an awaitable of the principal is returned (it raises BadSignatureError)."""
         acl = self._acl
         if acl is None:

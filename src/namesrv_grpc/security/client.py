@@ -25,7 +25,7 @@ from typing import Any, NamedTuple
 
 import grpc
 
-from namesrv_grpc.properties import ConfigError
+from namesrv_grpc.runtime.properties import ConfigError
 from namesrv_grpc.security.signature import grpc_signature_metadata, remoting_signature, utc_now
 
 MAX_PEM_BYTES = 1024 * 1024

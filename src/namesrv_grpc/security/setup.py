@@ -6,8 +6,8 @@ import logging
 from pathlib import Path
 
 from namesrv_grpc.config import NamesrvConfig
-from namesrv_grpc.policy import share
-from namesrv_grpc.properties import ConfigError
+from namesrv_grpc.runtime.policy import share
+from namesrv_grpc.runtime.properties import ConfigError
 from namesrv_grpc.security.acl import load_acl
 from namesrv_grpc.security.audit import AuditLog
 from namesrv_grpc.security.authz import Guard, RefusalCounter

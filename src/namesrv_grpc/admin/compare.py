@@ -1,7 +1,7 @@
 """``namesrv-admin -n "ns1:9876;ns2:9876;ns3:8081" compare``: do all NameServers tell clients the same
 thing? The check to run before and after every step of a migration, and in a loop during it.
 
-From each NameServer (Java or ours, remoting or gRPC: :mod:`namesrv_grpc.admin_readers`) it reads the
+From each NameServer (Java or ours, remoting or gRPC: :mod:`namesrv_grpc.admin.readers`) it reads the
 cluster info, the topic list, the route of every topic any of them lists, and the KV namespaces
 named (``--kv-namespace``, default ``ORDER_TOPIC_CONFIG``; RocketMQ's protocol cannot list
 namespaces). Reads run at once on every NameServer, at most ``--concurrency`` in flight per
@@ -50,7 +50,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Final, cast
 
-from namesrv_grpc.admin_readers import Endpoint, NamesrvReader, ReadError, WrongPortError, open_reader
+from namesrv_grpc.admin.readers import Endpoint, NamesrvReader, ReadError, WrongPortError, open_reader
 from namesrv_grpc.core.model import PERM_INHERIT, PERM_READ, PERM_WRITE, ClusterInfo, QueueData, TopicRouteData
 from namesrv_grpc.security.client import ClientSecurity
 

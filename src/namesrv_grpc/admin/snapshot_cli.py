@@ -33,8 +33,8 @@ from namesrv_grpc.core.model import BrokerData, QueueData, TopicQueueMappingInfo
 from namesrv_grpc.core.route_table import RouteTableCopy, wall_clock_millis
 from namesrv_grpc.grpc_api.convert import queue_data_from_proto
 from namesrv_grpc.grpc_api.register_body import mapping_from_proto
-from namesrv_grpc.pipes import quiet_broken_pipe
-from namesrv_grpc.properties import ConfigError
+from namesrv_grpc.runtime.pipes import quiet_broken_pipe
+from namesrv_grpc.runtime.properties import ConfigError
 from namesrv_grpc.security import client as security
 from namesrv_grpc.security.client import ClientSecurity
 from namesrv_grpc.version import add_version_flag

@@ -4,7 +4,7 @@
 ``-n "host:port;host:port"`` (or ``NAMESRV_ADDR``; default ``127.0.0.1:8081``, the gRPC port) names
 every NameServer of the cluster, as ``mqadmin -n`` does. Each address speaks RocketMQ remoting (any
 NameServer, Java or ours: ``remoting://host:9876``) or gRPC (namesrv-grpc: ``grpc://host:8081``);
-without a prefix the protocol is detected on the port (:mod:`namesrv_grpc.admin_readers`). Reads,
+without a prefix the protocol is detected on the port (:mod:`namesrv_grpc.admin.readers`). Reads,
 changes and ``compare`` work over both; ``snapshot`` and ``watch`` are namesrv-grpc's gRPC API:
 
 - reads (``route``, ``clusters``, ``topics``, ``kv-get``, ``kv-list``, ``config`` without changes)
@@ -17,9 +17,9 @@ changes and ``compare`` work over both; ``snapshot`` and ``watch`` are namesrv-g
 
 Reads print JSON (protobuf field names) on stdout, whichever the protocol; ``clusters`` prints a
 table (``--json`` for JSON). ``route TOPIC --format mqadmin`` and ``clusters --format mqadmin`` print
-what ``mqadmin topicRoute`` / ``clusterList`` print (:mod:`namesrv_grpc.admin_formats`).
-``watch TOPIC...`` follows route changes on every NameServer (:mod:`namesrv_grpc.admin_watch`).
-``compare`` tells whether every NameServer says the same (:mod:`namesrv_grpc.admin_compare`; exit
+what ``mqadmin topicRoute`` / ``clusterList`` print (:mod:`namesrv_grpc.admin.formats`).
+``watch TOPIC...`` follows route changes on every NameServer (:mod:`namesrv_grpc.admin.watch`).
+``compare`` tells whether every NameServer says the same (:mod:`namesrv_grpc.admin.compare`; exit
 codes 0 same, 1 different, 2 could not compare, as ``diff``'s; 3 no broker on any NameServer).
 
 An address that is not a NameServer port of the protocol in use (a broker's port, an HTTP port, the
@@ -54,16 +54,16 @@ from namesrv.v1 import kv_config_service_pb2 as kv_pb2
 from namesrv.v1 import kv_config_service_pb2_grpc as kv_grpc
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv.v1 import name_server_service_pb2_grpc as ns_grpc
-from namesrv_grpc import admin_readers
-from namesrv_grpc.admin_compare import MAX_CONCURRENCY, add_compare_parser, run_compare
-from namesrv_grpc.admin_formats import mqadmin_cluster_list, mqadmin_route
-from namesrv_grpc.admin_readers import Endpoint, ReadError, parse_endpoint
-from namesrv_grpc.admin_watch import add_watch_parser, run_watch
+from namesrv_grpc.admin import readers as admin_readers
+from namesrv_grpc.admin.compare import MAX_CONCURRENCY, add_compare_parser, run_compare
+from namesrv_grpc.admin.formats import mqadmin_cluster_list, mqadmin_route
+from namesrv_grpc.admin.readers import Endpoint, ReadError, parse_endpoint
+from namesrv_grpc.admin.watch import add_watch_parser, run_watch
 from namesrv_grpc.grpc_api.convert import cluster_info_to_proto, route_to_proto
-from namesrv_grpc.pipes import quiet_broken_pipe
-from namesrv_grpc.properties import ConfigError
 from namesrv_grpc.remoting import bodies
 from namesrv_grpc.remoting.codes import RequestCode
+from namesrv_grpc.runtime.pipes import quiet_broken_pipe
+from namesrv_grpc.runtime.properties import ConfigError
 from namesrv_grpc.security import client as security
 from namesrv_grpc.version import add_version_flag
 
