@@ -13,7 +13,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,10 +29,10 @@ from namesrv.v1 import admin_service_pb2_grpc, kv_config_service_pb2_grpc, name_
 from namesrv.v1 import kv_config_service_pb2 as kv_pb2
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv_grpc.cli import parse_boot_line
-from namesrv_grpc.core.commands import Command, RegisterBroker
+from namesrv_grpc.core.commands import Command, RegisterBroker, send_registration
 from namesrv_grpc.core.model import DataVersion, RegisterBrokerResult, TopicConfig
-from namesrv_grpc.core.processor import BrokerIdentity, NameServer
-from namesrv_grpc.grpc_api.register_body import encode_body, verify_checksum
+from namesrv_grpc.core.processor import BrokerIdentity, DecodedBody, NameServer
+from namesrv_grpc.grpc_api.register_body import decode_protobuf_body, encode_body, verify_checksum
 from namesrv_grpc.processes.route_table_service import RouteTableService
 
 ResultT = TypeVar("ResultT")
@@ -458,25 +458,40 @@ def register_broker(
     zone_name: str = "",
     instance_id: str = "",
 ) -> tuple[RegisterBrokerResult, dict[str, str]]:
-    """What a gRPC RegisterBroker does to ``ns``, in this process: the door's checksum (S01), then the
-    route-table process's handling (:class:`RouteTableService`: decode unless the same body, apply).
+    """What a gRPC RegisterBroker does to ``ns``, in this process: the door's checksum (S01), then
+    :func:`~namesrv_grpc.core.commands.send_registration` against the route-table process's handling
+    (:class:`RouteTableService`: applied with the body held when it is the same, else decoded).
     Returns the result and the ORDER_TOPIC_CONFIG table; raises what the NameServer raises."""
     verify_checksum(body, body_crc32c)
     identity = BrokerIdentity(cluster_name, broker_name, broker_id, broker_addr)
-    registration = RegisterBroker(
+    command = RegisterBroker(
         "grpc",
         identity,
         ha_server_addr=ha_server_addr,
         heartbeat_timeout_millis=heartbeat_timeout_millis,
-        body=body,
-        compressed=compressed,
         body_fingerprint=(body_crc32c, len(body), compressed),
         enable_acting_master=enable_acting_master,
         zone_name=zone_name,
         instance_id=instance_id,
     )
-    reply = RouteTableService(ns, _no_snapshots).apply(0, registration)
+    limits = (ns.config.register_body_max_inflated_size, ns.config.register_body_max_topics)
+
+    async def decode(known_topics: int | None) -> DecodedBody:
+        return decode_protobuf_body(body, compressed, *limits, known_topics)
+
+    reply = run_now(send_registration(LocalWrites(ns), command, decode))
     return reply.result, reply.kv_table
+
+
+def run_now(coroutine: Coroutine[Any, Any, ResultT]) -> ResultT:
+    """The result of a coroutine that never waits (:class:`LocalWrites` and a decoder that returns at
+    once), without an event loop. Raises what it raises; RuntimeError when it waits for something."""
+    try:
+        coroutine.send(None)
+    except StopIteration as done:
+        return cast(ResultT, done.value)
+    coroutine.close()
+    raise RuntimeError("the coroutine waited for something")
 
 
 async def _no_snapshots() -> Any:

@@ -21,7 +21,7 @@ from namesrv_grpc.processes.channel import Channel
 from namesrv_grpc.processes.route_table_service import RouteTableService
 from namesrv_grpc.remoting import bodies
 from namesrv_grpc.remoting.budget import RemotingLimits
-from namesrv_grpc.remoting.register_body import body_fingerprint
+from namesrv_grpc.remoting.register_body import body_fingerprint, decode_java_register_body
 from tests.support import _no_snapshots
 
 BROKER = BrokerIdentity("c1", "broker-a", 0, "10.7.0.1:10911")
@@ -75,8 +75,9 @@ def test_commands_cross_a_real_link_and_come_back_with_their_results() -> None:
         topics = {name: TopicConfig(name, 4, 4) for name in ("T0", "T1")}
         body = bodies.encode_register_broker_body(topics, DataVersion(0, 1, 1), compressed=False)
         fingerprint = body_fingerprint(body, False, zlib.crc32(body))
+        decoded = decode_java_register_body(body, False, 1 << 20, 100, None)
         sent: list[commands.Command[Any]] = [
-            commands.RegisterBroker("remoting", BROKER, "", 0, body, False, fingerprint),
+            commands.RegisterBroker("remoting", BROKER, "", 0, fingerprint, decoded),
             commands.RegisterTopic("T", (queue,)),
             commands.QueryDataVersion(BROKER, DataVersion(0, 1, 1)),
             commands.WipeWritePerm("broker-a"),

@@ -13,7 +13,7 @@ from namesrv_grpc.core.processor import BrokerIdentity, NameServer
 from namesrv_grpc.core.route_table import RouteInfoManager
 from namesrv_grpc.processes.route_table_service import RouteTableService
 from namesrv_grpc.remoting import bodies
-from namesrv_grpc.remoting.register_body import body_fingerprint
+from namesrv_grpc.remoting.register_body import body_fingerprint, decode_java_register_body
 from tests.support import _no_snapshots
 
 BROKER = BrokerIdentity("c1", "broker-a", 0, "10.6.0.1:10911")
@@ -29,8 +29,8 @@ def registration(identity: BrokerIdentity = BROKER, instance_id: str = "remoting
     body = bodies.encode_register_broker_body(topics, DataVersion(0, 1, 1), compressed=False)
     crc = zlib.crc32(body) & 0x7FFFFFFF
     return RegisterBroker(
-        "remoting", identity, identity.broker_addr, 0, body, False, body_fingerprint(body, False, crc),
-        instance_id=instance_id, bind_session=True,
+        "remoting", identity, identity.broker_addr, 0, body_fingerprint(body, False, crc),
+        decode_java_register_body(body, False, 1 << 20, 100, None), instance_id=instance_id, bind_session=True,
     )  # fmt: skip
 
 

@@ -17,12 +17,13 @@ a slave follows, a consistent snapshot).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import dataclasses
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
 from namesrv_grpc.core.model import BrokerLiveInfo, DataVersion, QueueData, RegisterBrokerResult, RemovedBroker
-from namesrv_grpc.core.processor import BrokerIdentity
+from namesrv_grpc.core.processor import BrokerIdentity, DecodedBody
 
 if TYPE_CHECKING:
     from namesrv_grpc.snapshot import SnapshotInfo  # noqa: F401 (the string type argument of ExportSnapshot)
@@ -73,39 +74,64 @@ class RegistrationReply:
     kv_table: dict[str, str]
     session_id: int = 0
     body_needed: bool = False
-    """The registration was not applied: its body was elided (:attr:`RegisterBroker.body_elided`)
-    and the table no longer holds a body with its fingerprint; send it again with the body."""
+    """The registration was not applied: the table holds no body with its fingerprint for the broker
+    (or the decoded body skipped a topic table the table no longer holds); send it again decoded."""
+    known_topics_fingerprint: int | None = None
+    """With ``body_needed``: the fingerprint of the topic table the table holds for the broker, for
+    the decoder to skip an unchanged topic table (None: decode every topic)."""
 
 
 @dataclass(frozen=True, slots=True)
 class RegisterBroker(Command[RegistrationReply]):
-    """REGISTER_BROKER / RegisterBroker (S01-S12, S50-S53): the header fields, and the body bytes as sent, with
-    the checksum the door verified (S01). The route-table process decodes the body with the decoder
-    of its wire format (``door`` "remoting": Java's JSON or its compressed form,
-    :mod:`namesrv_grpc.remoting.register_body`; "grpc": protobuf,
-    :mod:`namesrv_grpc.grpc_api.register_body`), unless it is the same as last time."""
+    """REGISTER_BROKER / RegisterBroker (S01-S12, S50-S53): the header fields, the fingerprint of
+    the body as the door verified its checksum (S01), and the body as the door decoded it
+    (:data:`BodyDecoder`), or None at first: a broker's periodic registration carries the same body
+    as last time (up to megabytes of topics), which need not be decoded anywhere
+    (:func:`send_registration`)."""
 
     door: str
-    """"remoting" or "grpc": the wire format of ``body``."""
+    """"remoting" or "grpc": the door it came through (shown by ``GetBrokerLiveTable``)."""
     identity: BrokerIdentity
     ha_server_addr: str
     heartbeat_timeout_millis: int
-    body: bytes
-    compressed: bool
     body_fingerprint: tuple[int, int, bool]
     """(checksum as verified, length, compressed): the same bytes as last time are not decoded again."""
+    decoded: DecodedBody | None = None
+    """The body, decoded by the door; None: applied only when the table holds a body with
+    ``body_fingerprint`` for the broker, else answered with :attr:`RegistrationReply.body_needed`.
+    A remoting body decoded without its topics (``topic_configs`` None) leaves its filter servers
+    empty: the table keeps the ones it holds (the topics fingerprint covers them)."""
     enable_acting_master: bool | None = None
     zone_name: str = ""
     instance_id: str = ""
-    request_version: int = 0
-    """Remoting: the request's RocketMQ version (5.x bodies may carry static-topic mappings, S40)."""
     bind_session: bool = False
     """Remoting: bind a liveness session (S15) to the registering connection in the same step."""
-    body_elided: bool = False
-    """``body`` is left out (empty), ``body_fingerprint`` kept: applied only when the table holds a
-    body with that fingerprint for the broker, else answered with
-    :attr:`RegistrationReply.body_needed` (a serving process sends bodies of 64 KiB or more so at
-    first, :mod:`namesrv_grpc.processes.route_table_client`)."""
+
+
+BodyDecoder = Callable[[int | None], Awaitable[DecodedBody]]
+"""The door's decoder of one registration's body (in its wire format, within
+``registerBodyMaxInflatedSize`` and ``registerBodyMaxTopics``), given the fingerprint of the topic
+table the route table holds for the broker: when the body's topic table has it, only the rest is
+decoded (``topic_configs`` None). Raises MalformedBodyError, LimitExceededError, InvalidFieldError."""
+
+
+async def send_registration(
+    writes: RouteTableWrites, command: RegisterBroker, decode: BodyDecoder
+) -> RegistrationReply:
+    """Register a broker the way both doors do: first without the body (``command.decoded`` None),
+    which is all a periodic registration with the same body as last time needs; when the
+    route-table process asks for it (``body_needed``), the door decodes the body, on the serving
+    process's cores, skipping the topic table the route table holds, and sends it; when the broker
+    registered another topic table meanwhile (the skipped one is not held any more), every topic is
+    decoded and sent. At most two decodes; raises what the route-table process or the decoder
+    raises."""
+    reply = await writes.send(command)
+    if reply.body_needed:
+        decoded = await decode(reply.known_topics_fingerprint)
+        reply = await writes.send(dataclasses.replace(command, decoded=decoded))
+    if reply.body_needed:
+        reply = await writes.send(dataclasses.replace(command, decoded=await decode(None)))
+    return reply
 
 
 @dataclass(frozen=True, slots=True)

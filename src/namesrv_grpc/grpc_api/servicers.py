@@ -21,7 +21,7 @@ from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv.v1 import name_server_service_pb2_grpc as ns_grpc
 from namesrv_grpc.core import commands
 from namesrv_grpc.core.commands import RouteTableWrites
-from namesrv_grpc.core.processor import NameServer
+from namesrv_grpc.core.processor import DecodedBody, NameServer
 from namesrv_grpc.grpc_api.connections import close_connections
 from namesrv_grpc.grpc_api.convert import (
     broker_live_entry_to_proto,
@@ -38,6 +38,7 @@ from namesrv_grpc.grpc_api.register_body import (
     crc32c,
     data_version_from_proto,
     data_version_to_proto,
+    decode_protobuf_body,
     verify_checksum,
 )
 from namesrv_grpc.grpc_api.route_watches import RouteWatches, new_route_watches
@@ -45,7 +46,7 @@ from namesrv_grpc.grpc_api.sessions import BrokerSessions
 from namesrv_grpc.grpc_api.stream_resets import StreamResetGuard
 from namesrv_grpc.grpc_api.unsent_answers import UnsentAnswers
 from namesrv_grpc.metrics import NamesrvMetrics
-from namesrv_grpc.runtime.policy import checksum
+from namesrv_grpc.runtime.policy import OffLoopDecodes, checksum
 from namesrv_grpc.security.audit import AuditLog
 from namesrv_grpc.security.authz import Action, Guard, grpc_peer_address
 
@@ -85,6 +86,7 @@ class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[mis
         self._metrics = metrics
         self._route_lookup_seconds = metrics.route_lookup_seconds["grpc"]
         self._sessions = sessions
+        self._decodes = OffLoopDecodes()
         self.route_watches = route_watches if route_watches is not None else new_route_watches(nameserver)
         self._guard = guard or Guard(None, AuditLog())
         self.unsent_answers = UnsentAnswers(
@@ -123,21 +125,25 @@ class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[mis
         identity = identity_from_proto(request)
         with self._metrics.registration("grpc"):
             verify_checksum(body, request.body_crc32c, await checksum(crc32c, body))  # S01
-            reply = await self._writes.send(
-                commands.RegisterBroker(
-                    "grpc",
-                    identity,
-                    ha_server_addr=request.ha_server_addr,
-                    heartbeat_timeout_millis=request.heartbeat_timeout_millis,
-                    body=body,
-                    compressed=request.compressed,
-                    body_fingerprint=(request.body_crc32c, len(body), request.compressed),
-                    # proto3 cannot tell false from absent: false is "did not say" (no acting-master rules).
-                    enable_acting_master=True if request.enable_acting_master else None,
-                    zone_name=request.zone_name,
-                    instance_id=request.instance_id,
-                )
+            command = commands.RegisterBroker(
+                "grpc",
+                identity,
+                ha_server_addr=request.ha_server_addr,
+                heartbeat_timeout_millis=request.heartbeat_timeout_millis,
+                body_fingerprint=(request.body_crc32c, len(body), request.compressed),
+                # proto3 cannot tell false from absent: false is "did not say" (no acting-master rules).
+                enable_acting_master=True if request.enable_acting_master else None,
+                zone_name=request.zone_name,
+                instance_id=request.instance_id,
             )
+            compressed = request.compressed
+
+            async def decode(known_topics: int | None) -> DecodedBody:
+                config = self._ns.config
+                limits = (config.register_body_max_inflated_size, config.register_body_max_topics)
+                return await self._decodes.run(len(body), decode_protobuf_body, body, compressed, *limits, known_topics)
+
+            reply = await commands.send_registration(self._writes, command, decode)
         result, kv_table = reply.result, reply.kv_table
         if result.conflicting_instance_id:
             self._metrics.registration_conflicts.inc()

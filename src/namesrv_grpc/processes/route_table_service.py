@@ -5,9 +5,9 @@
 Each method runs on the route-table process's event loop and calls the
 :class:`~namesrv_grpc.core.processor.NameServer` method of its name (KV writes: checked now,
 written to the file with the others that arrive meanwhile, :mod:`.kv_group_commit`; the method
-returns a coroutine that ends once the write is durable). Registration bodies are
-decoded here by their door's decoder (the door verified the checksum, S01): a body that is the same
-as the broker's last one is not decoded at all.
+returns a coroutine that ends once the write is durable). Registration bodies come decoded by their
+door (:func:`~namesrv_grpc.core.commands.send_registration`), and only when the body is not the
+same as the broker's last one: nothing here imports a door.
 
 Liveness sessions (S15) are remembered per serving process: when one exits, its sessions are
 unbound but its brokers stay until their next registration or the S13 expiry: the connections
@@ -44,11 +44,8 @@ from namesrv_grpc.core.commands import (
     WipeWritePerm,
 )
 from namesrv_grpc.core.model import BrokerLiveInfo, DataVersion, RegisterBrokerResult, RemovedBroker
-from namesrv_grpc.core.processor import DecodedBody, NameServer
-from namesrv_grpc.grpc_api.register_body import decode_protobuf_body
+from namesrv_grpc.core.processor import NameServer
 from namesrv_grpc.processes.kv_group_commit import KVGroupCommit
-from namesrv_grpc.remoting.codes import VERSION_V5_0_0
-from namesrv_grpc.remoting.register_body import decode_java_register_body
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Coroutine
@@ -123,9 +120,10 @@ class RouteTableService:
     # ------------------------------------------------------------------ brokers
 
     def register_broker(self, process: int, r: RegisterBroker) -> RegistrationReply:
-        """REGISTER_BROKER / RegisterBroker: decode (unless the same body as last time) and apply. An
-        elided body (:attr:`RegisterBroker.body_elided`) that is not the one the table holds is not
-        applied: the reply asks for the body (``body_needed``)."""
+        """REGISTER_BROKER / RegisterBroker: applied with the body the table holds when the
+        fingerprint is the same as last time, else with the body the door decoded. Without a usable
+        decoded body (none sent, or one whose skipped topic table the table no longer holds) nothing
+        is applied and the reply asks for it (``body_needed``, with the topics fingerprint held)."""
         ns = self.ns
         identity = r.identity
         ns.check_registration(
@@ -137,10 +135,13 @@ class RouteTableService:
         )
         decoded = ns.same_body(identity, r.body_fingerprint)
         if decoded is None:
-            ns.route_table.check_broker_room(identity.broker_name, identity.broker_addr)  # before decoding
-            if r.body_elided:  # the table no longer holds that body: ask for it
-                return RegistrationReply(RegisterBrokerResult(), {}, body_needed=True)
-            decoded = self._decode(r)
+            ns.route_table.check_broker_room(identity.broker_name, identity.broker_addr)  # before any decoding
+            decoded = r.decoded
+            known = ns.stored_topics_fingerprint(identity)
+            if decoded is None or (decoded.topic_configs is None and decoded.topics_fingerprint != known):
+                return RegistrationReply(RegisterBrokerResult(), {}, body_needed=True, known_topics_fingerprint=known)
+            if decoded.topic_configs is None and r.door == "remoting":  # only the DataVersion differs
+                decoded = decoded._replace(filter_server_list=ns.route_table.filter_servers_of(identity.broker_addr))
         result, kv_table = ns.apply_registration(
             identity,
             decoded,
@@ -159,20 +160,6 @@ class RouteTableService:
                 session_id = bound[0]
                 self._sessions.setdefault(process, {})[identity.broker_addr] = session_id
         return RegistrationReply(result, kv_table, session_id)
-
-    def _decode(self, r: RegisterBroker) -> DecodedBody:
-        """The body decoded by the decoder of its wire format, within ``registerBodyMaxInflatedSize``
-        and ``registerBodyMaxTopics``; a body whose topic table is the one the table holds is
-        decoded without its topics."""
-        config = self.ns.config
-        known = self.ns.stored_topics_fingerprint(r.identity)
-        limits = (config.register_body_max_inflated_size, config.register_body_max_topics, known)
-        if r.door == "grpc":
-            return decode_protobuf_body(r.body, r.compressed, *limits)
-        decoded = decode_java_register_body(r.body, r.compressed, *limits, r.request_version >= VERSION_V5_0_0)
-        if decoded.topic_configs is None:  # only the DataVersion differs: the stored filter servers stay
-            decoded = decoded._replace(filter_server_list=self.ns.route_table.filter_servers_of(r.identity.broker_addr))
-        return decoded
 
     def unregister_broker(self, process: int, c: UnregisterBroker) -> RemovedBroker | None:
         return self.ns.unregister_broker(**c.identity._asdict(), instance_id=c.instance_id)

@@ -422,12 +422,17 @@ class Supervisor:
                 log.warning("serving process %d exited (%s); starting it again", child.index, _exit_text(code))
                 if self.ledger is not None:
                     self.ledger.clear(child.index)  # what it held went with it
-                self.restarts += 1
                 await asyncio.sleep(delay)
+                if stop.is_set():  # a stop signalled every process at once (systemd): no restart, stop next
+                    continue
+                self.restarts += 1
                 try:
                     await self._start_serving(child.index)
                     delay = RESTART_DELAY_SECONDS
                 except StartError as exc:
+                    if stop.is_set():  # it met the stop while starting
+                        log.info("serving process %d did not start again: namesrv is stopping", child.index)
+                        continue
                     log.error("serving process %d did not start again: %s", child.index, exc)
                     delay = min(delay * 2, 5.0)
                 new = self.serving[child.index]

@@ -61,17 +61,17 @@ from namesrv_grpc.core.model import (
     DataVersion,
     TopicRouteData,
 )
-from namesrv_grpc.core.processor import BrokerIdentity, NameServer
+from namesrv_grpc.core.processor import BrokerIdentity, DecodedBody, NameServer
 from namesrv_grpc.metrics import NamesrvMetrics
 from namesrv_grpc.remoting import access, bodies
 from namesrv_grpc.remoting.codec import RemotingCommand
-from namesrv_grpc.remoting.codes import VERSION_V4_9_4, RequestCode, ResponseCode
+from namesrv_grpc.remoting.codes import VERSION_V4_9_4, VERSION_V5_0_0, RequestCode, ResponseCode
 from namesrv_grpc.remoting.connection import RemotingConnection
 from namesrv_grpc.remoting.errors import kv_not_found_remark, not_supported_remark, to_response
-from namesrv_grpc.remoting.register_body import body_fingerprint
+from namesrv_grpc.remoting.register_body import body_fingerprint, decode_java_register_body
 from namesrv_grpc.remoting.remoting_metrics import RemotingMetrics
 from namesrv_grpc.runtime.log_limits import printable
-from namesrv_grpc.runtime.policy import OFF_LOOP_SIGNATURE_BYTES, checksum
+from namesrv_grpc.runtime.policy import OFF_LOOP_SIGNATURE_BYTES, OffLoopDecodes, checksum
 from namesrv_grpc.security.audit import AuditLog
 from namesrv_grpc.security.authz import Guard, Principal
 
@@ -238,6 +238,7 @@ class RemotingHandlers:
         self._route_lookup_seconds = metrics.route_lookup_seconds["remoting"]
         self.metrics = remoting_metrics
         self._session_ends: set[asyncio.Task[None]] = set()
+        self._decodes = OffLoopDecodes()
         self.table: dict[int, Handler] = {
             RequestCode.PUT_KV_CONFIG: self.put_kv_config,
             RequestCode.GET_KV_CONFIG: self.get_kv_config,
@@ -408,9 +409,11 @@ class RemotingHandlers:
         self, request: RemotingCommand, connection: RemotingConnection
     ) -> RemotingCommand | Unchanged:
         """REGISTER_BROKER: ``bodyCrc32`` (CRC32 & 0x7FFFFFFF, 0 = unchecked) first (S01), then the
-        route-table process decodes and applies it (S02-S12) and binds the broker to this connection
-        (S15). A registration that changed nothing (``RegisterBrokerResult.changed`` false: a Java
-        broker's periodic one) answers :class:`Unchanged`, so it is not audited."""
+        route-table process applies it (S02-S12), with the body decoded here when it is not the same
+        as the broker's last one (:func:`~namesrv_grpc.core.commands.send_registration`), and binds
+        the broker to this connection (S15). A registration that changed nothing
+        (``RegisterBrokerResult.changed`` false: a Java broker's periodic one) answers
+        :class:`Unchanged`, so it is not audited."""
         identity = _identity(request)
         compressed = _bool(request, "compressed")
         body_crc32 = _int(request, "bodyCrc32", 0)
@@ -422,24 +425,29 @@ class RemotingHandlers:
                     f"bodyCrc32 is {body_crc32} but the CRC32 of the {len(body)} body bytes is {actual}",
                     {"expected": str(body_crc32), "actual": str(actual)},
                 )
-            reply = await self._writes.send(
-                commands.RegisterBroker(
-                    "remoting",
-                    identity,
-                    ha_server_addr=_optional(request, "haServerAddr"),
-                    heartbeat_timeout_millis=_int(request, "heartbeatTimeoutMillis", 0),
-                    body=body,
-                    compressed=compressed,
-                    body_fingerprint=body_fingerprint(body, compressed, actual),
-                    enable_acting_master=_optional_bool(request, "enableActingMaster"),  # absent: a pre-5.x broker
-                    # RocketMQ 5.x: the zone is the ext field __ZONE_NAME (DynamicalExtFieldRPCHook), set
-                    # again by every registration: one without it clears the zone (S39).
-                    zone_name=_optional(request, ZONE_NAME_EXT_FIELD),
-                    instance_id=f"remoting-connection-{os.getpid()}-{connection.connection_id}",
-                    request_version=request.version,
-                    bind_session=True,
-                )
+            command = commands.RegisterBroker(
+                "remoting",
+                identity,
+                ha_server_addr=_optional(request, "haServerAddr"),
+                heartbeat_timeout_millis=_int(request, "heartbeatTimeoutMillis", 0),
+                body_fingerprint=body_fingerprint(body, compressed, actual),
+                enable_acting_master=_optional_bool(request, "enableActingMaster"),  # absent: a pre-5.x broker
+                # RocketMQ 5.x: the zone is the ext field __ZONE_NAME (DynamicalExtFieldRPCHook), set
+                # again by every registration: one without it clears the zone (S39).
+                zone_name=_optional(request, ZONE_NAME_EXT_FIELD),
+                instance_id=f"remoting-connection-{os.getpid()}-{connection.connection_id}",
+                bind_session=True,
             )
+            rocketmq5 = request.version >= VERSION_V5_0_0  # 5.x bodies may carry static-topic mappings (S40)
+
+            async def decode(known_topics: int | None) -> DecodedBody:
+                config = self._ns.config
+                limits = (config.register_body_max_inflated_size, config.register_body_max_topics)
+                return await self._decodes.run(
+                    len(body), decode_java_register_body, body, compressed, *limits, known_topics, rocketmq5
+                )
+
+            reply = await commands.send_registration(self._writes, command, decode)
         if reply.session_id:
             if connection.closed:  # closed while the registration was applied: it ends at once (S15)
                 self._end_sessions([(identity.broker_addr, reply.session_id)])

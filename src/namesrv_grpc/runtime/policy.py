@@ -1,13 +1,18 @@
 """Where work runs: how many serving processes, and what a serving process does off its event loop.
 
-Every write runs in the route-table process, one at a time, with no lookups on its loop to keep
-waiting (:mod:`namesrv_grpc.processes`); a serving process does nothing per request but framing,
-checks and answers from its replica. The pieces of work a request can make it do that grow with
-what the client sends:
+Every write is applied in the route-table process, one at a time, with no lookups on its loop to
+keep waiting (:mod:`namesrv_grpc.processes`); a serving process frames, checks, decodes what a
+write carries and answers reads from its replica. The pieces of work a request can make it do that
+grow with what the client sends:
 
 - a checksum over a registration body (up to ``remotingFrameMaxLength`` / ``grpcMaxMessageSize``,
   16 MiB): above :data:`OFF_LOOP_CHECKSUM_BYTES` it runs in a worker thread (zlib and google-crc32c
   release the GIL);
+- decoding a registration body that is not the same as the broker's last one (a 10,000-topic Java
+  body: ~30 ms of pure Python): above :data:`OFF_LOOP_DECODE_BYTES` in a worker thread, one at a
+  time per door (:class:`OffLoopDecodes`). The decoder holds the GIL, but gives it up every
+  ``sys.getswitchinterval()`` (5 ms), so the event loop goes on answering lookups between its
+  slices instead of waiting for the whole decode;
 - with an ACL, the HMAC-SHA1 of a remoting request's signature, which covers its body (RocketMQ's
   ``AclClientRPCHook``): above :data:`OFF_LOOP_SIGNATURE_BYTES` it runs in a worker thread (hashlib
   releases the GIL for inputs over 2 KiB: measured here, the event loop's thread keeps 60-115 % of
@@ -25,6 +30,9 @@ import math
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
+
+ResultT = TypeVar("ResultT")
 
 OFF_LOOP_CHECKSUM_BYTES = 256 * 1024
 """A registration body larger than this is checksummed in a worker thread (about 0.1 ms of CRC32)."""
@@ -47,6 +55,27 @@ async def checksum(function: Callable[[bytes], int], body: bytes) -> int:
     if len(body) > OFF_LOOP_CHECKSUM_BYTES:
         return await asyncio.to_thread(function, body)
     return function(body)
+
+
+OFF_LOOP_DECODE_BYTES = 64 * 1024
+"""A registration body larger than this is decoded in a worker thread (about 350 topics of Java
+JSON, ~1-2 ms of decoding on the event loop below it)."""
+
+
+class OffLoopDecodes:
+    """Decodes of registration bodies of one door of a serving process: those over
+    :data:`OFF_LOOP_DECODE_BYTES` run in a worker thread, one at a time (two decoding threads would
+    leave the event loop a third of the GIL instead of half)."""
+
+    def __init__(self) -> None:
+        self._one_at_a_time = asyncio.Semaphore(1)
+
+    async def run(self, size: int, function: Callable[..., ResultT], *args: Any) -> ResultT:
+        """``function(*args)``, which decodes a body of ``size`` bytes; raises what it raises."""
+        if size <= OFF_LOOP_DECODE_BYTES:
+            return function(*args)
+        async with self._one_at_a_time:
+            return await asyncio.to_thread(function, *args)
 
 
 def share(limit: int, workers: int) -> int:

@@ -1,0 +1,107 @@
+"""A registration's way from a door to the route-table process (namesrv_grpc.core.commands.send_registration
+and RouteTableService.register_broker): first by the body's fingerprint alone; the body is decoded, by
+the door, only when the route-table process asks for it, skipping the topic table it holds."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import zlib
+from typing import Any
+
+from namesrv_grpc.config import NamesrvConfig
+from namesrv_grpc.core.commands import Command, RegisterBroker, RegistrationReply, send_registration
+from namesrv_grpc.core.kvconfig import KVConfigManager
+from namesrv_grpc.core.model import DataVersion, RegisterBrokerResult, TopicConfig
+from namesrv_grpc.core.processor import BrokerIdentity, DecodedBody, NameServer
+from namesrv_grpc.core.route_table import RouteInfoManager
+from namesrv_grpc.processes.route_table_service import RouteTableService
+from namesrv_grpc.remoting import bodies
+from namesrv_grpc.remoting.register_body import body_fingerprint, decode_java_register_body
+from tests.support import _no_snapshots
+
+APPLIED = RegistrationReply(RegisterBrokerResult(changed=False), {"k": "v"})
+IDENTITY = BrokerIdentity("c", "broker-a", 0, "10.0.0.1:10911")
+DECODED = DecodedBody(None, DataVersion(0, 1, 2), (), 77)
+
+
+def asked(known: int | None) -> RegistrationReply:
+    return RegistrationReply(RegisterBrokerResult(), {}, body_needed=True, known_topics_fingerprint=known)
+
+
+class RouteTableProcess:
+    """Stands for the route-table process: answers each command with the next reply, keeps them."""
+
+    def __init__(self, *replies: RegistrationReply) -> None:
+        self.replies = list(replies)
+        self.sent: list[RegisterBroker] = []
+
+    async def send(self, command: Command[Any]) -> Any:
+        assert isinstance(command, RegisterBroker)
+        self.sent.append(command)
+        return self.replies.pop(0)
+
+
+def register(link: RouteTableProcess) -> tuple[RegistrationReply, list[int | None]]:
+    """send_registration over ``link``; the reply and the fingerprints the decoder was given."""
+    asked_with: list[int | None] = []
+
+    async def decode(known: int | None) -> DecodedBody:
+        asked_with.append(known)
+        return DECODED
+
+    command = RegisterBroker("remoting", IDENTITY, "", 0, (1, 2, False))
+    return asyncio.run(send_registration(link, command, decode)), asked_with
+
+
+def test_a_body_the_table_holds_is_never_decoded() -> None:
+    link = RouteTableProcess(APPLIED)
+    assert register(link) == (APPLIED, [])
+    assert [c.decoded for c in link.sent] == [None]
+
+
+def test_a_body_the_table_does_not_hold_is_decoded_when_asked_skipping_the_topics_it_holds() -> None:
+    link = RouteTableProcess(asked(77), APPLIED)
+    assert register(link) == (APPLIED, [77])
+    assert [c.decoded for c in link.sent] == [None, DECODED]
+
+
+def test_when_the_skipped_topic_table_is_gone_every_topic_is_decoded() -> None:
+    """Another registration of the broker changed its topics between the ask and the decoded body."""
+    link = RouteTableProcess(asked(77), asked(78), APPLIED)
+    assert register(link) == (APPLIED, [77, None])
+    assert len(link.sent) == 3
+
+
+def test_the_route_table_process_asks_for_a_body_it_does_not_hold() -> None:
+    """The other end (RouteTableService): a registration without a body it does not hold changes
+    nothing and is asked for (with the topics fingerprint it holds); once a decoded body is applied,
+    the same fingerprint without a body is applied; a body decoded without a topic table it no
+    longer holds is asked for again."""
+    ns = NameServer(NamesrvConfig(), RouteInfoManager(), KVConfigManager(None))
+    ns.track_changes()
+    service = RouteTableService(ns, _no_snapshots)
+    topics = {name: TopicConfig(name, 4, 4) for name in ("T", "T2")}
+    body = bodies.encode_register_broker_body(topics, DataVersion(0, 1, 1), compressed=False)
+    bare = RegisterBroker("remoting", IDENTITY, "", 0, body_fingerprint(body, False, zlib.crc32(body)))
+    reply = service.apply(0, bare)
+    assert (reply.body_needed, reply.known_topics_fingerprint) == (True, None)
+    assert not ns.route_table.broker_live_table
+    assert ns.take_change() is None
+    decoded = decode_java_register_body(body, False, 1 << 20, 100, None)
+    assert not service.apply(0, dataclasses.replace(bare, decoded=decoded)).body_needed
+    assert ns.route_table.pickup_topic_route_data("T") is not None
+    reply = service.apply(0, bare)
+    assert not reply.body_needed
+    assert not reply.result.changed  # a periodic re-registration
+    changed = bodies.encode_register_broker_body(topics, DataVersion(0, 1, 2), compressed=False)
+    other = RegisterBroker("remoting", IDENTITY, "", 0, body_fingerprint(changed, False, zlib.crc32(changed)))
+    reply = service.apply(0, other)
+    assert reply.body_needed
+    assert reply.known_topics_fingerprint == decoded.topics_fingerprint
+    stale = DecodedBody(None, DataVersion(0, 1, 2), (), 12345)  # skipped a topic table not held
+    assert service.apply(0, dataclasses.replace(other, decoded=stale)).body_needed
+    only_version = decode_java_register_body(changed, False, 1 << 20, 100, reply.known_topics_fingerprint)
+    assert only_version.topic_configs is None
+    assert not service.apply(0, dataclasses.replace(other, decoded=only_version)).body_needed
+    assert ns.route_table.live_info(IDENTITY.broker_addr).data_version == DataVersion(0, 1, 2)  # type: ignore[union-attr]
