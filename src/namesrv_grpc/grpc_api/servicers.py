@@ -77,16 +77,19 @@ class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[mis
         sessions: BrokerSessions,
         route_watches: RouteWatches | None = None,
         guard: Guard | None = None,
+        decodes: OffLoopDecodes | None = None,
     ) -> None:
         """``nameserver`` answers the reads (this serving process's replica), ``writes`` takes the
         writes to the route-table process; ``route_watches``: the server's watch hub (a new one
-        subscribed to the route table when None); ``guard``: the ACL check (open when None)."""
+        subscribed to the route table when None); ``guard``: the ACL check (open when None);
+        ``decodes``: where registration bodies are decoded (the serving process's, shared with the
+        remoting door; a new one when None)."""
         self._ns = nameserver
         self._writes = writes
         self._metrics = metrics
         self._route_lookup_seconds = metrics.route_lookup_seconds["grpc"]
         self._sessions = sessions
-        self._decodes = OffLoopDecodes()
+        self._decodes = decodes or OffLoopDecodes()
         self.route_watches = route_watches if route_watches is not None else new_route_watches(nameserver)
         self._guard = guard or Guard(None, AuditLog())
         self.unsent_answers = UnsentAnswers(
@@ -141,7 +144,9 @@ class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[mis
             async def decode(known_topics: int | None) -> DecodedBody:
                 config = self._ns.config
                 limits = (config.register_body_max_inflated_size, config.register_body_max_topics)
-                return await self._decodes.run(len(body), decode_protobuf_body, body, compressed, *limits, known_topics)
+                return await self._decodes.run(
+                    len(body), compressed, decode_protobuf_body, body, compressed, *limits, known_topics
+                )
 
             reply = await commands.send_registration(self._writes, command, decode)
         result, kv_table = reply.result, reply.kv_table

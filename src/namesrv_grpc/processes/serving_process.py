@@ -54,7 +54,7 @@ from namesrv_grpc.runtime.event_loop import prioritize, prioritize_grpc_completi
 from namesrv_grpc.runtime.log_limits import RateLimitFilter, suppressed_lines_counter
 from namesrv_grpc.runtime.log_limits import install as install_log_filter
 from namesrv_grpc.runtime.pauses import GcPauses, LoopLagProbe, freeze_startup_objects
-from namesrv_grpc.runtime.policy import share
+from namesrv_grpc.runtime.policy import OffLoopDecodes, share
 from namesrv_grpc.security.setup import reload_acl, server_guard, server_tls
 from namesrv_grpc.security.tls import TlsCollector
 
@@ -107,9 +107,16 @@ class ServingProcess:
         self.route_watches = new_route_watches(self.nameserver)
         self.metrics.registry.register(RouteWatchCollector(self.route_watches, self.nameserver))
         self.health = health.aio.HealthServicer()
+        self.decodes = OffLoopDecodes()
+        """Where both doors decode registration bodies: one at a time off the event loop."""
         self.remoting = RemotingServer(
             RemotingHandlers(
-                self.nameserver, self.writes, self.metrics, RemotingMetrics(self.metrics.registry), self.guard
+                self.nameserver,
+                self.writes,
+                self.metrics,
+                RemotingMetrics(self.metrics.registry),
+                self.guard,
+                self.decodes,
             ),
             limits=RemotingLimits.from_config(config, params.workers),
             idle_timeout_seconds=lambda: self.config.server_channel_max_idle_time_seconds,
@@ -155,7 +162,13 @@ class ServingProcess:
                 (
                     SERVICE_DESCRIPTORS[0],
                     NameServerServicer(
-                        self.nameserver, self.writes, self.metrics, self.sessions, self.route_watches, self.guard
+                        self.nameserver,
+                        self.writes,
+                        self.metrics,
+                        self.sessions,
+                        self.route_watches,
+                        self.guard,
+                        self.decodes,
                     ),
                 ),
                 (SERVICE_DESCRIPTORS[1], KVConfigServicer(self.nameserver, self.writes, self.metrics, self.guard)),

@@ -746,7 +746,7 @@ def decode_register_broker_body_compact(
     rocketmq5: bool = True,
 ) -> CompactRegisterBody:
     """:func:`decode_register_broker_body` with the topics in compact form, what the route table
-    applies (the route-table process decodes every Java broker's body with it). The same result and
+    applies (the remoting door decodes every Java broker's body with it). The same result and
     the same errors: a plain JSON body is decoded by msgspec (strict JSON, the reference's checks as
     a typed schema); whatever that does not decode (fastjson's unquoted integer keys, a bad value) is
     decoded by the reference decoder, which reads fastjson's forms and names what is wrong. A

@@ -227,10 +227,12 @@ class RemotingHandlers:
         metrics: NamesrvMetrics,
         remoting_metrics: RemotingMetrics,
         guard: Guard | None = None,
+        decodes: OffLoopDecodes | None = None,
     ) -> None:
         """``nameserver`` answers the reads (this serving process's replica), ``writes`` takes the
         writes to the route-table process; ``guard``: the ACL check and audit trail (open when None),
-        see :mod:`.access`."""
+        see :mod:`.access`; ``decodes``: where registration bodies are decoded (the serving
+        process's, shared with the gRPC door; a new one when None)."""
         self._ns = nameserver
         self._writes = writes
         self.guard = guard or Guard(None, AuditLog())
@@ -238,7 +240,7 @@ class RemotingHandlers:
         self._route_lookup_seconds = metrics.route_lookup_seconds["remoting"]
         self.metrics = remoting_metrics
         self._session_ends: set[asyncio.Task[None]] = set()
-        self._decodes = OffLoopDecodes()
+        self._decodes = decodes or OffLoopDecodes()
         self.table: dict[int, Handler] = {
             RequestCode.PUT_KV_CONFIG: self.put_kv_config,
             RequestCode.GET_KV_CONFIG: self.get_kv_config,
@@ -444,7 +446,7 @@ class RemotingHandlers:
                 config = self._ns.config
                 limits = (config.register_body_max_inflated_size, config.register_body_max_topics)
                 return await self._decodes.run(
-                    len(body), decode_java_register_body, body, compressed, *limits, known_topics, rocketmq5
+                    len(body), compressed, decode_java_register_body, body, compressed, *limits, known_topics, rocketmq5
                 )
 
             reply = await commands.send_registration(self._writes, command, decode)

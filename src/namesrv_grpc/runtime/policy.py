@@ -9,10 +9,11 @@ grow with what the client sends:
   16 MiB): above :data:`OFF_LOOP_CHECKSUM_BYTES` it runs in a worker thread (zlib and google-crc32c
   release the GIL);
 - decoding a registration body that is not the same as the broker's last one (a 10,000-topic Java
-  body: ~30 ms of pure Python): above :data:`OFF_LOOP_DECODE_BYTES` in a worker thread, one at a
-  time per door (:class:`OffLoopDecodes`). The decoder holds the GIL, but gives it up every
-  ``sys.getswitchinterval()`` (5 ms), so the event loop goes on answering lookups between its
-  slices instead of waiting for the whole decode;
+  body: ~30 ms of pure Python): a compressed one, or one above :data:`OFF_LOOP_DECODE_BYTES`, in a
+  worker thread, one at a time per serving process (:class:`OffLoopDecodes`), so a serving process
+  holds at most one inflated body (``registerBodyMaxInflatedSize``) at a time. The decoder holds the
+  GIL, but gives it up every ``sys.getswitchinterval()`` (5 ms), so the event loop goes on answering
+  lookups between its slices instead of waiting for the whole decode;
 - with an ACL, the HMAC-SHA1 of a remoting request's signature, which covers its body (RocketMQ's
   ``AclClientRPCHook``): above :data:`OFF_LOOP_SIGNATURE_BYTES` it runs in a worker thread (hashlib
   releases the GIL for inputs over 2 KiB: measured here, the event loop's thread keeps 60-115 % of
@@ -58,21 +59,24 @@ async def checksum(function: Callable[[bytes], int], body: bytes) -> int:
 
 
 OFF_LOOP_DECODE_BYTES = 64 * 1024
-"""A registration body larger than this is decoded in a worker thread (about 350 topics of Java
-JSON, ~1-2 ms of decoding on the event loop below it)."""
+"""An uncompressed registration body larger than this is decoded in a worker thread (about 350
+topics of Java JSON, ~1-2 ms of decoding on the event loop below it)."""
 
 
 class OffLoopDecodes:
-    """Decodes of registration bodies of one door of a serving process: those over
-    :data:`OFF_LOOP_DECODE_BYTES` run in a worker thread, one at a time (two decoding threads would
-    leave the event loop a third of the GIL instead of half)."""
+    """Decodes of registration bodies in one serving process (both doors share it): a compressed
+    body (it may inflate to ``registerBodyMaxInflatedSize``) or one over
+    :data:`OFF_LOOP_DECODE_BYTES` is decoded in a worker thread, one at a time: at most one inflated
+    body is held, and the event loop keeps half of the GIL (two decoding threads would leave it a
+    third)."""
 
     def __init__(self) -> None:
         self._one_at_a_time = asyncio.Semaphore(1)
 
-    async def run(self, size: int, function: Callable[..., ResultT], *args: Any) -> ResultT:
-        """``function(*args)``, which decodes a body of ``size`` bytes; raises what it raises."""
-        if size <= OFF_LOOP_DECODE_BYTES:
+    async def run(self, size: int, compressed: bool, function: Callable[..., ResultT], *args: Any) -> ResultT:
+        """``function(*args)``, which decodes a body of ``size`` bytes (``compressed``); raises what
+        it raises."""
+        if size <= OFF_LOOP_DECODE_BYTES and not compressed:
             return function(*args)
         async with self._one_at_a_time:
             return await asyncio.to_thread(function, *args)
