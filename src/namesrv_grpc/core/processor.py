@@ -186,6 +186,7 @@ class NameServer:
         self._published_config = config
         self._master_changes: list[tuple[str, str, str]] = []
         self._removals: list[RemovedBroker] = []
+        self._notifications: list[MinBrokerIdChange] = []
         self._seq = 0
         route_table.set_support_acting_master(config.support_acting_master)
         route_table.min_broker_id_listeners.append(self._on_min_broker_id_change)
@@ -766,6 +767,7 @@ class NameServer:
         self.route_table.track_changes()
         self.master_listeners.append(lambda name, addr, ha_addr: self._master_changes.append((name, addr, ha_addr)))
         self.removal_listeners.append(self._removals.append)
+        self.min_broker_id_senders.append(self._notifications.append)  # sent by a serving process
 
     def take_change(self) -> Change | None:
         """Everything the serving processes' replicas need of what changed since the last call, as
@@ -776,6 +778,7 @@ class NameServer:
             change.config = self._published_config = self.config
         change.master_changes, self._master_changes[:] = list(self._master_changes), []
         change.removals, self._removals[:] = list(self._removals), []
+        change.notifications, self._notifications[:] = list(self._notifications), []
         if change.empty():
             return None
         self._seq += 1
@@ -827,3 +830,6 @@ class NameServer:
         for removed in change.removals:
             for removal_listener in self.removal_listeners:
                 removal_listener(removed)
+        for notification in change.notifications:  # already checked against notifyMinBrokerIdChanged
+            for send in self.min_broker_id_senders:
+                send(notification)

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from namesrv_grpc.config import NamesrvConfig
-    from namesrv_grpc.core.model import BrokerData, RemovedBroker, TopicQueueMappingInfo
+    from namesrv_grpc.core.model import BrokerData, MinBrokerIdChange, RemovedBroker, TopicQueueMappingInfo
 
     TopicQueues = tuple[tuple[str, ...], tuple[tuple[int, int, int, int], ...]]
 
@@ -78,6 +78,9 @@ class Change:
     """(broker name, master address, master HA address) for gRPC broker sessions of slaves."""
     removals: list[RemovedBroker] = field(default_factory=list)
     """Brokers removed (for gRPC broker sessions of other runs of the same broker)."""
+    notifications: list[MinBrokerIdChange] = field(default_factory=list)
+    """``NOTIFY_MIN_BROKER_ID_CHANGE`` messages to send (S53, ``notifyMinBrokerIdChanged``): the
+    first serving process sends them (the route-table process makes no connection of its own)."""
 
     def empty(self) -> bool:
         """Nothing in it for a serving process."""
@@ -87,4 +90,5 @@ class Change:
             and self.config is None
             and not self.master_changes
             and not self.removals
+            and not self.notifications
         )

@@ -1,11 +1,13 @@
 """The route-table process: the one process that writes (RocketMQ's ``RouteInfoManager`` behind its
 lock, in a process of its own).
 
-It owns the route table, the KV config (and its file), the expiry scan (S13), route snapshots and
-``NOTIFY_MIN_BROKER_ID_CHANGE`` (S53). Serving processes connect to its Unix socket and forward every
-write as it arrived (:class:`~namesrv_grpc.processes.route_table_service.RouteTableService`); it
-applies them one at a time, in arrival order, with no lookups to keep waiting, decoding registration
-bodies itself.
+It owns the route table, the KV config (and its file), the expiry scan (S13) and route snapshots.
+Serving processes connect to its Unix socket and send every write as one command
+(:mod:`namesrv_grpc.core.commands`, registration bodies decoded by the door); it applies them one at
+a time, in arrival order, with no lookups to keep waiting
+(:class:`~namesrv_grpc.processes.route_table_service.RouteTableService`). It imports neither door
+and opens no connection: the ``NOTIFY_MIN_BROKER_ID_CHANGE`` messages it decides on (S53) go out
+with the change stream, and the first serving process sends them.
 
 After each write (and each expiry scan) it takes what changed and sends it to every serving process
 (:class:`Publisher`), and answers the write only once every serving process has applied that change:
@@ -38,7 +40,6 @@ from namesrv_grpc.metrics import NamesrvMetrics
 from namesrv_grpc.processes.channel import Channel, encode
 from namesrv_grpc.processes.child import ROUTE_TABLE_SOCKET, ControlLink, ProcessParams, run_child
 from namesrv_grpc.processes.route_table_service import RouteTableService
-from namesrv_grpc.remoting.notifier import BrokerNotifier
 from namesrv_grpc.runtime.log_limits import RateLimitFilter, suppressed_lines_counter
 from namesrv_grpc.runtime.log_limits import install as install_log_filter
 
@@ -233,8 +234,6 @@ class RouteTableProcess:
         )
         self.nameserver.track_changes()
         self.metrics = NamesrvMetrics(self.route_table)
-        self.notifier = BrokerNotifier(self.metrics.registry)
-        self.nameserver.min_broker_id_senders.append(self.notifier)
         self.service = RouteTableService(self.nameserver, self.export_snapshot, self.metrics)
         self.publisher = Publisher(
             self.nameserver, lambda: self.nameserver.config.serving_process_apply_timeout_millis / 1000
@@ -260,7 +259,6 @@ class RouteTableProcess:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         loop.add_signal_handler(signal.SIGHUP, lambda: None)  # the serving processes reload TLS and the ACL
-        self.notifier.attach(loop)
         # Lines peers cause here too (registration conflicts, brokers removed when their connection
         # closed: a replayed REGISTER_BROKER makes two per replay), bounded as in the serving processes.
         suppressed = suppressed_lines_counter(self.metrics.registry)
@@ -287,7 +285,6 @@ class RouteTableProcess:
         self._server.close()
         for link in list(self.publisher.links.values()):
             link.channel.close()
-        await self.notifier.close()
         remove_log_filter()
         return 1 if self._fatal.is_set() else 0
 

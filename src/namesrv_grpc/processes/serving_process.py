@@ -48,6 +48,7 @@ from namesrv_grpc.processes.ledger import Ledger, LedgerRow
 from namesrv_grpc.processes.route_table_client import RouteTableClient
 from namesrv_grpc.remoting.budget import RemotingLimits, default_grpc_max_connections
 from namesrv_grpc.remoting.handlers import RemotingHandlers
+from namesrv_grpc.remoting.notifier import BrokerNotifier
 from namesrv_grpc.remoting.remoting_metrics import RemotingMetrics
 from namesrv_grpc.remoting.server import RemotingServer
 from namesrv_grpc.runtime.event_loop import prioritize, prioritize_grpc_completions
@@ -80,6 +81,13 @@ DEFAULT_GRPC_SHORT_CALLS = 10_000
 """Unary calls in flight at once, beyond the watches and sessions, when ``grpcMaxConcurrentCalls`` is 0."""
 
 
+NOTIFYING_PROCESS = 1
+"""The serving process that sends ``NOTIFY_MIN_BROKER_ID_CHANGE`` to brokers (S53; the change stream
+carries them to every serving process, one sends). While it is being started again, notifications
+are not sent: they are best-effort in RocketMQ too (never retried; the broker's own
+``GET_BROKER_MEMBER_GROUP`` poll catches up)."""
+
+
 class ServingProcess:
     """One serving process: build from the params and the replica's first state, ``await start()``,
     ``await stop()``."""
@@ -97,6 +105,10 @@ class ServingProcess:
         self.metrics = NamesrvMetrics(self.nameserver.route_table, table_stats=False)
         self.grpc_metrics = GrpcServerMetrics(self.metrics.registry)
         self.grpc_metrics.preregister(SERVICE_DESCRIPTORS)
+        self.notifier = BrokerNotifier(self.metrics.registry) if params.index == NOTIFYING_PROCESS else None
+        """The NameServer's only outgoing requests (S53), sent by one serving process."""
+        if self.notifier is not None:
+            self.nameserver.min_broker_id_senders.append(self.notifier)
         self.gc_pauses = GcPauses(self.metrics.gc_pause_seconds)
         self.loop_lag = LoopLagProbe(self.metrics.event_loop_lag_seconds)
         self.tls = server_tls(config)
@@ -155,6 +167,8 @@ class ServingProcess:
             options=grpc_options(config, params.workers), maximum_concurrent_rpcs=max_calls(config)
         )
         self.route_watches.attach(asyncio.get_running_loop())
+        if self.notifier is not None:
+            self.notifier.attach(asyncio.get_running_loop())
         add_services(
             server,
             self.grpc_metrics,
@@ -253,6 +267,8 @@ class ServingProcess:
         if self._health_server is not None:
             await self._health_server.stop(0)
         await self.loop_lag.stop()
+        if self.notifier is not None:
+            await self.notifier.close()
         self.gc_pauses.uninstall()
         if self._tls_watch_task is not None:
             self._tls_watch_task.cancel()

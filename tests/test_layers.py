@@ -1,0 +1,79 @@
+"""The shape of the write path (issue 40), read from the imports: the doors (``remoting/``,
+``grpc_api/``) build commands; the core and the route-table process, which applies them, import no
+door. Only the serving process's wiring starts the doors."""
+
+from __future__ import annotations
+
+import ast
+import functools
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parent.parent / "src"
+DOORS = ("namesrv_grpc.remoting", "namesrv_grpc.grpc_api")
+
+
+def module_file(name: str) -> Path | None:
+    path = SRC.joinpath(*name.split("."))
+    if (path / "__init__.py").is_file():
+        return path / "__init__.py"
+    return path.with_suffix(".py") if path.with_suffix(".py").is_file() else None
+
+
+@functools.cache
+def imports_of(name: str) -> frozenset[str]:
+    """The modules of this project that ``name`` imports anywhere in its text (type-checking
+    imports and imports inside functions too)."""
+    path = module_file(name)
+    assert path is not None, name
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+            found |= {f"{node.module}.{alias.name}" for alias in node.names}
+    return frozenset(m for m in found if m.startswith("namesrv_grpc") and module_file(m) is not None)
+
+
+def door_paths(start: str) -> list[str]:
+    """Each way from ``start`` to a door module, as 'start -> ... -> door'."""
+    parent: dict[str, str] = {}
+    seen = {start}
+    todo = [start]
+    while todo:
+        current = todo.pop()
+        for imported in sorted(imports_of(current)):
+            if imported not in seen:
+                seen.add(imported)
+                parent[imported] = current
+                todo.append(imported)
+    paths = []
+    for module in sorted(seen):
+        if module.startswith(DOORS):
+            chain = [module]
+            while chain[-1] in parent:
+                chain.append(parent[chain[-1]])
+            paths.append(" -> ".join(reversed(chain)))
+    return paths
+
+
+CORE = sorted(
+    "namesrv_grpc.core." + path.stem for path in (SRC / "namesrv_grpc" / "core").glob("*.py") if path.stem != "__init__"
+)
+
+
+@pytest.mark.parametrize(
+    "module",
+    [*CORE, "namesrv_grpc.processes.route_table_process", "namesrv_grpc.processes.route_table_service"],
+)
+def test_the_core_and_the_route_table_process_import_no_door(module: str) -> None:
+    assert door_paths(module) == []
+
+
+def test_the_serving_process_starts_both_doors() -> None:
+    """What the check above would miss if it read no import at all."""
+    paths = door_paths("namesrv_grpc.processes.serving_process")
+    assert any(".remoting." in path for path in paths)
+    assert any(".grpc_api." in path for path in paths)
