@@ -444,83 +444,45 @@ class RouteInfoManager:
         topic_queue_mappings: Mapping[str, TopicQueueMappingInfo] | None = None,
         refuse_single_topic_first: bool = False,
     ) -> RegisterBrokerResult:
-        """Register (or refresh) one broker address; RocketMQ ``registerBroker``.
+        """Register (or refresh) one broker address; RocketMQ ``registerBroker``: S03-S12 in order,
+        each rule in a method of its own (:meth:`_check_registration`, :meth:`_join_cluster`,
+        :meth:`_put_broker_addr`, :meth:`_apply_topics`, :meth:`_put_live_entry`); readers never
+        see half of a registration.
 
-        ``topic_configs`` maps topic name -> TopicConfig; it enters the route table only for a master
-        (id 0) whose ``data_version`` differs from the stored one, or on a first registration (S06).
-        ``heartbeat_timeout_millis`` 0 means 120 000 ms (S08). Returns the live master's address and HA
-        address for a slave (S10), and whether the registration changed anything beyond liveness
-        (``RegisterBrokerResult.changed``). A re-registration by the same broker (same non-empty
-        ``instance_id``, cluster, name and id) keeps its liveness session; any other drops it (S17).
-        ``body_fingerprint`` is kept for :meth:`same_body_registered`; ``topics_fingerprint`` (of the
-        body's topic table) for :meth:`topics_unchanged`, when the table now holds what those topics
-        make. ``topic_configs`` None means "topics unchanged" (a fingerprint matched).
+        ``topic_configs`` (topic name -> TopicConfig) enters the route table only for a master (id 0)
+        whose ``data_version`` differs from the stored one, or on a first registration (S06); None
+        means "topics unchanged" (a fingerprint matched). ``heartbeat_timeout_millis`` 0 means
+        120 000 ms (S08). ``body_fingerprint`` is kept for :meth:`same_body_registered`,
+        ``topics_fingerprint`` (of the body's topic table) for :meth:`topics_unchanged` when the table
+        now holds what those topics make. ``protocol`` ("grpc" or "remoting") is shown by the liveness
+        view. RocketMQ 5.x: ``zone_name`` replaces the broker name's zone (empty clears it);
+        ``topic_queue_mappings`` are the static-topic mappings (S40); ``enable_acting_master`` None
+        is a broker older than 5.x, to which no acting-master rule applies (S50-S53; a registration
+        that lowers the smallest id is reported to :attr:`min_broker_id_listeners`).
 
-        ``protocol`` ("grpc" or "remoting") is recorded in the live entry for the liveness view.
+        Returns the live master's address and HA address for a slave (S10), the run of the broker it
+        took the registration back from (``conflicting_instance_id``, :meth:`_note_displacement`) and
+        whether anything beyond liveness changed (``changed``).
 
-        RocketMQ 5.x: ``zone_name`` replaces the broker name's zone (empty clears it).
-        ``topic_queue_mappings`` (topic -> static-topic mapping) are kept per topic and per each
-        mapping's ``bname`` when the topics are applied (a master, or a prime slave, whose DataVersion
-        changed, or a first registration); a body with mappings never deletes topics
-        (``deleteTopicWithBrokerRegistration`` does not support static topics). None or empty = none.
-
-        ``enable_acting_master`` None is a broker older than RocketMQ 5.x (the field was absent): none
-        of the acting-master rules apply to it. Otherwise (RocketMQ 5.x ``registerBroker``): the
-        broker name's ``enable_acting_master`` becomes this value; a slave whose id is the smallest
-        of its broker name (the *prime slave*, no master registered) carries its topics like a
-        master, with the WRITE bit cleared when the broker name has ``enable_acting_master`` (S50).
-        A registration that lowers the broker name's smallest id is reported to the
-        :attr:`min_broker_id_listeners` (S53).
-
-        Two runs of one broker (same cluster, name and id, different non-empty ``instance_id``, e.g.
-        two agents started with the same broker.conf) take the registration from each other. Each
-        time one run replaces another's live entry, the replaced run is remembered for
-        :data:`DISPLACED_MEMORY_MILLIS`; when a remembered run registers again it is fighting, and
-        the result names the run it takes the registration back from (``conflicting_instance_id``).
-        A broker restart (the old run never comes back) is no conflict.
-
-        Raises StaleBrokerStateError (S12) before changing anything when the broker id is held by
-        another live address with a higher ``state_version``, and, with ``refuse_single_topic_first``
-        (the NameServer's request rule S42, decided under this lock), RegistrationRefusedError when
-        the broker id is not registered under its name yet and the topic table holds exactly one
-        topic (a topic-increment registration before the full one).
-
-        A master's topics are compared in bulk (:meth:`_prepare`: the topics of a new broker in a few
-        C-level dict operations, one shared record per distinct QueueNums) and only the changed
-        records are written (:meth:`_commit`); readers never see half of a registration.
+        Raises, before changing anything: StaleBrokerStateError (S12), RegistrationRefusedError with
+        ``refuse_single_topic_first`` when the broker id is not registered under its name yet and
+        the topic table holds exactly one topic (S42), LimitExceededError (capacity).
         """
         topics: CompactTopics | None = None
         if isinstance(topic_configs, CompactTopics):
             topics = topic_configs
         elif topic_configs is not None:
             topics = CompactTopics.from_topic_configs(topic_configs)
-        new_version = enable_acting_master is not None
         filter_servers = list(filter_server_list)
+        identity = (cluster_name, broker_name, broker_id)
         with self._changing():
             now = self._clock()
-            broker_data = self.broker_addr_table.get(broker_name)
-            old_addr = broker_data.broker_addrs.get(broker_id) if broker_data else None
-            if old_addr is not None and old_addr != broker_addr:
-                old_live = self.broker_live_table.get(old_addr)
-                if old_live is not None and old_live.data_version.state_version > data_version.state_version:
-                    raise StaleBrokerStateError(
-                        f"broker {broker_name} id {broker_id} is held by {old_addr} with stateVersion "
-                        f"{old_live.data_version.state_version}; {broker_addr} registered with "
-                        f"stateVersion {data_version.state_version}",
-                        {"broker_name": broker_name, "broker_addr": broker_addr},
-                    )
-            if refuse_single_topic_first and topics is not None and len(topics) == 1 and old_addr is None:
-                raise RegistrationRefusedError(
-                    f"broker {broker_name} id {broker_id} at {broker_addr} is not registered yet and its "
-                    f"registration carries one topic ({topics.names[0]!r}): a broker registers its "
-                    "whole topic table first (RocketMQ 5.x answers 'register broker failed')",
-                    {"broker_name": broker_name, "broker_addr": broker_addr},
-                )
-            may_carry_topics = broker_id == MASTER_ID or new_version  # a 5.x slave may be the prime slave
+            old_addr = self._check_registration(
+                broker_name, broker_id, broker_addr, data_version, topics if refuse_single_topic_first else None
+            )  # S12, S42
+            may_carry_topics = broker_id == MASTER_ID or enable_acting_master is not None  # 5.x: prime slave
             growth, moved = self._check_capacity(
-                cluster_name,
-                broker_name,
-                broker_id,
+                *identity,
                 broker_addr,
                 zone_name,
                 filter_servers,
@@ -528,107 +490,21 @@ class RouteInfoManager:
                 topic_queue_mappings if may_carry_topics else None,
             )
             self.version += 1
-            conflicting = self._note_displacement(
-                (cluster_name, broker_name, broker_id), old_addr or broker_addr, instance_id, now, protocol
-            )
-
+            conflicting = self._note_displacement(identity, old_addr or broker_addr, instance_id, now, protocol)
             # An address belongs to one broker name: leave the old one first.
             previous = self.broker_live_table.get(broker_addr)
             if previous is not None and previous.broker_name != broker_name:
                 self._remove_addr_from_broker_data(previous.broker_name, broker_addr)
-                broker_data = self.broker_addr_table.get(broker_name)
-
-            # S03: the broker name joins its cluster.
-            cluster = self.cluster_addr_table.setdefault(cluster_name, set())
-            if broker_name not in cluster:
-                cluster.add(broker_name)
-                if self._tracking:
-                    self._cluster_log.append((cluster_name, broker_name, True))
-
-            # S04: BrokerData, created when missing (first registration).
-            register_first = broker_data is None
-            digest_before = None if broker_data is None else broker_data_hash(broker_data)
-            if broker_data is None:
-                broker_data = BrokerData(cluster_name, broker_name)
-                self.broker_addr_table[broker_name] = broker_data
-            before = (dict(broker_data.broker_addrs), broker_data.zone_name, broker_data.enable_acting_master)
-            broker_data.zone_name = zone_name
-            broker_data.enable_acting_master = bool(enable_acting_master)
-            # S53: RocketMQ compares with the smallest id before this registration (0 when none).
-            prev_min_broker_id = min(broker_data.broker_addrs) if broker_data.broker_addrs else MASTER_ID
-
-            # S05: one entry per address; then brokerAddrs[id] = addr.
-            for other_id, addr in list(broker_data.broker_addrs.items()):
-                if addr == broker_addr and other_id != broker_id:
-                    del broker_data.broker_addrs[other_id]
-            old_addr = broker_data.broker_addrs.get(broker_id)
-            broker_data.broker_addrs[broker_id] = broker_addr
-            register_first = register_first or old_addr is None
-            if old_addr is not None and old_addr != broker_addr:
-                # The id moved to a new address: the old address is no broker of this name any more.
-                old_live = self.broker_live_table.get(old_addr)
-                if old_live is not None and old_live.broker_name == broker_name:
-                    del self.broker_live_table[old_addr]
-                    self._set_filter_servers(old_addr, [])
-            broker_data_changed = before != (
-                broker_data.broker_addrs,
-                broker_data.zone_name,
-                broker_data.enable_acting_master,
-            )
-            if broker_data_changed:
-                self._invalidate_broker_name(broker_name)
-                self._digest.replace(digest_before, broker_data_hash(broker_data))
-            elif digest_before is None:
-                self._digest.add(broker_data_hash(broker_data))
-
-            # S06/S07: a master with a changed DataVersion (or a first registration) carries topics;
-            # S50 (5.x): so does the prime slave, read-only when its broker name has acting master.
-            prime_slave = new_version and broker_id != MASTER_ID and broker_id == min(broker_data.broker_addrs)
-            carries_topics = broker_id == MASTER_ID or prime_slave
-            topics_applied = not carries_topics or topic_configs is None
+            self._join_cluster(cluster_name, broker_name)  # S03
+            broker_data, register_first, prev_min_broker_id, broker_data_changed = self._put_broker_addr(
+                *identity, broker_addr, zone_name, enable_acting_master
+            )  # S04, S05
             changed = previous is None or previous.broker_name != broker_name or previous.data_version != data_version
-            if carries_topics and topic_queue_mappings and (register_first or changed):
-                self._put_topic_queue_mappings(topic_queue_mappings)  # S40
-            if carries_topics and topics is not None and (register_first or changed):
-                # S40: with mappings no topic is deleted; the table may then hold more than the body's
-                # topics make, so the topics fingerprint is not kept (the next body decodes in full).
-                topics_applied = not (self.delete_topic_with_broker_registration and topic_queue_mappings)
-                if self.delete_topic_with_broker_registration and not topic_queue_mappings:
-                    gone = self.topics_by_broker_name.get(broker_name, {}).keys() - topics.keys()
-                    if gone:
-                        self._remove_queue_datas(broker_name, gone)
-                if broker_id == MASTER_ID:
-                    self._commit(broker_name, self._prepare(broker_name, topics))  # S07 skips equal ones
-                else:
-                    pairs: Iterable[tuple[str, QueueNums]] = topics.queue_nums()
-                    if prime_slave and broker_data.enable_acting_master:
-                        pairs = [(topic, (r, w, perm & ~PERM_WRITE, flag)) for topic, (r, w, perm, flag) in pairs]
-                    for topic, nums in pairs:
-                        self._create_and_update_queue_nums(broker_name, topic, nums)
-
-            # S08: the live entry (the session stays only with the same broker instance).
-            same_instance = (
-                previous is not None
-                and instance_id != ""
-                and (previous.instance_id, previous.cluster, previous.broker_name, previous.broker_id)
-                == (instance_id, cluster_name, broker_name, broker_id)
-            )
+            topics_applied = self._apply_topics(
+                broker_data, broker_id, topics, topic_queue_mappings, enable_acting_master, register_first or changed
+            )  # S06, S07, S40, S50
             timeout = heartbeat_timeout_millis or DEFAULT_HEARTBEAT_TIMEOUT_MILLIS
-            # RegisterBrokerResult.changed: anything beyond liveness (what an audit line is for).
-            registration_changed = broker_data_changed or (
-                previous is None
-                or (
-                    previous.cluster,
-                    previous.broker_name,
-                    previous.broker_id,
-                    previous.instance_id,
-                    previous.data_version,
-                    previous.ha_server_addr,
-                    previous.heartbeat_timeout_millis,
-                )
-                != (cluster_name, broker_name, broker_id, instance_id, data_version, ha_server_addr, timeout)
-            )
-            self.broker_live_table[broker_addr] = BrokerLiveInfo(
+            live = BrokerLiveInfo(
                 cluster=cluster_name,
                 broker_name=broker_name,
                 broker_id=broker_id,
@@ -638,34 +514,180 @@ class RouteInfoManager:
                 data_version=data_version,
                 ha_server_addr=ha_server_addr,
                 instance_id=instance_id,
-                session_id=previous.session_id if same_instance and previous is not None else 0,
                 body_fingerprint=body_fingerprint,
                 topics_fingerprint=topics_fingerprint if topics_applied else None,
                 protocol=protocol,
             )
-            self._schedule(broker_addr, self.broker_live_table[broker_addr])
-
-            # S09: filter servers.
-            if filter_servers != self.filter_server_table.get(broker_addr, []):
+            registration_changed = self._put_live_entry(broker_addr, live, previous) or broker_data_changed  # S08
+            if filter_servers != self.filter_server_table.get(broker_addr, []):  # S09
                 self._invalidate_broker_name(broker_name)
                 registration_changed = True
             self._set_filter_servers(broker_addr, filter_servers)
             if self._broker_table_bytes is not None:
                 self._broker_table_bytes = None if moved else self._broker_table_bytes + growth
-
             # S53: a registration that lowers the smallest id tells the others (RocketMQ registerBroker).
             if broker_id < prev_min_broker_id:
                 self._min_broker_id_changed(broker_data, offline_broker_addr="", ha_broker_addr=ha_server_addr)
+            master_addr, master_ha_addr = self.master_of(broker_name) if broker_id != MASTER_ID else ("", "")
+            return RegisterBrokerResult(master_addr, master_ha_addr, conflicting, changed=registration_changed)  # S10
 
-            # S10: a slave learns its live master.
-            if broker_id != MASTER_ID:
-                master_addr = broker_data.broker_addrs.get(MASTER_ID)
-                master_live = self.broker_live_table.get(master_addr) if master_addr else None
-                if master_addr and master_live is not None:
-                    return RegisterBrokerResult(
-                        master_addr, master_live.ha_server_addr, conflicting, changed=registration_changed
-                    )
-            return RegisterBrokerResult(conflicting_instance_id=conflicting, changed=registration_changed)
+    def _check_registration(
+        self,
+        broker_name: str,
+        broker_id: int,
+        broker_addr: str,
+        data_version: DataVersion,
+        first_topics: CompactTopics | None,
+    ) -> str | None:
+        """The address that holds ``broker_id`` of ``broker_name`` now (None: none). Raises
+        StaleBrokerStateError when another live address holds it with a higher ``state_version``
+        (S12); RegistrationRefusedError when none holds it and ``first_topics`` (given when the
+        NameServer's rule S42 applies) holds exactly one topic."""
+        broker_data = self.broker_addr_table.get(broker_name)
+        old_addr = broker_data.broker_addrs.get(broker_id) if broker_data else None
+        if old_addr is not None and old_addr != broker_addr:
+            old_live = self.broker_live_table.get(old_addr)
+            if old_live is not None and old_live.data_version.state_version > data_version.state_version:
+                raise StaleBrokerStateError(
+                    f"broker {broker_name} id {broker_id} is held by {old_addr} with stateVersion "
+                    f"{old_live.data_version.state_version}; {broker_addr} registered with "
+                    f"stateVersion {data_version.state_version}",
+                    {"broker_name": broker_name, "broker_addr": broker_addr},
+                )
+        if first_topics is not None and len(first_topics) == 1 and old_addr is None:
+            raise RegistrationRefusedError(
+                f"broker {broker_name} id {broker_id} at {broker_addr} is not registered yet and its "
+                f"registration carries one topic ({first_topics.names[0]!r}): a broker registers its "
+                "whole topic table first (RocketMQ 5.x answers 'register broker failed')",
+                {"broker_name": broker_name, "broker_addr": broker_addr},
+            )
+        return old_addr
+
+    def _join_cluster(self, cluster_name: str, broker_name: str) -> None:
+        """S03: the broker name joins its cluster."""
+        cluster = self.cluster_addr_table.setdefault(cluster_name, set())
+        if broker_name not in cluster:
+            cluster.add(broker_name)
+            if self._tracking:
+                self._cluster_log.append((cluster_name, broker_name, True))
+
+    def _put_broker_addr(
+        self,
+        cluster_name: str,
+        broker_name: str,
+        broker_id: int,
+        broker_addr: str,
+        zone_name: str,
+        enable_acting_master: bool | None,
+    ) -> tuple[BrokerData, bool, int, bool]:
+        """S04 (BrokerData made on first registration) and S05 (one entry per address, then
+        ``brokerAddrs[id] = addr``), with the zone and acting-master switch (5.x). Returns the
+        BrokerData, whether the id was not registered under the name before, the smallest id before
+        (S53: RocketMQ compares with it, 0 when none) and whether the BrokerData changed."""
+        broker_data = self.broker_addr_table.get(broker_name)
+        register_first = broker_data is None
+        digest_before = None if broker_data is None else broker_data_hash(broker_data)
+        if broker_data is None:
+            broker_data = BrokerData(cluster_name, broker_name)
+            self.broker_addr_table[broker_name] = broker_data
+        before = (dict(broker_data.broker_addrs), broker_data.zone_name, broker_data.enable_acting_master)
+        broker_data.zone_name = zone_name
+        broker_data.enable_acting_master = bool(enable_acting_master)
+        prev_min_broker_id = min(broker_data.broker_addrs) if broker_data.broker_addrs else MASTER_ID
+        for other_id, addr in list(broker_data.broker_addrs.items()):
+            if addr == broker_addr and other_id != broker_id:
+                del broker_data.broker_addrs[other_id]
+        old_addr = broker_data.broker_addrs.get(broker_id)
+        broker_data.broker_addrs[broker_id] = broker_addr
+        register_first = register_first or old_addr is None
+        if old_addr is not None and old_addr != broker_addr:
+            # The id moved to a new address: the old address is no broker of this name any more.
+            old_live = self.broker_live_table.get(old_addr)
+            if old_live is not None and old_live.broker_name == broker_name:
+                del self.broker_live_table[old_addr]
+                self._set_filter_servers(old_addr, [])
+        changed = before != (broker_data.broker_addrs, broker_data.zone_name, broker_data.enable_acting_master)
+        if changed:
+            self._invalidate_broker_name(broker_name)
+            self._digest.replace(digest_before, broker_data_hash(broker_data))
+        elif digest_before is None:
+            self._digest.add(broker_data_hash(broker_data))
+        return broker_data, register_first, prev_min_broker_id, changed
+
+    def _apply_topics(
+        self,
+        broker_data: BrokerData,
+        broker_id: int,
+        topics: CompactTopics | None,
+        topic_queue_mappings: Mapping[str, TopicQueueMappingInfo] | None,
+        enable_acting_master: bool | None,
+        new_or_changed: bool,
+    ) -> bool:
+        """S06/S07: a master with a changed DataVersion (or a first registration,
+        ``new_or_changed``) carries its topics; S50 (5.x): so does the prime slave, read-only when its
+        broker name has acting master; S40: its static-topic mappings too. Returns whether the table
+        now holds what the topics make (``topics`` None: they were known unchanged), i.e. whether
+        the topics fingerprint may be kept."""
+        broker_name = broker_data.broker_name
+        prime_slave = (
+            enable_acting_master is not None and broker_id != MASTER_ID and broker_id == min(broker_data.broker_addrs)
+        )
+        carries_topics = broker_id == MASTER_ID or prime_slave
+        if not carries_topics:
+            return True
+        if topic_queue_mappings and new_or_changed:
+            self._put_topic_queue_mappings(topic_queue_mappings)  # S40
+        if topics is None:
+            return True
+        if not new_or_changed:
+            return False
+        if self.delete_topic_with_broker_registration and not topic_queue_mappings:
+            gone = self.topics_by_broker_name.get(broker_name, {}).keys() - topics.keys()
+            if gone:
+                self._remove_queue_datas(broker_name, gone)
+        if broker_id == MASTER_ID:
+            self._commit(broker_name, self._prepare(broker_name, topics))  # S07 skips equal ones
+        else:
+            pairs: Iterable[tuple[str, QueueNums]] = topics.queue_nums()
+            if prime_slave and broker_data.enable_acting_master:
+                pairs = [(topic, (r, w, perm & ~PERM_WRITE, flag)) for topic, (r, w, perm, flag) in pairs]
+            for topic, nums in pairs:
+                self._create_and_update_queue_nums(broker_name, topic, nums)
+        # S40: with mappings no topic is deleted; the table may then hold more than the body's topics
+        # make, so the topics fingerprint is not kept (the next body decodes in full).
+        return not (self.delete_topic_with_broker_registration and topic_queue_mappings)
+
+    def _put_live_entry(self, broker_addr: str, live: BrokerLiveInfo, previous: BrokerLiveInfo | None) -> bool:
+        """S08: the live entry; the liveness session stays only with the same broker instance (same
+        non-empty instance id, cluster, name and id). Returns whether anything beyond liveness
+        changed (``RegisterBrokerResult.changed``: what an audit line is for)."""
+        same_instance = (
+            previous is not None
+            and live.instance_id != ""
+            and (previous.instance_id, previous.cluster, previous.broker_name, previous.broker_id)
+            == (live.instance_id, live.cluster, live.broker_name, live.broker_id)
+        )
+        if same_instance and previous is not None:
+            live.session_id = previous.session_id
+        self.broker_live_table[broker_addr] = live
+        self._schedule(broker_addr, live)
+        return previous is None or (
+            previous.cluster,
+            previous.broker_name,
+            previous.broker_id,
+            previous.instance_id,
+            previous.data_version,
+            previous.ha_server_addr,
+            previous.heartbeat_timeout_millis,
+        ) != (
+            live.cluster,
+            live.broker_name,
+            live.broker_id,
+            live.instance_id,
+            live.data_version,
+            live.ha_server_addr,
+            live.heartbeat_timeout_millis,
+        )
 
     # ------------------------------------------------------------------ capacity (issue 30)
 
