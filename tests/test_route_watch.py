@@ -234,23 +234,12 @@ class Reports:
     def __init__(self, table: RouteInfoManager) -> None:
         self.table = table
         self.calls: list[tuple[int, frozenset[str] | None]] = []
-        self.lock_free: list[bool] = []
+        self.complete: list[bool] = []
         table.route_listeners.append(self)
 
     def __call__(self, revision: int, topics: frozenset[str] | None) -> None:
         self.calls.append((revision, topics))
-        result: list[bool] = []
-
-        def probe() -> None:  # another thread can take the lock: the change released it
-            acquired = self.table._lock.acquire(blocking=False)
-            if acquired:
-                self.table._lock.release()
-            result.append(acquired)
-
-        thread = threading.Thread(target=probe)
-        thread.start()
-        thread.join()
-        self.lock_free.append(result[0])
+        self.complete.append(self.table._change_depth == 0)  # told once the outermost change ended
 
     def last(self) -> set[str] | None:
         topics = self.calls[-1][1]
@@ -272,7 +261,7 @@ def registered() -> tuple[RouteInfoManager, Reports, FakeClock]:
     return table, reports, clock
 
 
-def test_route_table_reports_each_change_once_after_releasing_the_lock() -> None:
+def test_route_table_reports_each_change_once_when_it_is_complete() -> None:
     table, reports, clock = registered()
     assert reports.calls == [(1, frozenset({"T1", "T2"})), (2, frozenset({"T2", "T3"}))]
     assert table.route_revision == 2
@@ -320,7 +309,7 @@ def test_route_table_reports_each_change_once_after_releasing_the_lock() -> None
     assert reports.last() == {"T2"}
     revisions = [revision for revision, _ in reports.calls]
     assert revisions == list(range(1, len(revisions) + 1))
-    assert all(reports.lock_free)
+    assert all(reports.complete)
 
 
 def test_a_refused_registration_reports_nothing() -> None:

@@ -437,7 +437,7 @@ def apply_retention(directory: Path, namesrv: str, retention_ms: int, now_ms: in
 def _gc_paused() -> Iterator[None]:
     """Pause the cyclic garbage collector. An export allocates a dict per topic and Arrow buffers,
     which triggers collections; with a large table a full one takes 0.2 s, holding the GIL (and the
-    table's lock, during the copy), so RPCs would stall. An export makes no reference cycles: its
+    event loop, during the copy), so RPCs would stall. An export makes no reference cycles: its
     objects are freed by reference counting when it ends, and collections resume then."""
     was_enabled = gc.isenabled()
     gc.disable()
@@ -449,8 +449,9 @@ def _gc_paused() -> Iterator[None]:
 
 
 class SnapshotExporter:
-    """Exports a live route table into ``directory`` (``snapshotDir``). Thread-safe: one export at a
-    time; meant to run in a worker thread (``asyncio.to_thread``), never on the event loop.
+    """Exports a live route table into ``directory`` (``snapshotDir``): :meth:`copy_table` on the
+    thread that owns the table (the event loop), then :meth:`export` of the copy in a worker thread
+    (``asyncio.to_thread``), never on the event loop. One export at a time.
 
     ``retention_hours`` is called at each export (the configuration may change at run time).
     """
@@ -471,11 +472,21 @@ class SnapshotExporter:
         self._lock = threading.Lock()
         self._last_time_ms = 0
         self._recovered = False
-        self.last_lock_hold_seconds = 0.0
-        """How long the last export held the route table's lock (``copy_tables``)."""
+        self.last_copy_seconds = 0.0
+        """How long the last copy of the table took (``copy_tables``: the table's owner waits for it)."""
 
-    def export(self) -> SnapshotInfo:
-        """Copy the table (one lock hold), write and commit the snapshot, apply the retention.
+    def copy_table(self) -> RouteTableCopy:
+        """A detached copy of the table, for :meth:`export` (on the thread that owns the table; the
+        garbage collector paused while it is made)."""
+        with _gc_paused():
+            started = time.perf_counter()
+            copy = self.route_table.copy_tables()
+            self.last_copy_seconds = time.perf_counter() - started
+            return copy
+
+    def export(self, copy: RouteTableCopy | None = None) -> SnapshotInfo:
+        """Write and commit the snapshot of ``copy`` (default: :meth:`copy_table` now), then apply
+        the retention.
 
         Raises SnapshotWriteError when the snapshot cannot be written (nothing is then visible).
         """
@@ -486,16 +497,16 @@ class SnapshotExporter:
                     self._recovered = True
                 now = max(self._clock(), self._last_time_ms + 1)
                 started = time.perf_counter()
-                copy = self.route_table.copy_tables()
-                self.last_lock_hold_seconds = time.perf_counter() - started
+                if copy is None:
+                    copy = self.copy_table()
                 tables = tables_from_copy(copy, snapshot_time_ms=now, namesrv=self.namesrv)
                 info = commit_snapshot(self.directory, tables)
                 log.info(
-                    "route snapshot %s: %d topics, %d broker addresses; table lock held %.0f ms, export %.2f s",
+                    "route snapshot %s: %d topics, %d broker addresses; table copied in %.0f ms, export %.2f s",
                     info.file_name,
                     info.topics,
                     info.broker_addrs,
-                    1000 * self.last_lock_hold_seconds,
+                    1000 * self.last_copy_seconds,
                     time.perf_counter() - started,
                 )
                 self._last_time_ms = now

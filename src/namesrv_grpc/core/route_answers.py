@@ -26,8 +26,7 @@ servers: :meth:`RouteAnswers.drop_layouts_of` drops it when one of them changes.
 decides which topics may share (not those whose answer carries per-topic data: static-topic
 mappings, order configuration, ``SYNC_BROKER_MEMBER_GROUP`` topics under acting master).
 
-Not thread-safe on its own: :class:`~namesrv_grpc.core.route_table.RouteInfoManager` calls it under
-its lock, except for a lookup in :attr:`RouteAnswers.young`, a dict lookup of complete values.
+Not thread-safe: used by one thread, the event loop of the process that holds the table.
 """
 
 from __future__ import annotations

@@ -22,9 +22,12 @@ is tracked for ever: full collections took 0.3 s with 800,000 QueueData, 50 ms w
 :class:`QueueData` objects are built when a route is read (:meth:`pickup_topic_route_data`,
 :attr:`topic_queue_table`, :meth:`copy_tables`).
 
-Every public method takes one lock for its whole duration, so readers never see a half-applied
-registration or removal. Time comes from an injected ``clock`` returning milliseconds since the epoch,
-so tests drive expiry without sleeping. Arguments are assumed validated by the caller
+One thread only, no lock: the route-table process applies one command at a time on its event loop,
+and each serving process applies the change stream to its replica between two requests on its own,
+so a reader never sees half a registration or removal. (The table had a lock while registrations
+were decoded and applied in worker threads; a snapshot now copies the table on the event loop and
+writes the copy in a worker thread.) Time comes from an injected ``clock`` returning milliseconds
+since the epoch, so tests drive expiry without sleeping. Arguments are assumed validated by the caller
 (:mod:`namesrv_grpc.core.processor`); this module enforces the rules S03-S10, S12-S18, S20, S22-S25.
 
 Settled where the rules are silent (RocketMQ 4.9/5.x source decides, improved where it is racy):
@@ -33,7 +36,7 @@ Settled where the rules are silent (RocketMQ 4.9/5.x source decides, improved wh
   name removes it from the old BrokerData first (S05 extended across names), and a broker id that
   moves to a new address drops the old address's live entry, so every live address is in exactly
   one BrokerData and every BrokerData address is live.
-- Removals re-check under the lock (S17, RocketMQ #11043): an expiry only removes a broker that is
+- Removals re-check in the same step (S17, RocketMQ #11043): an expiry only removes a broker that is
   still expired; an unregister only removes an address whose live entry still belongs to that
   cluster, broker name and id; a session's end only removes the broker while that session is still
   bound to it (a newer session, or a registration by another broker instance, unbinds it).
@@ -43,8 +46,7 @@ Route changes: every place that drops a topic's cached route is exactly a change
 route (its QueueData, its broker names' BrokerData or filter servers, or what the encoder adds).
 Each public method that may change routes collects the topics it touched; when the method ends, the
 route revision grows by one and every :data:`RouteListener` is called with the new revision and the
-changed topics, *after* the lock is released (a listener may read the table; it may be called from a
-worker thread when a registration runs there).
+changed topics, once the method's changes are complete (a listener may read the table).
 """
 
 from __future__ import annotations
@@ -53,7 +55,6 @@ import bisect
 import dataclasses
 import heapq
 import sys
-import threading
 import time
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -172,7 +173,7 @@ RouteListener = Callable[[int, "frozenset[str] | None"], None]
 the route encoder adds changed, e.g. ``orderMessageEnable`` was toggled)."""
 
 MinBrokerIdListener = Callable[[MinBrokerIdChange], None]
-"""Called after a change, outside the lock, for every broker name whose smallest broker id changed
+"""Called once a change is complete, for every broker name whose smallest broker id changed
 in a way RocketMQ tells the brokers about (S53)."""
 
 
@@ -234,7 +235,7 @@ class QueueDataView(Mapping[str, dict[str, QueueData]]):
 
 @dataclass(frozen=True, slots=True)
 class RouteTableCopy:
-    """A consistent copy of the five tables, taken under one lock hold (for snapshots and exports).
+    """A consistent copy of the five tables, taken in one step (for snapshots and exports).
 
     QueueData and DataVersion are immutable and shared with the live table; every dict, set and
     BrokerData/BrokerLiveInfo is a copy, safe to read from another thread.
@@ -297,7 +298,6 @@ class RouteInfoManager:
         None after anything leaves it (counted again when next needed)."""
         self.delete_topic_with_broker_registration = delete_topic_with_broker_registration
         self.support_acting_master = support_acting_master
-        self._lock = threading.RLock()
         self.topic_queue_nums: dict[str, TopicQueues] = {}
         """topic -> its QueueData as :data:`TopicQueues` (see the module doc)."""
         self._interned: dict[QueueNums, QueueNums] = {}
@@ -333,9 +333,9 @@ class RouteInfoManager:
         self.route_revision = 0
         """Increases by one for every public call that changed some topic's route (see RouteListener)."""
         self.route_listeners: list[RouteListener] = []
-        """Called after every route change, outside the lock, in the thread that made the change."""
+        """Called after every route change, once the change is complete."""
         self.min_broker_id_listeners: list[MinBrokerIdListener] = []
-        """Called with every MinBrokerIdChange (S53), outside the lock, in the thread that made it."""
+        """Called with every MinBrokerIdChange (S53), once the change that made it is complete."""
         self._min_broker_id_changes: dict[str, tuple[str, str, bool]] = {}
         """broker name -> (offline address, HA address, after a departure) of the smallest-id changes
         of the call under way; the last one per broker name counts (see _pending_min_broker_id_changes)."""
@@ -368,31 +368,30 @@ class RouteInfoManager:
     @property
     def topic_queue_table(self) -> QueueDataView:
         """RocketMQ's ``topicQueueTable`` (topic -> {broker name -> QueueData}) as a read-only view of
-        :attr:`topic_queue_nums`; not locked (read it under :meth:`copy_tables` for a consistent copy)."""
+        :attr:`topic_queue_nums` (:meth:`copy_tables` for a detached copy)."""
         return QueueDataView(self.topic_queue_nums)
 
     # ------------------------------------------------------------------ route changes
 
     @contextmanager
     def _changing(self) -> Iterator[None]:
-        """Hold the lock; when the outermost hold ends, bump the revision (under the lock) if routes
-        changed and call the listeners (after releasing it)."""
+        """One change of the table; when the outermost one ends, bump the revision if routes changed
+        and call the listeners (once the table is complete again)."""
         notice: tuple[int, frozenset[str] | None] | None = None
         min_broker_id_changes: list[MinBrokerIdChange] = []
-        with self._lock:
-            self._change_depth += 1
-            try:
-                yield
-            finally:
-                self._change_depth -= 1
-                if self._change_depth == 0 and (self._changed_topics or self._all_routes_changed):
-                    self.route_revision += 1
-                    topics = None if self._all_routes_changed else frozenset(self._changed_topics)
-                    notice = (self.route_revision, topics)
-                    self._changed_topics = set()
-                    self._all_routes_changed = False
-                if self._change_depth == 0 and self._min_broker_id_changes:
-                    min_broker_id_changes = self._pending_min_broker_id_changes()
+        self._change_depth += 1
+        try:
+            yield
+        finally:
+            self._change_depth -= 1
+            if self._change_depth == 0 and (self._changed_topics or self._all_routes_changed):
+                self.route_revision += 1
+                topics = None if self._all_routes_changed else frozenset(self._changed_topics)
+                notice = (self.route_revision, topics)
+                self._changed_topics = set()
+                self._all_routes_changed = False
+            if self._change_depth == 0 and self._min_broker_id_changes:
+                min_broker_id_changes = self._pending_min_broker_id_changes()
         if notice is not None:
             for listener in list(self.route_listeners):
                 listener(*notice)
@@ -696,8 +695,7 @@ class RouteInfoManager:
         addresses are: the part of :meth:`register_broker`'s capacity check that needs no body, so
         that a registration refused for it is refused before its body is decoded (a 200,000-topic
         body took a core for a second to decode, then was refused). Changes nothing."""
-        with self._lock:
-            self._check_broker_room(broker_name, broker_addr)
+        self._check_broker_room(broker_name, broker_addr)
 
     def _check_broker_room(self, broker_name: str, broker_addr: str) -> None:
         live = self.broker_live_table
@@ -847,8 +845,7 @@ class RouteInfoManager:
 
     def answer_estimates(self) -> tuple[int, int]:
         """``(topic list, cluster info)``: their estimated bytes (core.capacity), as the limits see them."""
-        with self._lock:
-            return self._topics_bytes(), self._brokers_bytes()
+        return self._topics_bytes(), self._brokers_bytes()
 
     def _put_topic_queue_mappings(self, mappings: Mapping[str, TopicQueueMappingInfo]) -> None:
         """RocketMQ 5.x: keep each mapping under its topic and its own ``bname``; a changed one is
@@ -1019,16 +1016,14 @@ class RouteInfoManager:
         (``BrokerAddrInfo``); broker name and id are only reported. Raises BrokerNotRegisteredError
         when no broker of that cluster is registered at that address (it should register in full).
         """
-        with self._lock:
-            live = self._live_in_cluster(cluster_name, broker_addr)
-            if live is None:
-                raise BrokerNotRegisteredError(
-                    f"broker {broker_addr} ({cluster_name}/{broker_name}/{broker_id}) is not registered; "
-                    "register it first",
-                    {"broker_addr": broker_addr},
-                )
-            self._heard_from(live)
-            self._schedule(broker_addr, live)
+        live = self._live_in_cluster(cluster_name, broker_addr)
+        if live is None:
+            raise BrokerNotRegisteredError(
+                f"broker {broker_addr} ({cluster_name}/{broker_name}/{broker_id}) is not registered; register it first",
+                {"broker_addr": broker_addr},
+            )
+        self._heard_from(live)
+        self._schedule(broker_addr, live)
 
     def query_data_version(
         self,
@@ -1045,15 +1040,14 @@ class RouteInfoManager:
         is not registered or its stored DataVersion differs; the stored version is None when it is not
         registered.
         """
-        with self._lock:
-            live = self._live_in_cluster(cluster_name, broker_addr)
-            if live is None:
-                return True, None
-            changed = live.data_version != data_version
-            if not changed:
-                self._heard_from(live)
-                self._schedule(broker_addr, live)
-            return changed, live.data_version
+        live = self._live_in_cluster(cluster_name, broker_addr)
+        if live is None:
+            return True, None
+        changed = live.data_version != data_version
+        if not changed:
+            self._heard_from(live)
+            self._schedule(broker_addr, live)
+        return changed, live.data_version
 
     def _live_in_cluster(self, cluster_name: str, addr: str) -> BrokerLiveInfo | None:
         live = self.broker_live_table.get(addr)
@@ -1073,8 +1067,8 @@ class RouteInfoManager:
         """S13: remove every broker with ``last_seen_millis + heartbeat_timeout_millis < now`` (the
         liveness clock: monotonic).
 
-        Returns the removed brokers (reason ``"expired"``). Decision and removal happen under one lock
-        hold, so a broker that re-registered in between is never removed (S17). Costs O(brokers due
+        Returns the removed brokers (reason ``"expired"``). Decision and removal happen in one step,
+        so a broker that re-registered in between is never removed (S17). Costs O(brokers due
         now), not O(brokers): see ``_expiry_heap``.
         """
         with self._changing():
@@ -1114,9 +1108,8 @@ class RouteInfoManager:
 
     def live_info(self, broker_addr: str) -> BrokerLiveInfo | None:
         """A copy of the live entry of an address, or None."""
-        with self._lock:
-            live = self.broker_live_table.get(broker_addr)
-            return None if live is None else dataclasses.replace(live)
+        live = self.broker_live_table.get(broker_addr)
+        return None if live is None else dataclasses.replace(live)
 
     # ------------------------------------------------------------------ removal (S15-S17)
 
@@ -1146,38 +1139,35 @@ class RouteInfoManager:
         timeout ms)``, or None when the address is not registered as exactly this cluster, broker
         name, id and instance (the broker must register first). A newer session replaces an older
         one, whose end then removes nothing. Binding refreshes ``last_update_timestamp``."""
-        with self._lock:
-            live = self._matching_live(cluster_name, broker_name, broker_id, broker_addr)
-            if live is None or live.instance_id != instance_id:
-                return None
-            self._session_seq += 1
-            live.session_id = self._session_seq
-            self._heard_from(live)
-            self._schedule(broker_addr, live)
-            return live.session_id, live.heartbeat_timeout_millis
+        live = self._matching_live(cluster_name, broker_name, broker_id, broker_addr)
+        if live is None or live.instance_id != instance_id:
+            return None
+        self._session_seq += 1
+        live.session_id = self._session_seq
+        self._heard_from(live)
+        self._schedule(broker_addr, live)
+        return live.session_id, live.heartbeat_timeout_millis
 
     def session_heartbeat(self, broker_addr: str, session_id: int) -> bool:
         """S14 over a session: refresh the broker when ``session_id`` is still bound to it; False
         when it is not (the broker was removed or re-registered by another instance)."""
-        with self._lock:
-            live = self.broker_live_table.get(broker_addr)
-            if live is None or not session_id or live.session_id != session_id:
-                return False
-            self._heard_from(live)
-            self._schedule(broker_addr, live)
-            return True
+        live = self.broker_live_table.get(broker_addr)
+        if live is None or not session_id or live.session_id != session_id:
+            return False
+        self._heard_from(live)
+        self._schedule(broker_addr, live)
+        return True
 
     def unbind_session(self, broker_addr: str, session_id: int) -> bool:
         """The session ended without the broker's doing (the serving process that held its
         connection or stream died): keep the broker, unbound, so that its next registration (S11)
         or the S13 expiry, whichever comes first, decides. True when ``session_id`` was the bound
         one (an older session's end unbinds nothing newer, S17). Nothing a lookup shows changes."""
-        with self._lock:
-            live = self.broker_live_table.get(broker_addr)
-            if live is None or not session_id or live.session_id != session_id:
-                return False
-            live.session_id = 0
-            return True
+        live = self.broker_live_table.get(broker_addr)
+        if live is None or not session_id or live.session_id != session_id:
+            return False
+        live.session_id = 0
+        return True
 
     def remove_if_session(self, broker_addr: str, session_id: int, reason: str) -> RemovedBroker | None:
         """S15: the session ended; remove the broker when that session is still the bound one
@@ -1190,11 +1180,10 @@ class RouteInfoManager:
 
     def master_of(self, broker_name: str) -> tuple[str, str]:
         """``(address, HA address)`` of the live master (id 0) of ``broker_name``, or ``("", "")``."""
-        with self._lock:
-            broker_data = self.broker_addr_table.get(broker_name)
-            master_addr = broker_data.broker_addrs.get(MASTER_ID, "") if broker_data else ""
-            live = self.broker_live_table.get(master_addr) if master_addr else None
-            return (master_addr, live.ha_server_addr) if live is not None else ("", "")
+        broker_data = self.broker_addr_table.get(broker_name)
+        master_addr = broker_data.broker_addrs.get(MASTER_ID, "") if broker_data else ""
+        live = self.broker_live_table.get(master_addr) if master_addr else None
+        return (master_addr, live.ha_server_addr) if live is not None else ("", "")
 
     def _remove_addr(self, broker_addr: str, reason: str) -> RemovedBroker:
         """S16: drop an address from the live and filter tables and from its BrokerData, cascading.
@@ -1360,8 +1349,7 @@ class RouteInfoManager:
         """S18: the topic's QueueData (sorted by broker name), copies of the BrokerData of their broker
         names and the filter servers of their addresses; None when the topic has no QueueData or none
         of its broker names has BrokerData."""
-        with self._lock:
-            return self._route_data(topic)
+        return self._route_data(topic)
 
     def pickup_topic_route_cached(
         self,
@@ -1378,13 +1366,12 @@ class RouteInfoManager:
         kept within ``limits.route_cache_max_bytes`` (``routeCacheMaxBytes``); one dropped to stay
         within it is encoded again when next asked for (:mod:`namesrv_grpc.core.route_answers`).
 
-        A hit in the young generation takes no lock: entries are complete values built under the
-        lock, and every change drops the entries it touches before it releases the lock, so a reader
-        sees the route either before or after a registration, never half of one. ``encode`` runs
-        under the lock; it must not call back into this table. Call :meth:`invalidate_routes` when
+        Every change drops the entries it touches in the same step, so a reader sees the route
+        either before or after a registration, never half of one. ``encode`` must not call back into
+        this table. Call :meth:`invalidate_routes` when
         what ``encode`` adds changes.
 
-        ``shared(topic)`` true (called under the lock): ``encode`` adds nothing of the topic's own,
+        ``shared(topic)`` true: ``encode`` adds nothing of the topic's own,
         so its answer is the answer of every topic with the same QueueData records whose route
         carries nothing per topic either (no static-topic mappings, not a ``SYNC_BROKER_MEMBER_GROUP``
         topic under acting master): found by that content first, encoded only for the first such
@@ -1393,40 +1380,34 @@ class RouteInfoManager:
         if key is None:
             key = encode
         answers = self.route_answers
-        number = answers.numbers.get(key)
-        if number is not None:
-            cached = answers.young[number].get(topic)
-            if cached is not None:
-                return cached
-        with self._lock:
-            number = answers.encoding(key)
-            cached = answers.get(number, topic)
-            if cached is not None:
-                return cached
-            layout = None
-            if shared is not None:
-                layout = self.topic_queue_nums.get(topic)
-                if layout is None:
-                    return None
-                if (
-                    topic in self.topic_queue_mapping_info_table
-                    or (self.support_acting_master and topic.startswith(SYNC_BROKER_MEMBER_GROUP_PREFIX))
-                    or not shared(topic)
-                ):
-                    layout = None
-                else:
-                    cached = answers.get(number, layout)
-                    if cached is not None:
-                        answers.put(number, topic, cached)
-                        return cached
-            route = self._route_data(topic)
-            if route is None:
+        number = answers.encoding(key)
+        cached = answers.get(number, topic)
+        if cached is not None:
+            return cached
+        layout = None
+        if shared is not None:
+            layout = self.topic_queue_nums.get(topic)
+            if layout is None:
                 return None
-            value = encode(route)
-            answers.put(number, topic, value)
-            if layout is not None:
-                answers.put_layout(number, layout, value)
-            return value
+            if (
+                topic in self.topic_queue_mapping_info_table
+                or (self.support_acting_master and topic.startswith(SYNC_BROKER_MEMBER_GROUP_PREFIX))
+                or not shared(topic)
+            ):
+                layout = None
+            else:
+                cached = answers.get(number, layout)
+                if cached is not None:
+                    answers.put(number, topic, cached)
+                    return cached
+        route = self._route_data(topic)
+        if route is None:
+            return None
+        value = encode(route)
+        answers.put(number, topic, value)
+        if layout is not None:
+            answers.put_layout(number, layout, value)
+        return value
 
     def invalidate_routes(self, topics: Iterable[str] | None = None) -> None:
         """Drop cached routes of ``topics`` (all when None): what the encoder adds changed (S19).
@@ -1463,11 +1444,10 @@ class RouteInfoManager:
             self._dirty_addrs.add(broker_addr)
 
     def routes_of(self, topics: Iterable[str]) -> tuple[int, dict[str, TopicRouteData | None]]:
-        """S18 for many topics under one lock hold: ``(route revision, {topic: route or None})``.
+        """S18 for many topics in one step: ``(route revision, {topic: route or None})``.
         The routes are exactly those of that revision (for watchers: a change with a revision up to
         this one is already in them)."""
-        with self._lock:
-            return self.route_revision, {topic: self._route_data(topic) for topic in topics}
+        return self.route_revision, {topic: self._route_data(topic) for topic in topics}
 
     def _route_data(self, topic: str) -> TopicRouteData | None:
         queues = self.topic_queue_nums.get(topic)
@@ -1519,18 +1499,16 @@ class RouteInfoManager:
     ) -> bool:
         """True when this broker's last registration had the same topic table and nothing else has
         changed its broker name's QueueData since: decoding the topics again would change nothing."""
-        with self._lock:
-            live = self._matching_live(cluster_name, broker_name, broker_id, broker_addr)
-            return live is not None and live.topics_fingerprint == topics_fingerprint
+        live = self._matching_live(cluster_name, broker_name, broker_id, broker_addr)
+        return live is not None and live.topics_fingerprint == topics_fingerprint
 
     def stored_topics_fingerprint(
         self, *, cluster_name: str, broker_name: str, broker_id: int, broker_addr: str
     ) -> int | None:
         """The topics fingerprint :meth:`topics_unchanged` compares with (None: none is kept, or the
         broker is not registered so)."""
-        with self._lock:
-            live = self._matching_live(cluster_name, broker_name, broker_id, broker_addr)
-            return None if live is None else live.topics_fingerprint
+        live = self._matching_live(cluster_name, broker_name, broker_id, broker_addr)
+        return None if live is None else live.topics_fingerprint
 
     def same_body_registered(
         self,
@@ -1544,70 +1522,62 @@ class RouteInfoManager:
         """When this broker's last registration carried a body with the same (CRC32C, length,
         compressed), return its stored DataVersion, filter servers and topics fingerprint: the body
         need not be decoded (it would change nothing, S06/S07/S09). None otherwise."""
-        with self._lock:
-            live = self._matching_live(cluster_name, broker_name, broker_id, broker_addr)
-            if live is None or live.body_fingerprint != fingerprint:
-                return None
-            return live.data_version, tuple(self.filter_server_table.get(broker_addr, ())), live.topics_fingerprint
+        live = self._matching_live(cluster_name, broker_name, broker_id, broker_addr)
+        if live is None or live.body_fingerprint != fingerprint:
+            return None
+        return live.data_version, tuple(self.filter_server_table.get(broker_addr, ())), live.topics_fingerprint
 
     def get_cluster_info(self) -> ClusterInfo:
         """S22: copies of brokerAddrTable and clusterAddrTable, each in name order (broker names,
         cluster names, and the broker names of each cluster sorted): every serving process writes
         the same GET_BROKER_CLUSTER_INFO body, whatever order its replica learnt the brokers in."""
-        with self._lock:
-            return ClusterInfo(
-                {name: self.broker_addr_table[name].copy() for name in sorted(self.broker_addr_table)},
-                {name: tuple(sorted(self.cluster_addr_table[name])) for name in sorted(self.cluster_addr_table)},
-            )
+        return ClusterInfo(
+            {name: self.broker_addr_table[name].copy() for name in sorted(self.broker_addr_table)},
+            {name: tuple(sorted(self.cluster_addr_table[name])) for name in sorted(self.cluster_addr_table)},
+        )
 
     def filter_servers_of(self, broker_addr: str) -> tuple[str, ...]:
         """The filter-server addresses registered for ``broker_addr`` (S09); () when none."""
-        with self._lock:
-            return tuple(self.filter_server_table.get(broker_addr, ()))
+        return tuple(self.filter_server_table.get(broker_addr, ()))
 
     def broker_addrs_of(self, broker_name: str) -> dict[int, str]:
         """A copy of ``brokerAddrs`` (broker id -> address) of ``broker_name``; {} when it is unknown."""
-        with self._lock:
-            broker_data = self.broker_addr_table.get(broker_name)
-            return dict(broker_data.broker_addrs) if broker_data is not None else {}
+        broker_data = self.broker_addr_table.get(broker_name)
+        return dict(broker_data.broker_addrs) if broker_data is not None else {}
 
     def get_all_topic_list(self) -> list[str]:
         """S24: every topic, sorted."""
-        with self._lock:
-            return sorted(self.topic_queue_nums)
+        return sorted(self.topic_queue_nums)
 
     def get_topics_by_cluster(self, cluster_name: str) -> list[str]:
         """S24: topics with QueueData on any broker name of the cluster, sorted; [] for an unknown one."""
-        with self._lock:
-            topics: set[str] = set()
-            for broker_name in self.cluster_addr_table.get(cluster_name, ()):
-                topics.update(self.topics_by_broker_name.get(broker_name, ()))
-            return sorted(topics)
+        topics: set[str] = set()
+        for broker_name in self.cluster_addr_table.get(cluster_name, ()):
+            topics.update(self.topics_by_broker_name.get(broker_name, ()))
+        return sorted(topics)
 
     def get_system_topic_list(self) -> tuple[list[str], str]:
         """S24: every cluster name and broker name (sorted), and the lowest-id address of the first
         broker name (sorted) as RocketMQ's ``TopicList.brokerAddr`` ("" when there is none)."""
-        with self._lock:
-            names: set[str] = set(self.cluster_addr_table)
-            for broker_names in self.cluster_addr_table.values():
-                names |= broker_names
-            broker_addr = ""
-            for broker_name in sorted(self.broker_addr_table):
-                addrs = self.broker_addr_table[broker_name].broker_addrs
-                if addrs:
-                    broker_addr = addrs[min(addrs)]
-                    break
-            return sorted(names), broker_addr
+        names: set[str] = set(self.cluster_addr_table)
+        for broker_names in self.cluster_addr_table.values():
+            names |= broker_names
+        broker_addr = ""
+        for broker_name in sorted(self.broker_addr_table):
+            addrs = self.broker_addr_table[broker_name].broker_addrs
+            if addrs:
+                broker_addr = addrs[min(addrs)]
+                break
+        return sorted(names), broker_addr
 
     def get_topics_by_sys_flag(self, *, has: int, has_not: int = 0) -> list[str]:
         """S24: topics where some QueueData has every bit of ``has`` and no QueueData has a bit of
         ``has_not`` (UNIT: ``has=1``; UNIT_SUB: ``has=2``; UNIT_SUB but not UNIT: ``has=2, has_not=1``)."""
-        with self._lock:
-            return sorted(
-                topic
-                for topic, (_, values) in self.topic_queue_nums.items()
-                if any(nums[3] & has == has for nums in values) and not any(nums[3] & has_not for nums in values)
-            )
+        return sorted(
+            topic
+            for topic, (_, values) in self.topic_queue_nums.items()
+            if any(nums[3] & has == has for nums in values) and not any(nums[3] & has_not for nums in values)
+        )
 
     def get_unit_topic_list(self) -> list[str]:
         """S24 ``GET_UNIT_TOPIC_LIST``."""
@@ -1697,73 +1667,70 @@ class RouteInfoManager:
 
     def track_changes(self) -> None:
         """From now on, note every change for :meth:`take_change` (the route-table process's table)."""
-        with self._lock:
-            self._tracking = True
+        self._tracking = True
 
     def take_change(self) -> TableChange | None:
         """What changed since the last call, as a replica needs it (:meth:`apply_change`); None when
         nothing a replica holds changed (a heartbeat, an unchanged re-registration). Requires
         :meth:`track_changes`."""
-        with self._lock:
-            if not (
-                self._dirty_records
-                or self._dirty_brokers
-                or self._dirty_addrs
-                or self._cluster_log
-                or self._dirty_mappings
-                or self._index_log
-                or self._invalidated
-                or self._all_routes_invalidated
-                or self._taken_revision != self.route_revision
-            ):
-                return None
-            change = TableChange(
-                route_revision=self.route_revision,
-                index_log=self._index_log,
-                invalidated=list(self._invalidated),
-                all_routes=self._all_routes_invalidated,
-            )
-            self._taken_revision = self.route_revision
-            self._all_routes_invalidated = False
-            topics = list(self._dirty_records)
-            records = list(map(self.topic_queue_nums.get, topics))
-            if None in records:
-                change.removed_topics = [topic for topic, record in zip(topics, records, strict=True) if record is None]
-                change.records = {topic: record for topic, record in zip(topics, records, strict=True) if record}
-            else:
-                change.records = dict(zip(topics, records, strict=True))  # type: ignore[arg-type]
-            for broker_name in self._dirty_brokers:
-                broker_data = self.broker_addr_table.get(broker_name)
-                change.broker_datas[broker_name] = broker_data.copy() if broker_data is not None else None
-            for addr in self._dirty_addrs:
-                servers = self.filter_server_table.get(addr)
-                change.filter_servers[addr] = list(servers) if servers else None
-            change.cluster_log = self._cluster_log
-            for topic in self._dirty_mappings:
-                mappings = self.topic_queue_mapping_info_table.get(topic)
-                change.mappings[topic] = dict(mappings) if mappings else None
-            self._dirty_records = set()
-            self._dirty_brokers = set()
-            self._dirty_addrs = set()
-            self._cluster_log = []
-            self._dirty_mappings = set()
-            self._index_log = []
-            self._invalidated = set()
-            return change
+        if not (
+            self._dirty_records
+            or self._dirty_brokers
+            or self._dirty_addrs
+            or self._cluster_log
+            or self._dirty_mappings
+            or self._index_log
+            or self._invalidated
+            or self._all_routes_invalidated
+            or self._taken_revision != self.route_revision
+        ):
+            return None
+        change = TableChange(
+            route_revision=self.route_revision,
+            index_log=self._index_log,
+            invalidated=list(self._invalidated),
+            all_routes=self._all_routes_invalidated,
+        )
+        self._taken_revision = self.route_revision
+        self._all_routes_invalidated = False
+        topics = list(self._dirty_records)
+        records = list(map(self.topic_queue_nums.get, topics))
+        if None in records:
+            change.removed_topics = [topic for topic, record in zip(topics, records, strict=True) if record is None]
+            change.records = {topic: record for topic, record in zip(topics, records, strict=True) if record}
+        else:
+            change.records = dict(zip(topics, records, strict=True))  # type: ignore[arg-type]
+        for broker_name in self._dirty_brokers:
+            broker_data = self.broker_addr_table.get(broker_name)
+            change.broker_datas[broker_name] = broker_data.copy() if broker_data is not None else None
+        for addr in self._dirty_addrs:
+            servers = self.filter_server_table.get(addr)
+            change.filter_servers[addr] = list(servers) if servers else None
+        change.cluster_log = self._cluster_log
+        for topic in self._dirty_mappings:
+            mappings = self.topic_queue_mapping_info_table.get(topic)
+            change.mappings[topic] = dict(mappings) if mappings else None
+        self._dirty_records = set()
+        self._dirty_brokers = set()
+        self._dirty_addrs = set()
+        self._cluster_log = []
+        self._dirty_mappings = set()
+        self._index_log = []
+        self._invalidated = set()
+        return change
 
     def replica_state(self) -> TableChange:
         """Everything a replica holds, as one change that an empty table applies
         (:meth:`apply_change`): what a serving process starts from."""
-        with self._lock:
-            return TableChange(
-                route_revision=self.route_revision,
-                records=dict(self.topic_queue_nums),
-                index_log=[(name, list(topics), True) for name, topics in self.topics_by_broker_name.items()],
-                broker_datas={name: data.copy() for name, data in self.broker_addr_table.items()},
-                filter_servers={addr: list(servers) for addr, servers in self.filter_server_table.items()},
-                clusters={cluster: set(names) for cluster, names in self.cluster_addr_table.items()},
-                mappings={topic: dict(m) for topic, m in self.topic_queue_mapping_info_table.items()},
-            )
+        return TableChange(
+            route_revision=self.route_revision,
+            records=dict(self.topic_queue_nums),
+            index_log=[(name, list(topics), True) for name, topics in self.topics_by_broker_name.items()],
+            broker_datas={name: data.copy() for name, data in self.broker_addr_table.items()},
+            filter_servers={addr: list(servers) for addr, servers in self.filter_server_table.items()},
+            clusters={cluster: set(names) for cluster, names in self.cluster_addr_table.items()},
+            mappings={topic: dict(m) for topic, m in self.topic_queue_mapping_info_table.items()},
+        )
 
     def replica_state_pieces(self, piece_topics: int) -> Iterator[TableChange]:
         """Everything a replica holds, as :meth:`replica_state` has it now, in pieces of at most
@@ -1777,18 +1744,17 @@ class RouteInfoManager:
         when ``piece_topics`` < 1."""
         if piece_topics < 1:
             raise ValueError(f"piece_topics must be at least 1, not {piece_topics}")
-        with self._lock:
-            first = TableChange(
-                route_revision=self.route_revision,
-                broker_datas={name: data.copy() for name, data in self.broker_addr_table.items()},
-                filter_servers={addr: list(servers) for addr, servers in self.filter_server_table.items()},
-                clusters={cluster: set(names) for cluster, names in self.cluster_addr_table.items()},
-                mappings={topic: dict(m) for topic, m in self.topic_queue_mapping_info_table.items()},
-            )
-            # keys and values apart: no new (key, value) tuple per topic for the garbage collector to
-            # count (with pairs, the longest write during a 500,000-topic join was 174-221 ms, 87-132 without)
-            topics, records = list(self.topic_queue_nums), list(self.topic_queue_nums.values())
-            index = [(name, list(names)) for name, names in self.topics_by_broker_name.items()]
+        first = TableChange(
+            route_revision=self.route_revision,
+            broker_datas={name: data.copy() for name, data in self.broker_addr_table.items()},
+            filter_servers={addr: list(servers) for addr, servers in self.filter_server_table.items()},
+            clusters={cluster: set(names) for cluster, names in self.cluster_addr_table.items()},
+            mappings={topic: dict(m) for topic, m in self.topic_queue_mapping_info_table.items()},
+        )
+        # keys and values apart: no new (key, value) tuple per topic for the garbage collector to
+        # count (with pairs, the longest write during a 500,000-topic join was 174-221 ms, 87-132 without)
+        topics, records = list(self.topic_queue_nums), list(self.topic_queue_nums.values())
+        index = [(name, list(names)) for name, names in self.topics_by_broker_name.items()]
         return self._pieces(first, topics, records, index, piece_topics)
 
     @staticmethod
@@ -1821,67 +1787,66 @@ class RouteInfoManager:
         """Apply a change taken from the route-table process's table (a serving process's replica):
         the same tables, the cached routes of every topic whose route changed dropped, the route
         revision the writer's, and the route listeners told. Readers see all of it or none of it
-        (one lock hold, and cached routes are dropped before it is released). Returns the topics
+        (it runs between two requests, and cached routes are dropped with the change). Returns the topics
         whose route changed (None: every route)."""
-        with self._lock:
-            self._topic_list_bytes = self._broker_table_bytes = None  # a replica counts them when asked
-            table = self.topic_queue_nums
-            table.update(change.records)
-            for topic in change.removed_topics:
-                table.pop(topic, None)
-            index = self.topics_by_broker_name
-            for broker_name, topics, added in change.index_log:
-                if added:
-                    index.setdefault(broker_name, {}).update(dict.fromkeys(topics))
-                    continue
-                held = index.get(broker_name)
-                if held is not None:
-                    for topic in topics:
-                        held.pop(topic, None)
-                    if not held:
-                        del index[broker_name]
-            for broker_name, broker_data in change.broker_datas.items():
-                if broker_data is None:
-                    self.broker_addr_table.pop(broker_name, None)
-                else:
-                    self.broker_addr_table[broker_name] = broker_data
-            for addr, servers in change.filter_servers.items():
-                if servers is None:
-                    self.filter_server_table.pop(addr, None)
-                else:
-                    self.filter_server_table[addr] = servers
-            if change.clusters is not None:
-                self.cluster_addr_table = change.clusters
-            clusters = self.cluster_addr_table
-            for cluster_name, broker_name, joined in change.cluster_log:
-                if joined:
-                    clusters.setdefault(cluster_name, set()).add(broker_name)
-                    continue
-                names = clusters.get(cluster_name)
-                if names is not None:
-                    names.discard(broker_name)
-                    if not names:
-                        del clusters[cluster_name]
-            for topic, mappings in change.mappings.items():
-                if mappings is None:
-                    self.topic_queue_mapping_info_table.pop(topic, None)
-                else:
-                    self.topic_queue_mapping_info_table[topic] = mappings
-            changed = change.records.keys() | change.removed_topics
-            if change.mappings or change.invalidated:
-                changed.update(change.mappings, change.invalidated)
-            for broker_name in change.broker_datas:
-                changed.update(index.get(broker_name, ()))
-            if change.all_routes:
-                self.route_answers.clear()
+        self._topic_list_bytes = self._broker_table_bytes = None  # a replica counts them when asked
+        table = self.topic_queue_nums
+        table.update(change.records)
+        for topic in change.removed_topics:
+            table.pop(topic, None)
+        index = self.topics_by_broker_name
+        for broker_name, topics, added in change.index_log:
+            if added:
+                index.setdefault(broker_name, {}).update(dict.fromkeys(topics))
+                continue
+            held = index.get(broker_name)
+            if held is not None:
+                for topic in topics:
+                    held.pop(topic, None)
+                if not held:
+                    del index[broker_name]
+        for broker_name, broker_data in change.broker_datas.items():
+            if broker_data is None:
+                self.broker_addr_table.pop(broker_name, None)
             else:
-                self.route_answers.drop(changed)
-                # the writer marks a broker name whose BrokerData or filter servers changed
-                self.route_answers.drop_layouts_of(change.broker_datas)
-            self.version += 1
-            revision_moved = change.route_revision != self.route_revision
-            self.route_revision = change.route_revision
-            notice = None if change.all_routes else frozenset(changed)
+                self.broker_addr_table[broker_name] = broker_data
+        for addr, servers in change.filter_servers.items():
+            if servers is None:
+                self.filter_server_table.pop(addr, None)
+            else:
+                self.filter_server_table[addr] = servers
+        if change.clusters is not None:
+            self.cluster_addr_table = change.clusters
+        clusters = self.cluster_addr_table
+        for cluster_name, broker_name, joined in change.cluster_log:
+            if joined:
+                clusters.setdefault(cluster_name, set()).add(broker_name)
+                continue
+            names = clusters.get(cluster_name)
+            if names is not None:
+                names.discard(broker_name)
+                if not names:
+                    del clusters[cluster_name]
+        for topic, mappings in change.mappings.items():
+            if mappings is None:
+                self.topic_queue_mapping_info_table.pop(topic, None)
+            else:
+                self.topic_queue_mapping_info_table[topic] = mappings
+        changed = change.records.keys() | change.removed_topics
+        if change.mappings or change.invalidated:
+            changed.update(change.mappings, change.invalidated)
+        for broker_name in change.broker_datas:
+            changed.update(index.get(broker_name, ()))
+        if change.all_routes:
+            self.route_answers.clear()
+        else:
+            self.route_answers.drop(changed)
+            # the writer marks a broker name whose BrokerData or filter servers changed
+            self.route_answers.drop_layouts_of(change.broker_datas)
+        self.version += 1
+        revision_moved = change.route_revision != self.route_revision
+        self.route_revision = change.route_revision
+        notice = None if change.all_routes else frozenset(changed)
         if revision_moved and (notice is None or notice):
             for listener in list(self.route_listeners):
                 listener(change.route_revision, notice)
@@ -1890,26 +1855,24 @@ class RouteInfoManager:
     # ------------------------------------------------------------------ introspection
 
     def copy_tables(self) -> RouteTableCopy:
-        """A consistent copy of all five tables (one lock hold; O(table size))."""
-        with self._lock:
-            return RouteTableCopy(
-                topic_queue_table={
-                    topic: {name: QueueData(name, *nums) for name, nums in zip(names, values, strict=True)}
-                    for topic, (names, values) in self.topic_queue_nums.items()
-                },
-                broker_addr_table={name: data.copy() for name, data in self.broker_addr_table.items()},
-                cluster_addr_table={c: frozenset(names) for c, names in self.cluster_addr_table.items()},
-                broker_live_table={addr: dataclasses.replace(live) for addr, live in self.broker_live_table.items()},
-                filter_server_table={addr: tuple(s) for addr, s in self.filter_server_table.items()},
-                topic_queue_mapping_info_table={t: dict(m) for t, m in self.topic_queue_mapping_info_table.items()},
-            )
+        """A consistent, detached copy of all five tables (O(table size))."""
+        return RouteTableCopy(
+            topic_queue_table={
+                topic: {name: QueueData(name, *nums) for name, nums in zip(names, values, strict=True)}
+                for topic, (names, values) in self.topic_queue_nums.items()
+            },
+            broker_addr_table={name: data.copy() for name, data in self.broker_addr_table.items()},
+            cluster_addr_table={c: frozenset(names) for c, names in self.cluster_addr_table.items()},
+            broker_live_table={addr: dataclasses.replace(live) for addr, live in self.broker_live_table.items()},
+            filter_server_table={addr: tuple(s) for addr, s in self.filter_server_table.items()},
+            topic_queue_mapping_info_table={t: dict(m) for t, m in self.topic_queue_mapping_info_table.items()},
+        )
 
     def live_table(self) -> tuple[int, list[tuple[str, BrokerLiveInfo]]]:
         """``(now ms, [(broker address, copy of its BrokerLiveInfo)])`` sorted by cluster, broker
-        name, broker id and address, read under one lock hold (the liveness view)."""
-        with self._lock:
-            now = self._clock()
-            entries = [(addr, dataclasses.replace(live)) for addr, live in self.broker_live_table.items()]
+        name, broker id and address, read in one step (the liveness view)."""
+        now = self._clock()
+        entries = [(addr, dataclasses.replace(live)) for addr, live in self.broker_live_table.items()]
         entries.sort(key=lambda e: (e[1].cluster, e[1].broker_name, e[1].broker_id, e[0]))
         return now, entries
 
@@ -1920,34 +1883,30 @@ class RouteInfoManager:
         servers aside). Kept up to date by every change (a registration's per-topic hashes are worked
         out at the next :meth:`settle_digest`, or here); a 52-bit integer. A replica keeps none (0):
         the route-table process reports it."""
-        with self._lock:
-            return self._digest.value
+        return self._digest.value
 
     def settle_digest(self) -> None:
         """Work out the digest's share of the registrations applied since the last call (the
         route-table process calls it once the writes waiting for the serving processes are answered,
         so that it is off the path of their answers)."""
-        with self._lock:
-            self._digest.settle()
+        self._digest.settle()
 
     def answer_sizes(self) -> tuple[int, int]:
         """``(topic list bytes, cluster info bytes)``: the estimates the answer bound is checked
         against (core.capacity; ``limits.max_answer_bytes``), for metrics."""
-        with self._lock:
-            return self._topics_bytes(), self._brokers_bytes()
+        return self._topics_bytes(), self._brokers_bytes()
 
     def stats(self) -> RouteTableStats:
         """Table sizes for metrics. The QueueData count takes a pass over every topic, made once per
         route change (a scrape of an unchanged 1,000,000-topic table costs no pass)."""
-        with self._lock:
-            counted = self._queue_datas_counted
-            if counted is None or counted[0] != self.route_revision:
-                counted = (self.route_revision, sum(len(names) for names, _ in self.topic_queue_nums.values()))
-                self._queue_datas_counted = counted
-            return RouteTableStats(
-                brokers_live=len(self.broker_live_table),
-                broker_names=len(self.broker_addr_table),
-                clusters=len(self.cluster_addr_table),
-                topics=len(self.topic_queue_nums),
-                queue_datas=counted[1],
-            )
+        counted = self._queue_datas_counted
+        if counted is None or counted[0] != self.route_revision:
+            counted = (self.route_revision, sum(len(names) for names, _ in self.topic_queue_nums.values()))
+            self._queue_datas_counted = counted
+        return RouteTableStats(
+            brokers_live=len(self.broker_live_table),
+            broker_names=len(self.broker_addr_table),
+            clusters=len(self.cluster_addr_table),
+            topics=len(self.topic_queue_nums),
+            queue_datas=counted[1],
+        )

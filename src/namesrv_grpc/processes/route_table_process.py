@@ -1,5 +1,5 @@
-"""The route-table process: the one process that writes (RocketMQ's ``RouteInfoManager`` behind its
-lock, in a process of its own).
+"""The route-table process: the one process that writes (RocketMQ's ``RouteInfoManager``, whose lock
+becomes one event loop in a process of its own).
 
 It owns the route table, the KV config (and its file), the expiry scan (S13) and route snapshots.
 Serving processes connect to its Unix socket and send every write as one command
@@ -450,7 +450,8 @@ class RouteTableProcess:
                 )
             started = time.perf_counter()
             try:
-                info = await asyncio.to_thread(self.snapshot_exporter.export)
+                copy = self.snapshot_exporter.copy_table()  # the table has one thread: this one
+                info = await asyncio.to_thread(self.snapshot_exporter.export, copy)
             except Exception:
                 self.metrics.snapshot_exports.labels("failed").inc()
                 raise
