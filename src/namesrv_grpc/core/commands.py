@@ -89,8 +89,9 @@ class RegisterBroker(Command[RegistrationReply]):
     as last time (up to megabytes of topics), which need not be decoded anywhere
     (:func:`send_registration`)."""
 
-    door: str
-    """"remoting" or "grpc": the door it came through (shown by ``GetBrokerLiveTable``)."""
+    protocol: str
+    """"remoting" or "grpc": the door it came through (``RegistrationProtocol`` in
+    ``GetBrokerLiveTable``)."""
     identity: BrokerIdentity
     ha_server_addr: str
     heartbeat_timeout_millis: int

@@ -140,7 +140,7 @@ class RouteTableService:
             known = ns.stored_topics_fingerprint(identity)
             if decoded is None or (decoded.topic_configs is None and decoded.topics_fingerprint != known):
                 return RegistrationReply(RegisterBrokerResult(), {}, body_needed=True, known_topics_fingerprint=known)
-            if decoded.topic_configs is None and r.door == "remoting":  # only the DataVersion differs
+            if decoded.topic_configs is None and r.protocol == "remoting":  # only the DataVersion differs
                 decoded = decoded._replace(filter_server_list=ns.route_table.filter_servers_of(identity.broker_addr))
         result, kv_table = ns.apply_registration(
             identity,
@@ -151,7 +151,7 @@ class RouteTableService:
             enable_acting_master=r.enable_acting_master,
             zone_name=r.zone_name,
             instance_id=r.instance_id,
-            protocol=r.door,
+            protocol=r.protocol,
         )
         session_id = 0
         if r.bind_session:
