@@ -577,6 +577,14 @@ class NameServer:
         require_name("broker_name", broker_name)
         return self.route_table.broker_addrs_of(broker_name)
 
+    def registered_as(self, broker_name: str, broker_id: int, broker_addr: str) -> bool:
+        """Whether ``broker_addr`` holds ``broker_id`` of ``broker_name`` (its BrokerData, S05)."""
+        return self.route_table.broker_addrs_of(broker_name).get(broker_id) == broker_addr
+
+    def has_cluster(self, cluster_name: str) -> bool:
+        """Whether a broker name of ``cluster_name`` is registered (S03)."""
+        return cluster_name in self.route_table.cluster_addr_table
+
     def get_topics_by_cluster(self, cluster_name: str) -> list[str]:
         """GET_TOPICS_BY_CLUSTER (S24). Raises TopicListDisabledError (``enableTopicList=false``,
         S41), InvalidFieldError."""

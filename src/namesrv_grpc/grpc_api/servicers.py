@@ -305,10 +305,10 @@ class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[mis
     ) -> ns_pb2.GetAllTopicListResponse | bytes:
         self._guard.require(context, Action.READ_ROUTES)
         self._ns.check_all_topic_list_enabled()  # S41
-        table = self._ns.route_table
-        return self._ns.answer_per_change(
+        ns = self._ns
+        return ns.answer_per_change(
             "grpc all topics",
-            lambda: ns_pb2.GetAllTopicListResponse(topics=table.get_all_topic_list()).SerializeToString(),
+            lambda: ns_pb2.GetAllTopicListResponse(topics=ns.get_all_topic_list()).SerializeToString(),
         )
 
     async def GetTopicsByCluster(
@@ -317,7 +317,7 @@ class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[mis
         self._guard.require(context, Action.READ_ROUTES)
         cluster = request.cluster_name
         topics = self._ns.get_topics_by_cluster  # S41 and the name checked on every call
-        if cluster not in self._ns.route_table.cluster_addr_table:
+        if not self._ns.has_cluster(cluster):
             # No cache entry per made-up name (as on remoting): an unknown cluster's list is empty.
             return ns_pb2.GetTopicsByClusterResponse(topics=topics(cluster))
         self._ns.check_topic_list_enabled()
@@ -342,10 +342,9 @@ class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[mis
     ) -> ns_pb2.GetUnitTopicListResponse | bytes:
         self._guard.require(context, Action.READ_ROUTES)
         self._ns.check_topic_list_enabled()  # S41, on every call: the cached answer does not know it
-        table = self._ns.route_table
-        return self._ns.answer_per_change(
-            _UNIT,
-            lambda: ns_pb2.GetUnitTopicListResponse(topics=table.get_unit_topic_list()).SerializeToString(),
+        ns = self._ns
+        return ns.answer_per_change(
+            _UNIT, lambda: ns_pb2.GetUnitTopicListResponse(topics=ns.get_unit_topic_list()).SerializeToString()
         )
 
     async def GetHasUnitSubTopicList(
@@ -353,12 +352,10 @@ class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[mis
     ) -> ns_pb2.GetHasUnitSubTopicListResponse | bytes:
         self._guard.require(context, Action.READ_ROUTES)
         self._ns.check_topic_list_enabled()
-        table = self._ns.route_table
-        return self._ns.answer_per_change(
+        ns = self._ns
+        return ns.answer_per_change(
             _UNIT_SUB,
-            lambda: ns_pb2.GetHasUnitSubTopicListResponse(
-                topics=table.get_has_unit_sub_topic_list()
-            ).SerializeToString(),
+            lambda: ns_pb2.GetHasUnitSubTopicListResponse(topics=ns.get_has_unit_sub_topic_list()).SerializeToString(),
         )
 
     async def GetHasUnitSubUnUnitTopicList(
@@ -366,11 +363,11 @@ class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[mis
     ) -> ns_pb2.GetHasUnitSubUnUnitTopicListResponse | bytes:
         self._guard.require(context, Action.READ_ROUTES)
         self._ns.check_topic_list_enabled()
-        table = self._ns.route_table
-        return self._ns.answer_per_change(
+        ns = self._ns
+        return ns.answer_per_change(
             _UNIT_SUB_UNUNIT,
             lambda: ns_pb2.GetHasUnitSubUnUnitTopicListResponse(
-                topics=table.get_has_unit_sub_ununit_topic_list()
+                topics=ns.get_has_unit_sub_ununit_topic_list()
             ).SerializeToString(),
         )
 

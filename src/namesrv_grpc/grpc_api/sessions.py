@@ -428,7 +428,7 @@ class BrokerSessions:
     def _registered(self, hello: ns_pb2.SessionHello) -> bool:
         """Whether this process's replica holds the broker ``hello`` names (a hello that cannot bind
         needs no ``maxBrokerSessions`` slot: it is answered ``register_required``)."""
-        return self._ns.route_table.broker_addrs_of(hello.broker_name).get(hello.broker_id) == hello.broker_addr
+        return self._ns.registered_as(hello.broker_name, hello.broker_id, hello.broker_addr)
 
     def _forget(self, session: _Session) -> None:
         if session.hello is not None:

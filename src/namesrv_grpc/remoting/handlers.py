@@ -553,15 +553,13 @@ class RemotingHandlers:
 
     def get_all_topic_list(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
         self._ns.check_all_topic_list_enabled()  # S41
-        table = self._ns.route_table
-        return self._ok(
-            request, self._ns.answer_per_change(_ALL_TOPICS, lambda: _topic_list_body(table.get_all_topic_list()))
-        )
+        ns = self._ns
+        return self._ok(request, ns.answer_per_change(_ALL_TOPICS, lambda: _topic_list_body(ns.get_all_topic_list())))
 
     def get_topics_by_cluster(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
         self._ns.check_topic_list_enabled()  # S41
         cluster = _field(request, "cluster")
-        if cluster not in self._ns.route_table.cluster_addr_table:  # no cache entry per made-up name
+        if not self._ns.has_cluster(cluster):  # no cache entry per made-up name
             return self._ok(request, _topic_list_body(self._ns.get_topics_by_cluster(cluster)))
         build = functools.partial(self._topics_by_cluster_body, cluster)
         return self._ok(request, self._ns.answer_per_change(("remoting topics by cluster", cluster), build))
@@ -571,30 +569,26 @@ class RemotingHandlers:
 
     def get_system_topic_list(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
         def build() -> bytes:
-            topics, broker_addr = self._ns.route_table.get_system_topic_list()
+            topics, broker_addr = self._ns.get_system_topic_list()
             return _topic_list_body(topics, broker_addr or None)
 
         return self._ok(request, self._ns.answer_per_change(_SYSTEM_TOPICS, build))
 
     def get_unit_topic_list(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
         self._ns.check_topic_list_enabled()  # S41
-        table = self._ns.route_table
-        return self._ok(
-            request, self._ns.answer_per_change(_UNIT, lambda: _topic_list_body(table.get_unit_topic_list()))
-        )
+        ns = self._ns
+        return self._ok(request, ns.answer_per_change(_UNIT, lambda: _topic_list_body(ns.get_unit_topic_list())))
 
     def get_has_unit_sub_topic_list(self, request: RemotingCommand, connection: RemotingConnection) -> RemotingCommand:
         self._ns.check_topic_list_enabled()  # S41
-        table = self._ns.route_table
-        build = lambda: _topic_list_body(table.get_has_unit_sub_topic_list())  # noqa: E731
+        build = lambda: _topic_list_body(self._ns.get_has_unit_sub_topic_list())  # noqa: E731
         return self._ok(request, self._ns.answer_per_change(_UNIT_SUB, build))
 
     def get_has_unit_sub_ununit_topic_list(
         self, request: RemotingCommand, connection: RemotingConnection
     ) -> RemotingCommand:
         self._ns.check_topic_list_enabled()  # S41
-        table = self._ns.route_table
-        build = lambda: _topic_list_body(table.get_has_unit_sub_ununit_topic_list())  # noqa: E731
+        build = lambda: _topic_list_body(self._ns.get_has_unit_sub_ununit_topic_list())  # noqa: E731
         return self._ok(request, self._ns.answer_per_change(_UNIT_SUB_UNUNIT, build))
 
     # ------------------------------------------------------------------ admin (S23, S25, S26)
