@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -128,9 +127,9 @@ class KVConfigManager:
     (route lookups read ORDER_TOPIC_CONFIG) never wait for a disk write, and a write is visible only
     once it is durable. Published namespace dicts are never mutated.
 
-    Staging, taking, committing and aborting are done by one thread at a time (the route-table
-    process's event loop); readers may be in any thread. :meth:`put` and :meth:`delete` do the four
-    steps for one write at once (thread-safe).
+    One thread uses it (the event loop of the process that holds it; no lock): only :meth:`write`
+    may run in a worker thread, and it reads nothing but its batch, a table no one changes.
+    :meth:`put` and :meth:`delete` do the four steps for one write at once.
     """
 
     def __init__(self, path: Path | None) -> None:
@@ -138,10 +137,6 @@ class KVConfigManager:
         crashed write are removed and the file is loaded with :func:`load_config_table` (raises
         KVConfigFileError)."""
         self.path = path
-        self._lock = threading.Lock()
-        """Guards ``_table`` and ``_total_bytes`` (held only to read or swap them)."""
-        self._write_lock = threading.Lock()
-        """Serialises :meth:`put`, :meth:`delete` and :meth:`apply` callers."""
         if path is not None:
             for stray in remove_stray_temp_files(path):
                 log.info("removed %s, left by an interrupted KV config write", stray)
@@ -162,8 +157,7 @@ class KVConfigManager:
     @property
     def total_bytes(self) -> int:
         """UTF-8 bytes of every namespace, key and value stored (``kvConfigMaxTotalSize`` bounds it)."""
-        with self._lock:
-            return self._total_bytes
+        return self._total_bytes
 
     @property
     def writing(self) -> bool:
@@ -242,9 +236,8 @@ class KVConfigManager:
 
     def commit(self, batch: KVBatch) -> None:
         """``batch`` was written: it is what readers see from now on."""
-        with self._lock:
-            self._table = batch.table
-            self._total_bytes = batch.total
+        self._table = batch.table
+        self._total_bytes = batch.total
         self._writing = None
 
     def abort(self, batch: KVBatch) -> None:
@@ -273,68 +266,59 @@ class KVConfigManager:
         """Set a value and persist; returns once the file is durably written. On a failed write
         nothing changes and PersistError is raised; when the table would pass ``max_total_bytes``
         (None = no limit) nothing changes and LimitExceededError is raised."""
-        with self._write_lock:
-            self.stage_put(namespace, key, value, max_total_bytes=max_total_bytes)
-            self.flush()
+        self.stage_put(namespace, key, value, max_total_bytes=max_total_bytes)
+        self.flush()
 
     def get(self, namespace: str, key: str) -> str:
         """Return a value; raise KVConfigNotFoundError when it is absent."""
-        with self._lock:
-            try:
-                return self._table[namespace][key]
-            except KeyError:
-                raise KVConfigNotFoundError(
-                    f"no KV config {quote(key)} in namespace {quote(namespace)}",
-                    {"namespace": namespace, "key": key},
-                ) from None
+        try:
+            return self._table[namespace][key]
+        except KeyError:
+            raise KVConfigNotFoundError(
+                f"no KV config {quote(key)} in namespace {quote(namespace)}",
+                {"namespace": namespace, "key": key},
+            ) from None
 
     def get_or_none(self, namespace: str, key: str) -> str | None:
         """Return a value or None."""
-        with self._lock:
-            return self._table.get(namespace, {}).get(key)
+        return self._table.get(namespace, {}).get(key)
 
     def delete(self, namespace: str, key: str) -> None:
         """Delete a value (absent is fine) and persist; returns once the file is durably written. On
         a failed write it stays and PersistError is raised."""
-        with self._write_lock:
-            if self.stage_delete(namespace, key):
-                self.flush()
+        if self.stage_delete(namespace, key):
+            self.flush()
 
     def apply(self, changes: Mapping[tuple[str, str], str | None]) -> None:
         """A replica's update, in memory only (a serving process; the route-table process wrote the
         file): set each (namespace, key) to its value, or delete it (None)."""
-        with self._write_lock:
-            with self._lock:
-                table = dict(self._table)
-                total = self._total_bytes
-            copied: set[str] = set()
-            for (namespace, key), value in changes.items():
-                if namespace not in copied:
-                    table[namespace] = dict(table.get(namespace, {}))
-                    copied.add(namespace)
-                entries = table[namespace]
-                old = entries.pop(key, None)
-                if old is not None:
-                    total -= entry_size(namespace, key, old)
-                if value is not None:
-                    entries[key] = value
-                    total += entry_size(namespace, key, value)
-            for namespace in copied:
-                if not table[namespace]:
-                    del table[namespace]
-            with self._lock:
-                self._table = table
-                self._total_bytes = total
+        table = dict(self._table)
+        total = self._total_bytes
+        copied: set[str] = set()
+        for (namespace, key), value in changes.items():
+            if namespace not in copied:
+                table[namespace] = dict(table.get(namespace, {}))
+                copied.add(namespace)
+            entries = table[namespace]
+            old = entries.pop(key, None)
+            if old is not None:
+                total -= entry_size(namespace, key, old)
+            if value is not None:
+                entries[key] = value
+                total += entry_size(namespace, key, value)
+        for namespace in copied:
+            if not table[namespace]:
+                del table[namespace]
+        self._table = table
+        self._total_bytes = total
 
     def list_namespace(self, namespace: str) -> dict[str, str]:
         """A copy of one namespace's table ({} when unknown)."""
-        with self._lock:
-            return dict(self._table.get(namespace, {}))
+        return dict(self._table.get(namespace, {}))
 
     def snapshot(self) -> dict[str, dict[str, str]]:
         """A deep copy of the whole table."""
-        with self._lock:
-            return {namespace: dict(entries) for namespace, entries in self._table.items()}
+        return {namespace: dict(entries) for namespace, entries in self._table.items()}
 
     def _persist(self, table: dict[str, dict[str, str]]) -> None:
         if self.path is None:
