@@ -1,6 +1,7 @@
 """The shape of the write path (issue 40), read from the imports: the doors (``remoting/``,
-``grpc_api/``) build commands; the core and the route-table process, which applies them, import no
-door. Only the serving process's wiring starts the doors."""
+``grpc_api/``) build commands; the core imports no door, and the route-table process, which applies
+the commands, only the doors' body decoders (for the compressed and very large bodies the doors leave
+to it: docs/performance.md). Only the serving process's wiring starts the doors."""
 
 from __future__ import annotations
 
@@ -64,12 +65,26 @@ CORE = sorted(
 )
 
 
-@pytest.mark.parametrize(
-    "module",
-    [*CORE, "namesrv_grpc.processes.route_table_process", "namesrv_grpc.processes.route_table_service"],
-)
-def test_the_core_and_the_route_table_process_import_no_door(module: str) -> None:
+BODY_DECODERS = ("namesrv_grpc.remoting.register_body", "namesrv_grpc.grpc_api.register_body")
+
+
+def door_modules(start: str) -> set[str]:
+    return {path.split(" -> ")[-1] for path in door_paths(start)}
+
+
+@pytest.mark.parametrize("module", CORE)
+def test_the_core_imports_no_door(module: str) -> None:
     assert door_paths(module) == []
+
+
+@pytest.mark.parametrize(
+    "module", ["namesrv_grpc.processes.route_table_process", "namesrv_grpc.processes.route_table_service"]
+)
+def test_the_route_table_process_imports_only_the_doors_body_decoders(module: str) -> None:
+    decoders = set(BODY_DECODERS).union(*(door_modules(decoder) for decoder in BODY_DECODERS))
+    assert set(BODY_DECODERS) <= door_modules(module)
+    assert door_modules(module) - decoders == set()
+    assert not door_modules(module) & {"namesrv_grpc.remoting.handlers", "namesrv_grpc.grpc_api.servicers"}
 
 
 def test_the_serving_process_starts_both_doors() -> None:

@@ -10,7 +10,7 @@ import zlib
 from typing import Any
 
 from namesrv_grpc.config import NamesrvConfig
-from namesrv_grpc.core.commands import Command, RegisterBroker, RegistrationReply, send_registration
+from namesrv_grpc.core.commands import Command, RawBody, RegisterBroker, RegistrationReply, send_registration
 from namesrv_grpc.core.kvconfig import KVConfigManager
 from namesrv_grpc.core.model import DataVersion, RegisterBrokerResult, TopicConfig
 from namesrv_grpc.core.processor import BrokerIdentity, DecodedBody, NameServer
@@ -42,7 +42,7 @@ class RouteTableProcess:
         return self.replies.pop(0)
 
 
-def register(link: RouteTableProcess) -> tuple[RegistrationReply, list[int | None]]:
+def register(link: RouteTableProcess, raw: RawBody | None = None) -> tuple[RegistrationReply, list[int | None]]:
     """send_registration over ``link``; the reply and the fingerprints the decoder was given."""
     asked_with: list[int | None] = []
 
@@ -51,7 +51,7 @@ def register(link: RouteTableProcess) -> tuple[RegistrationReply, list[int | Non
         return DECODED
 
     command = RegisterBroker("remoting", IDENTITY, "", 0, (1, 2, False))
-    return asyncio.run(send_registration(link, command, decode)), asked_with
+    return asyncio.run(send_registration(link, command, decode, raw)), asked_with
 
 
 def test_a_body_the_table_holds_is_never_decoded() -> None:
@@ -71,6 +71,30 @@ def test_when_the_skipped_topic_table_is_gone_every_topic_is_decoded() -> None:
     link = RouteTableProcess(asked(77), asked(78), APPLIED)
     assert register(link) == (APPLIED, [77, None])
     assert len(link.sent) == 3
+
+
+def test_a_body_left_to_the_route_table_process_is_sent_as_it_arrived_when_asked() -> None:
+    """A compressed or very large body (runtime.policy.decoded_by_door) is not decoded by the door."""
+    raw = RawBody(b"compressed bytes", compressed=True)
+    link = RouteTableProcess(APPLIED)
+    assert register(link, raw) == (APPLIED, [])
+    assert [(c.decoded, c.raw) for c in link.sent] == [(None, None)]
+    link = RouteTableProcess(asked(77), APPLIED)
+    assert register(link, raw) == (APPLIED, [])
+    assert [(c.decoded, c.raw) for c in link.sent] == [(None, None), (None, raw)]
+
+
+def test_the_route_table_process_decodes_a_compressed_body_skipping_the_topics_it_holds() -> None:
+    ns = NameServer(NamesrvConfig(), RouteInfoManager(), KVConfigManager(None))
+    service = RouteTableService(ns, _no_snapshots)
+    topics = {name: TopicConfig(name, 4, 4) for name in ("T", "T2")}
+    for counter in (1, 2):  # the second: the same topics, a new DataVersion
+        body = bodies.encode_register_broker_body(topics, DataVersion(0, 1, counter), compressed=True)
+        bare = RegisterBroker("remoting", IDENTITY, "", 0, body_fingerprint(body, True, zlib.crc32(body)))
+        assert service.apply(0, bare).body_needed
+        assert not service.apply(0, dataclasses.replace(bare, raw=RawBody(body, compressed=True))).body_needed
+        assert ns.route_table.live_info(IDENTITY.broker_addr).data_version == DataVersion(0, 1, counter)  # type: ignore[union-attr]
+    assert set(ns.route_table.topic_queue_table) == {"T", "T2"}
 
 
 def test_the_route_table_process_asks_for_a_body_it_does_not_hold() -> None:

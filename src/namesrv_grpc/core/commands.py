@@ -107,6 +107,21 @@ class RegisterBroker(Command[RegistrationReply]):
     instance_id: str = ""
     bind_session: bool = False
     """Remoting: bind a liveness session (S15) to the registering connection in the same step."""
+    raw: RawBody | None = None
+    """The body as it arrived, for the route-table process to decode: the door leaves a compressed or
+    very large body to it (:func:`~namesrv_grpc.runtime.policy.decoded_by_door`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RawBody:
+    """A registration body as it arrived, decoded by the route-table process
+    (:meth:`~namesrv_grpc.processes.route_table_service.RouteTableService.register_broker`)."""
+
+    body: bytes
+    compressed: bool
+    rocketmq5: bool = True
+    """Remoting: the request's version is at least RocketMQ 5.0 (its body may carry static-topic
+    mappings, S40)."""
 
 
 BodyDecoder = Callable[[int | None], Awaitable[DecodedBody]]
@@ -117,16 +132,19 @@ decoded (``topic_configs`` None). Raises MalformedBodyError, LimitExceededError,
 
 
 async def send_registration(
-    writes: RouteTableWrites, command: RegisterBroker, decode: BodyDecoder
+    writes: RouteTableWrites, command: RegisterBroker, decode: BodyDecoder, raw: RawBody | None = None
 ) -> RegistrationReply:
     """Register a broker the way both doors do: first without the body (``command.decoded`` None),
     which is all a periodic registration with the same body as last time needs; when the
     route-table process asks for it (``body_needed``), the door decodes the body, on the serving
     process's cores, skipping the topic table the route table holds, and sends it; when the broker
     registered another topic table meanwhile (the skipped one is not held any more), every topic is
-    decoded and sent. At most two decodes; raises what the route-table process or the decoder
-    raises."""
+    decoded and sent. At most two decodes. A body given as ``raw`` (compressed or very large) is
+    sent as it is instead, for the route-table process to decode. Raises what the route-table
+    process or the decoder raises."""
     reply = await writes.send(command)
+    if reply.body_needed and raw is not None:
+        return await writes.send(dataclasses.replace(command, raw=raw))
     if reply.body_needed:
         decoded = await decode(reply.known_topics_fingerprint)
         reply = await writes.send(dataclasses.replace(command, decoded=decoded))

@@ -46,7 +46,7 @@ from namesrv_grpc.grpc_api.sessions import BrokerSessions
 from namesrv_grpc.grpc_api.stream_resets import StreamResetGuard
 from namesrv_grpc.grpc_api.unsent_answers import UnsentAnswers
 from namesrv_grpc.metrics import NamesrvMetrics
-from namesrv_grpc.runtime.policy import OffLoopDecodes, checksum
+from namesrv_grpc.runtime.policy import OffLoopDecodes, checksum, decoded_by_door
 from namesrv_grpc.security.audit import AuditLog
 from namesrv_grpc.security.authz import Action, Guard, grpc_peer_address
 
@@ -144,11 +144,10 @@ class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[mis
             async def decode(known_topics: int | None) -> DecodedBody:
                 config = self._ns.config
                 limits = (config.register_body_max_inflated_size, config.register_body_max_topics)
-                return await self._decodes.run(
-                    len(body), compressed, decode_protobuf_body, body, compressed, *limits, known_topics
-                )
+                return await self._decodes.run(len(body), decode_protobuf_body, body, compressed, *limits, known_topics)
 
-            reply = await commands.send_registration(self._writes, command, decode)
+            raw = None if decoded_by_door(len(body), compressed) else commands.RawBody(body, compressed)
+            reply = await commands.send_registration(self._writes, command, decode, raw)
         result, kv_table = reply.result, reply.kv_table
         if result.conflicting_instance_id:
             self._metrics.registration_conflicts.inc()

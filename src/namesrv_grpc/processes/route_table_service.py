@@ -5,9 +5,11 @@
 Each method runs on the route-table process's event loop and calls the
 :class:`~namesrv_grpc.core.processor.NameServer` method of its name (KV writes: checked now,
 written to the file with the others that arrive meanwhile, :mod:`.kv_group_commit`; the method
-returns a coroutine that ends once the write is durable). Registration bodies come decoded by their
-door (:func:`~namesrv_grpc.core.commands.send_registration`), and only when the body is not the
-same as the broker's last one: nothing here imports a door.
+returns a coroutine that ends once the write is durable). Registration bodies are needed only when
+they are not the same as the broker's last one; then they come decoded by their door
+(:func:`~namesrv_grpc.core.commands.send_registration`), except compressed and very large ones,
+which are decoded here, with the doors' body decoders (the one part of a door this process imports:
+``remoting/register_body.py``, ``grpc_api/register_body.py``).
 
 Liveness sessions (S15) are remembered per serving process: when one exits, its sessions are
 unbound but its brokers stay until their next registration or the S13 expiry: the connections
@@ -33,6 +35,7 @@ from namesrv_grpc.core.commands import (
     MasterOf,
     PutKVConfig,
     QueryDataVersion,
+    RawBody,
     RegisterBroker,
     RegisterTopic,
     RegistrationReply,
@@ -44,8 +47,10 @@ from namesrv_grpc.core.commands import (
     WipeWritePerm,
 )
 from namesrv_grpc.core.model import BrokerLiveInfo, DataVersion, RegisterBrokerResult, RemovedBroker
-from namesrv_grpc.core.processor import NameServer
+from namesrv_grpc.core.processor import DecodedBody, NameServer
+from namesrv_grpc.grpc_api.register_body import decode_protobuf_body
 from namesrv_grpc.processes.kv_group_commit import KVGroupCommit
+from namesrv_grpc.remoting.register_body import decode_java_register_body
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Coroutine
@@ -136,8 +141,8 @@ class RouteTableService:
         decoded = ns.same_body(identity, r.body_fingerprint)
         if decoded is None:
             ns.route_table.check_broker_room(identity.broker_name, identity.broker_addr)  # before any decoding
-            decoded = r.decoded
             known = ns.stored_topics_fingerprint(identity)
+            decoded = r.decoded if r.raw is None else self._decode(r.protocol, r.raw, known)
             if decoded is None or (decoded.topic_configs is None and decoded.topics_fingerprint != known):
                 return RegistrationReply(RegisterBrokerResult(), {}, body_needed=True, known_topics_fingerprint=known)
             if decoded.topic_configs is None and r.protocol == "remoting":  # only the DataVersion differs
@@ -160,6 +165,17 @@ class RouteTableService:
                 session_id = bound[0]
                 self._sessions.setdefault(process, {})[identity.broker_addr] = session_id
         return RegistrationReply(result, kv_table, session_id)
+
+    def _decode(self, protocol: str, raw: RawBody, known_topics: int | None) -> DecodedBody:
+        """A body the door left to this process (compressed, or very large: decoding it in a serving
+        process held that process's event loop for up to 250 ms, docs/performance.md), decoded by the
+        decoder of its wire format within ``registerBodyMaxInflatedSize`` and
+        ``registerBodyMaxTopics``, skipping the topic table the table holds (``known_topics``)."""
+        config = self.ns.config
+        limits = (config.register_body_max_inflated_size, config.register_body_max_topics, known_topics)
+        if protocol == "grpc":
+            return decode_protobuf_body(raw.body, raw.compressed, *limits)
+        return decode_java_register_body(raw.body, raw.compressed, *limits, raw.rocketmq5)
 
     def unregister_broker(self, process: int, c: UnregisterBroker) -> RemovedBroker | None:
         return self.ns.unregister_broker(**c.identity._asdict(), instance_id=c.instance_id)

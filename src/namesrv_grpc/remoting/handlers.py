@@ -71,7 +71,7 @@ from namesrv_grpc.remoting.errors import kv_not_found_remark, not_supported_rema
 from namesrv_grpc.remoting.register_body import body_fingerprint, decode_java_register_body
 from namesrv_grpc.remoting.remoting_metrics import RemotingMetrics
 from namesrv_grpc.runtime.log_limits import printable
-from namesrv_grpc.runtime.policy import OFF_LOOP_SIGNATURE_BYTES, OffLoopDecodes, checksum
+from namesrv_grpc.runtime.policy import OFF_LOOP_SIGNATURE_BYTES, OffLoopDecodes, checksum, decoded_by_door
 from namesrv_grpc.security.audit import AuditLog
 from namesrv_grpc.security.authz import Guard, Principal
 
@@ -412,7 +412,8 @@ class RemotingHandlers:
     ) -> RemotingCommand | Unchanged:
         """REGISTER_BROKER: ``bodyCrc32`` (CRC32 & 0x7FFFFFFF, 0 = unchecked) first (S01), then the
         route-table process applies it (S02-S12), with the body decoded here when it is not the same
-        as the broker's last one (:func:`~namesrv_grpc.core.commands.send_registration`), and binds
+        as the broker's last one (by the route-table process when it is compressed or very large:
+        :func:`~namesrv_grpc.core.commands.send_registration`), and binds
         the broker to this connection (S15). A registration that changed nothing
         (``RegisterBrokerResult.changed`` false: a Java broker's periodic one) answers
         :class:`Unchanged`, so it is not audited."""
@@ -446,10 +447,11 @@ class RemotingHandlers:
                 config = self._ns.config
                 limits = (config.register_body_max_inflated_size, config.register_body_max_topics)
                 return await self._decodes.run(
-                    len(body), compressed, decode_java_register_body, body, compressed, *limits, known_topics, rocketmq5
+                    len(body), decode_java_register_body, body, compressed, *limits, known_topics, rocketmq5
                 )
 
-            reply = await commands.send_registration(self._writes, command, decode)
+            raw = None if decoded_by_door(len(body), compressed) else commands.RawBody(body, compressed, rocketmq5)
+            reply = await commands.send_registration(self._writes, command, decode, raw)
         if reply.session_id:
             if connection.closed:  # closed while the registration was applied: it ends at once (S15)
                 self._end_sessions([(identity.broker_addr, reply.session_id)])

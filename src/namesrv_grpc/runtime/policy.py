@@ -9,11 +9,13 @@ grow with what the client sends:
   16 MiB): above :data:`OFF_LOOP_CHECKSUM_BYTES` it runs in a worker thread (zlib and google-crc32c
   release the GIL);
 - decoding a registration body that is not the same as the broker's last one (a 10,000-topic Java
-  body: ~30 ms of pure Python): a compressed one, or one above :data:`OFF_LOOP_DECODE_BYTES`, in a
-  worker thread, one at a time per serving process (:class:`OffLoopDecodes`), so a serving process
-  holds at most one inflated body (``registerBodyMaxInflatedSize``) at a time. The decoder holds the
-  GIL, but gives it up every ``sys.getswitchinterval()`` (5 ms), so the event loop goes on answering
-  lookups between its slices instead of waiting for the whole decode;
+  body of 1.7 MB: ~30 ms), when it is plain and at most :data:`DOOR_DECODE_MAX_BYTES`
+  (:func:`decoded_by_door`); above :data:`OFF_LOOP_DECODE_BYTES` in a worker thread, one at a time
+  (:class:`OffLoopDecodes`). The Python part of the decoder gives the GIL up every
+  ``sys.getswitchinterval()`` (5 ms), so the event loop goes on answering lookups between its
+  slices; its C part (msgspec, ~40 % of the time) does not, which is why larger and compressed
+  bodies go to the route-table process, where no lookup waits (a 100,000-topic compressed body a
+  second decoded here: lookups p99 6.7 -> 19 ms, max 14 -> 160 ms, row 11a);
 - with an ACL, the HMAC-SHA1 of a remoting request's signature, which covers its body (RocketMQ's
   ``AclClientRPCHook``): above :data:`OFF_LOOP_SIGNATURE_BYTES` it runs in a worker thread (hashlib
   releases the GIL for inputs over 2 KiB: measured here, the event loop's thread keeps 60-115 % of
@@ -59,24 +61,33 @@ async def checksum(function: Callable[[bytes], int], body: bytes) -> int:
 
 
 OFF_LOOP_DECODE_BYTES = 64 * 1024
-"""An uncompressed registration body larger than this is decoded in a worker thread (about 350
-topics of Java JSON, ~1-2 ms of decoding on the event loop below it)."""
+"""A registration body larger than this is decoded in a worker thread (about 350 topics of Java
+JSON, ~1-2 ms of decoding on the event loop below it)."""
+
+DOOR_DECODE_MAX_BYTES = 2 * 1024 * 1024
+"""The largest plain registration body a serving process decodes itself (~12,000 topics of Java
+JSON: ~35 ms of decoding, ~15 ms of it in one C call); larger ones go to the route-table process."""
+
+
+def decoded_by_door(size: int, compressed: bool) -> bool:
+    """Whether a serving process decodes a registration body of ``size`` bytes itself: plain and at
+    most :data:`DOOR_DECODE_MAX_BYTES`. A compressed body may inflate to
+    ``registerBodyMaxInflatedSize`` (64 MiB), so the route-table process decodes it, one at a time
+    for the whole server."""
+    return not compressed and size <= DOOR_DECODE_MAX_BYTES
 
 
 class OffLoopDecodes:
-    """Decodes of registration bodies in one serving process (both doors share it): a compressed
-    body (it may inflate to ``registerBodyMaxInflatedSize``) or one over
-    :data:`OFF_LOOP_DECODE_BYTES` is decoded in a worker thread, one at a time: at most one inflated
-    body is held, and the event loop keeps half of the GIL (two decoding threads would leave it a
-    third)."""
+    """Decodes of registration bodies in one serving process (both doors share it): one over
+    :data:`OFF_LOOP_DECODE_BYTES` is decoded in a worker thread, one at a time, so that the event
+    loop keeps half of the GIL (two decoding threads would leave it a third)."""
 
     def __init__(self) -> None:
         self._one_at_a_time = asyncio.Semaphore(1)
 
-    async def run(self, size: int, compressed: bool, function: Callable[..., ResultT], *args: Any) -> ResultT:
-        """``function(*args)``, which decodes a body of ``size`` bytes (``compressed``); raises what
-        it raises."""
-        if size <= OFF_LOOP_DECODE_BYTES and not compressed:
+    async def run(self, size: int, function: Callable[..., ResultT], *args: Any) -> ResultT:
+        """``function(*args)``, which decodes a body of ``size`` bytes; raises what it raises."""
+        if size <= OFF_LOOP_DECODE_BYTES:
             return function(*args)
         async with self._one_at_a_time:
             return await asyncio.to_thread(function, *args)
