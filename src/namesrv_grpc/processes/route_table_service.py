@@ -160,10 +160,8 @@ class RouteTableService:
         )
         session_id = 0
         if r.bind_session:
-            bound = ns.bind_session(**identity._asdict(), instance_id=r.instance_id)
-            if bound is not None:
-                session_id = bound[0]
-                self._sessions.setdefault(process, {})[identity.broker_addr] = session_id
+            bound = self.bind_session(process, BindSession(identity, r.instance_id))
+            session_id = bound[0] if bound is not None else 0
         return RegistrationReply(result, kv_table, session_id)
 
     def _decode(self, protocol: str, raw: RawBody, known_topics: int | None) -> DecodedBody:
