@@ -29,9 +29,10 @@ from namesrv.v1 import admin_service_pb2_grpc, kv_config_service_pb2_grpc, name_
 from namesrv.v1 import kv_config_service_pb2 as kv_pb2
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv_grpc.cli import parse_boot_line
+from namesrv_grpc.core.body import BrokerIdentity, DecodedBody
 from namesrv_grpc.core.commands import Command, RegisterBroker, send_registration
 from namesrv_grpc.core.model import DataVersion, RegisterBrokerResult, TopicConfig
-from namesrv_grpc.core.processor import BrokerIdentity, DecodedBody, NameServer
+from namesrv_grpc.core.processor import NameServer
 from namesrv_grpc.grpc_api.register_body import decode_protobuf_body, encode_body, verify_checksum
 from namesrv_grpc.processes.route_table_service import RouteTableService
 

@@ -12,10 +12,11 @@ import pytest
 
 from namesrv_grpc.config import NamesrvConfig
 from namesrv_grpc.core import commands
+from namesrv_grpc.core.body import BrokerIdentity
 from namesrv_grpc.core.errors import InvalidFieldError
 from namesrv_grpc.core.kvconfig import KVConfigManager
 from namesrv_grpc.core.model import DataVersion, QueueData, TopicConfig
-from namesrv_grpc.core.processor import BrokerIdentity, NameServer
+from namesrv_grpc.core.processor import NameServer
 from namesrv_grpc.core.route_table import RouteInfoManager
 from namesrv_grpc.processes.channel import Channel
 from namesrv_grpc.processes.route_table_service import RouteTableService

@@ -92,3 +92,31 @@ def test_the_serving_process_starts_both_doors() -> None:
     paths = door_paths("namesrv_grpc.processes.serving_process")
     assert any(".remoting." in path for path in paths)
     assert any(".grpc_api." in path for path in paths)
+
+
+def reachable(start: str) -> set[str]:
+    """Every module of this project that ``start`` imports, directly or through others."""
+    seen, todo = {start}, [start]
+    while todo:
+        for imported in imports_of(todo.pop()) - seen:
+            seen.add(imported)
+            todo.append(imported)
+    return seen
+
+
+SERVING_SIDE = [
+    *sorted(
+        f"namesrv_grpc.{door}.{path.stem}"
+        for door in ("remoting", "grpc_api")
+        for path in (SRC / "namesrv_grpc" / door).glob("*.py")
+        if path.stem != "__init__"
+    ),
+    "namesrv_grpc.processes.serving_process",
+]
+
+
+@pytest.mark.parametrize("module", SERVING_SIDE)
+def test_the_serving_side_holds_the_reader_not_the_writer(module: str) -> None:
+    """A serving process answers from a ``NameServerReader`` and writes only by commands: neither
+    door nor the serving process's wiring can reach the writer (``core/processor.py``)."""
+    assert "namesrv_grpc.core.processor" not in reachable(module)

@@ -12,11 +12,12 @@ from typing import Any
 import pytest
 
 from namesrv_grpc.config import KEYS, NamesrvConfig, apply_properties
+from namesrv_grpc.core.body import BrokerIdentity, DecodedBody
 from namesrv_grpc.core.digest import full_digest
 from namesrv_grpc.core.errors import InvalidFieldError, RegistrationRefusedError, TopicListDisabledError
 from namesrv_grpc.core.kvconfig import KVConfigManager
 from namesrv_grpc.core.model import DataVersion, TopicConfig, TopicQueueMappingInfo, TopicRouteData
-from namesrv_grpc.core.processor import BrokerIdentity, DecodedBody, NameServer
+from namesrv_grpc.core.processor import NameServer
 from namesrv_grpc.core.route_table import RouteInfoManager
 from namesrv_grpc.core.route_watch import RouteWatchHub
 from namesrv_grpc.core.zones import filter_route_by_zone, route_zone_names, zone_key

@@ -6,10 +6,11 @@ from __future__ import annotations
 import zlib
 
 from namesrv_grpc.config import NamesrvConfig
+from namesrv_grpc.core.body import BrokerIdentity
 from namesrv_grpc.core.commands import RegisterBroker, SessionsEnded
 from namesrv_grpc.core.kvconfig import KVConfigManager
 from namesrv_grpc.core.model import DataVersion, TopicConfig
-from namesrv_grpc.core.processor import BrokerIdentity, NameServer
+from namesrv_grpc.core.processor import NameServer
 from namesrv_grpc.core.route_table import RouteInfoManager
 from namesrv_grpc.processes.route_table_service import RouteTableService
 from namesrv_grpc.remoting import bodies

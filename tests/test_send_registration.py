@@ -10,10 +10,11 @@ import zlib
 from typing import Any
 
 from namesrv_grpc.config import NamesrvConfig
+from namesrv_grpc.core.body import BrokerIdentity, DecodedBody
 from namesrv_grpc.core.commands import Command, RawBody, RegisterBroker, RegistrationReply, send_registration
 from namesrv_grpc.core.kvconfig import KVConfigManager
 from namesrv_grpc.core.model import DataVersion, RegisterBrokerResult, TopicConfig
-from namesrv_grpc.core.processor import BrokerIdentity, DecodedBody, NameServer
+from namesrv_grpc.core.processor import NameServer
 from namesrv_grpc.core.route_table import RouteInfoManager
 from namesrv_grpc.processes.route_table_service import RouteTableService
 from namesrv_grpc.remoting import bodies

@@ -22,8 +22,8 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
+from namesrv_grpc.core.body import BrokerIdentity, DecodedBody
 from namesrv_grpc.core.model import BrokerLiveInfo, DataVersion, QueueData, RegisterBrokerResult, RemovedBroker
-from namesrv_grpc.core.processor import BrokerIdentity, DecodedBody
 
 if TYPE_CHECKING:
     from namesrv_grpc.snapshot import SnapshotInfo  # noqa: F401 (the string type argument of ExportSnapshot)

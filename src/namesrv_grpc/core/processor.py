@@ -1,6 +1,8 @@
-"""What each request does: RocketMQ's ``DefaultRequestProcessor`` over the route table, the KV
-config and the server's configuration. No gRPC here: the servicers (:mod:`namesrv_grpc.grpc_api.servicers`)
-only translate protobuf to these calls and back.
+"""What each write does: RocketMQ's ``DefaultRequestProcessor`` over the route table, the KV config
+and the server's configuration, in the route-table process (the reads are
+:mod:`namesrv_grpc.core.reader`'s, which this extends). The route-table process's service
+(:mod:`namesrv_grpc.processes.route_table_service`) calls these methods for the commands the doors
+send (:mod:`namesrv_grpc.core.commands`).
 
 Every method validates its arguments first and raises a :class:`~namesrv_grpc.core.errors.NamesrvError`
 before changing anything.
@@ -8,41 +10,33 @@ before changing anything.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import time
-from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import NamedTuple, TypeVar, cast
 
 from namesrv_grpc.config import RESTART_KEYS, NamesrvConfig, apply_properties, persist_properties
-from namesrv_grpc.core.capacity import RouteTableLimits
+from namesrv_grpc.core.body import BrokerIdentity, DecodedBody
 from namesrv_grpc.core.errors import (
     ConfigKeyBlacklistedError,
     InvalidFieldError,
     LimitExceededError,
     PersistError,
-    ServiceWarmingUpError,
-    TopicListDisabledError,
-    TopicRouteNotFoundError,
 )
 from namesrv_grpc.core.kvconfig import KVBatch, KVConfigManager
 from namesrv_grpc.core.model import (
     MASTER_ID,
     ORDER_TOPIC_CONFIG_NAMESPACE,
-    ClusterInfo,
     DataVersion,
     MinBrokerIdChange,
     QueueData,
     RegisterBrokerResult,
     RemovedBroker,
-    TopicConfig,
     TopicQueueMappingInfo,
-    TopicRouteData,
 )
+from namesrv_grpc.core.reader import NameServerReader
 from namesrv_grpc.core.replication import Change
 from namesrv_grpc.core.route_table import RouteInfoManager
-from namesrv_grpc.core.route_watch import watched_topics
 from namesrv_grpc.core.validation import (
     require_addr,
     require_broker_id,
@@ -57,24 +51,9 @@ from namesrv_grpc.core.validation import (
     require_topic,
     safe_for_log,
 )
-from namesrv_grpc.core.zones import filter_route_by_zone, route_zone_names, zone_key, zone_requested
 from namesrv_grpc.runtime.properties import ConfigError
 
 log = logging.getLogger(__name__)
-
-T = TypeVar("T")
-
-MAX_CACHED_ANSWERS = 256
-"""Answers :meth:`NameServer.answer_per_change` keeps (per-cluster topic lists are keyed by name)."""
-
-
-def _always(topic: str) -> bool:
-    """Every topic's answer may be shared by content (nothing per topic is added to it)."""
-    return True
-
-
-def _as_is(route: TopicRouteData) -> TopicRouteData:
-    return route
 
 
 def _require_broker(cluster_name: str, broker_name: str, broker_id: int, broker_addr: str) -> None:
@@ -82,41 +61,6 @@ def _require_broker(cluster_name: str, broker_name: str, broker_id: int, broker_
     require_name("broker_name", broker_name)
     require_broker_id("broker_id", broker_id)
     require_addr("broker_addr", broker_addr)
-
-
-class BrokerIdentity(NamedTuple):
-    """Who registers: the four fields every broker request names (keyword names of the route table)."""
-
-    cluster_name: str
-    broker_name: str
-    broker_id: int
-    broker_addr: str
-
-
-class DecodedBody(NamedTuple):
-    """A registration body as :meth:`NameServer.apply_registration` needs it, whatever the wire format.
-
-    ``topic_configs`` None means "the topics are known unchanged, do not apply them";
-    ``topics_fingerprint`` (or None) lets the next registration skip decoding an unchanged topic table.
-    ``topic_queue_mappings`` (RocketMQ 5.x static topics): topic -> mapping; None when the body
-    carries none or they are known unchanged (they come with the topics' fingerprint).
-    """
-
-    topic_configs: Mapping[str, TopicConfig] | None
-    data_version: DataVersion
-    filter_server_list: Sequence[str]
-    topics_fingerprint: int | None = None
-    topic_queue_mappings: Mapping[str, TopicQueueMappingInfo] | None = None
-
-
-MinBrokerIdSender = Callable[[MinBrokerIdChange], None]
-"""Sends ``NOTIFY_MIN_BROKER_ID_CHANGE`` to the change's recipients without blocking (the remoting
-door's :class:`~namesrv_grpc.remoting.notifier.BrokerNotifier`); must not raise."""
-
-
-MasterListener = Callable[[str, str, str], None]
-"""Called with (broker name, master address, master HA address) when a broker name's live master
-changes; both addresses are "" when it has none."""
 
 
 def check_topic_queue_mappings(mappings: Mapping[str, TopicQueueMappingInfo], max_mappings: int) -> None:
@@ -156,8 +100,9 @@ def check_filter_server_count(count: int, limit: int) -> None:
         )
 
 
-class NameServer:
-    """The NameServer's request handling: one object per server process, shared by every servicer."""
+class NameServer(NameServerReader):
+    """The writer: the reads of :class:`NameServerReader` plus every write, applied to the route table
+    the route-table process holds; one per server (a test may hold one without processes)."""
 
     def __init__(
         self,
@@ -167,20 +112,7 @@ class NameServer:
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         """``monotonic`` (seconds) times the warm-up window (``needWaitForService``)."""
-        self.config = config
-        self._monotonic = monotonic
-        self.started_at = monotonic()
-        self.route_table = route_table
-        self.kv_config = kv_config
-        self._answers: dict[Hashable, tuple[int, NamesrvConfig, object]] = {}
-        """key -> (route table version, configuration, answer) of :meth:`answer_per_change`."""
-        self.master_listeners: list[MasterListener] = []
-        self.removal_listeners: list[Callable[[RemovedBroker], None]] = []
-        """Called with every broker address removed (expiry, unregistration, session end)."""
-        self.min_broker_id_senders: list[MinBrokerIdSender] = []
-        """Given every MinBrokerIdChange while ``notifyMinBrokerIdChanged`` is on (S53)."""
-        route_table.delete_topic_with_broker_registration = config.delete_topic_with_broker_registration
-        route_table.limits = RouteTableLimits.from_config(config)
+        super().__init__(config, route_table, kv_config, monotonic)
         self._kv_changes: dict[tuple[str, str], str | None] = {}
         """KV writes since the last :meth:`take_change` (the route-table process's replicas)."""
         self._published_config = config
@@ -449,191 +381,6 @@ class NameServer:
             self._after_removals([removed])
         return removed
 
-    # ------------------------------------------------------------------ routes
-
-    def pickup_topic_route(self, topic: str, zone_name: str = "") -> TopicRouteData:
-        """GET_ROUTEINFO_BY_TOPIC (S18, S19; zone mode S39). Raises InvalidFieldError,
-        TopicRouteNotFoundError, ServiceWarmingUpError (``needWaitForService``: for
-        ``waitSecondsForService`` after start)."""
-        return self.pickup_topic_route_encoded(topic, _as_is, zone_name)
-
-    def pickup_topic_route_encoded(self, topic: str, encode: Callable[[TopicRouteData], T], zone_name: str = "") -> T:
-        """:meth:`pickup_topic_route`, returning ``encode(route)`` cached per topic and per ``encode``
-        by the route table (the gRPC servicer passes a protobuf encoder, the remoting handler a JSON
-        one: a lookup costs a dict hit). ``encode`` must be a stable function (it keys the cache).
-        ``zone_name`` not blank = the route filtered to that zone (S39, :mod:`namesrv_grpc.core.zones`).
-        Same errors.
-
-        As in RocketMQ, a lookup does not apply the topic rule (a name no broker could register is
-        simply not found); it only bounds the name (255 characters, no control characters)."""
-        require_name("topic", topic)
-        if zone_requested(zone_name):
-            require_name("zone_name", zone_name)
-        self.check_serving()
-        value = self.topic_route_encoded(topic, encode, zone_name)
-        if value is None:
-            raise TopicRouteNotFoundError(topic)
-        return value
-
-    def pickup_topic_routes_encoded(
-        self, topics: Sequence[str], encode: Callable[[TopicRouteData], T], zone_name: str = ""
-    ) -> list[tuple[str, T | None]]:
-        """Many lookups in one call (``PickupTopicRoutes``; S18 per topic, zone mode S39 when
-        ``zone_name`` is not blank): ``[(topic, encode(route) or None when it has no route)]`` in
-        request order, duplicates answered once.
-
-        Raises InvalidFieldError (empty list, more than ``routeWatchMaxTopics``, an invalid name as
-        ``topics[i]``, an invalid ``zone_name``), ServiceWarmingUpError.
-        """
-        unique = watched_topics(topics, self.config.route_watch_max_topics)
-        if zone_requested(zone_name):
-            require_name("zone_name", zone_name)
-        self.check_serving()
-        return [(topic, self.topic_route_encoded(topic, encode, zone_name)) for topic in unique]
-
-    def check_serving(self) -> None:
-        """Raise ServiceWarmingUpError during the warm-up after start (``needWaitForService``: for
-        ``waitSecondsForService`` s), so clients ask another NameServer."""
-        if self.config.need_wait_for_service:
-            remaining = self.config.wait_seconds_for_service - (self._monotonic() - self.started_at)
-            if remaining > 0:
-                raise ServiceWarmingUpError(
-                    f"NameServer started {self.config.wait_seconds_for_service - remaining:.0f} s ago and waits "
-                    f"{remaining:.0f} s more for brokers to register (needWaitForService); ask another NameServer",
-                    {"retry_after_seconds": f"{remaining:.0f}"},
-                )
-
-    def topic_route_encoded(self, topic: str, encode: Callable[[TopicRouteData], T], zone_name: str = "") -> T | None:
-        """``encode(route)`` of a topic's route with its order config (S19), cached per topic and per
-        ``encode`` by the route table; None when it has no route. No checks: ``topic`` must be a valid
-        name; ``encode`` a stable function (it keys the cache).
-
-        ``zone_name`` not blank (S39): the route as a client of that zone sees it. Cached per topic,
-        ``encode`` and :func:`~namesrv_grpc.core.zones.zone_key`, so whatever zone names clients
-        send, a topic holds at most one filtered encoding per zone of its brokers, plus one."""
-        order_conf_enabled = self.config.order_message_enable
-        # The answer is the same for every topic of the same layout unless it carries an order
-        # config of the topic's own (issue 41: found by content, see RouteInfoManager).
-        shared = self._without_order_conf if order_conf_enabled else _always
-        if zone_requested(zone_name):
-            zone_names = self.route_table.pickup_topic_route_cached(topic, route_zone_names, shared=_always)
-            if zone_names is None:
-                return None
-            key = zone_key(zone_names, zone_name)
-
-            def build_in_zone(route: TopicRouteData) -> T:
-                route = filter_route_by_zone(route, key)
-                if order_conf_enabled:
-                    order_conf = self.kv_config.get_or_none(ORDER_TOPIC_CONFIG_NAMESPACE, topic) or ""
-                    route = dataclasses.replace(route, order_topic_conf=order_conf)
-                return encode(route)
-
-            return cast(
-                "T | None",
-                self.route_table.pickup_topic_route_cached(
-                    topic, build_in_zone, key=(encode, "zone", key), shared=shared
-                ),
-            )
-        build = encode
-        if order_conf_enabled:
-
-            def build(route: TopicRouteData) -> T:
-                # KV changes of ORDER_TOPIC_CONFIG and toggling orderMessageEnable drop cached routes.
-                order_conf = self.kv_config.get_or_none(ORDER_TOPIC_CONFIG_NAMESPACE, topic) or ""
-                return encode(dataclasses.replace(route, order_topic_conf=order_conf))
-
-        return cast("T | None", self.route_table.pickup_topic_route_cached(topic, build, key=encode, shared=shared))
-
-    def _without_order_conf(self, topic: str) -> bool:
-        """True when ``topic`` has no order configuration (S19): its answer adds nothing of its own."""
-        return not self.kv_config.get_or_none(ORDER_TOPIC_CONFIG_NAMESPACE, topic)
-
-    def answer_per_change(self, key: Hashable, build: Callable[[], T]) -> T:
-        """``build()``, built once per change of the route table or the configuration and then
-        returned as it is (issue 20: topic lists, cluster info and the configuration cost milliseconds
-        to build for a thousand topics, and a client may ask thousands of times a second).
-
-        ``key`` names the answer and its encoding (one door's bytes are not the other's); at most
-        :data:`MAX_CACHED_ANSWERS` keys are kept. The route table's ``version`` is read before
-        building, so a change made meanwhile only makes the next call build again."""
-        version, config = self.route_table.version, self.config
-        entry = self._answers.get(key)
-        if entry is not None and entry[0] == version and entry[1] is config:
-            return cast("T", entry[2])
-        value = build()
-        if len(self._answers) >= MAX_CACHED_ANSWERS:
-            self._answers.clear()
-        self._answers[key] = (version, config, value)
-        return value
-
-    def get_cluster_info(self) -> ClusterInfo:
-        """GET_BROKER_CLUSTER_INFO (S22)."""
-        return self.route_table.get_cluster_info()
-
-    def get_broker_member_group(self, cluster_name: str, broker_name: str) -> dict[int, str]:
-        """GET_BROKER_MEMBER_GROUP (RocketMQ 5.x): broker id -> address of ``broker_name``; {} when it
-        has no BrokerData (the cluster name is only echoed, as in RocketMQ). Raises InvalidFieldError."""
-        require_name("cluster_name", cluster_name)
-        require_name("broker_name", broker_name)
-        return self.route_table.broker_addrs_of(broker_name)
-
-    def registered_as(self, broker_name: str, broker_id: int, broker_addr: str) -> bool:
-        """Whether ``broker_addr`` holds ``broker_id`` of ``broker_name`` (its BrokerData, S05)."""
-        return self.route_table.broker_addrs_of(broker_name).get(broker_id) == broker_addr
-
-    def has_cluster(self, cluster_name: str) -> bool:
-        """Whether a broker name of ``cluster_name`` is registered (S03)."""
-        return cluster_name in self.route_table.cluster_addr_table
-
-    def get_topics_by_cluster(self, cluster_name: str) -> list[str]:
-        """GET_TOPICS_BY_CLUSTER (S24). Raises TopicListDisabledError (``enableTopicList=false``,
-        S41), InvalidFieldError."""
-        self.check_topic_list_enabled()
-        require_name("cluster_name", cluster_name)
-        return self.route_table.get_topics_by_cluster(cluster_name)
-
-    def get_all_topic_list(self) -> list[str]:
-        """GET_ALL_TOPIC_LIST_FROM_NAMESERVER (S24). Raises TopicListDisabledError when
-        ``enableAllTopicList`` is false (S41: big clusters turn it off)."""
-        self.check_all_topic_list_enabled()
-        return self.route_table.get_all_topic_list()
-
-    def get_system_topic_list(self) -> tuple[list[str], str]:
-        """GET_SYSTEM_TOPIC_LIST_FROM_NS (S24); never disabled (S41)."""
-        return self.route_table.get_system_topic_list()
-
-    def get_unit_topic_list(self) -> list[str]:
-        """GET_UNIT_TOPIC_LIST (S24). Raises TopicListDisabledError (``enableTopicList=false``, S41)."""
-        self.check_topic_list_enabled()
-        return self.route_table.get_unit_topic_list()
-
-    def get_has_unit_sub_topic_list(self) -> list[str]:
-        """GET_HAS_UNIT_SUB_TOPIC_LIST (S24). Raises TopicListDisabledError (S41)."""
-        self.check_topic_list_enabled()
-        return self.route_table.get_has_unit_sub_topic_list()
-
-    def get_has_unit_sub_ununit_topic_list(self) -> list[str]:
-        """GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST (S24). Raises TopicListDisabledError (S41)."""
-        self.check_topic_list_enabled()
-        return self.route_table.get_has_unit_sub_ununit_topic_list()
-
-    def check_all_topic_list_enabled(self) -> None:
-        """S41: raise TopicListDisabledError when ``enableAllTopicList`` is false (read at every
-        request, changeable at run time); for doors that cache the list's encoding."""
-        if not self.config.enable_all_topic_list:
-            raise TopicListDisabledError(
-                "the list of all topics is disabled on this NameServer (enableAllTopicList=false)",
-                {"key": "enableAllTopicList"},
-            )
-
-    def check_topic_list_enabled(self) -> None:
-        """S41: raise TopicListDisabledError when ``enableTopicList`` is false (read at every request,
-        changeable at run time); for doors that cache the lists' encodings."""
-        if not self.config.enable_topic_list:
-            raise TopicListDisabledError(
-                "topic lists are disabled on this NameServer (enableTopicList=false)", {"key": "enableTopicList"}
-            )
-
     # ------------------------------------------------------------------ KV config (S21)
 
     def put_kv_config(self, namespace: str, key: str, value: str) -> None:
@@ -655,10 +402,6 @@ class NameServer:
         for field, text in (("namespace", namespace), ("key", key), ("value", value)):
             require_no_lone_surrogate(field, text)
         self.kv_config.stage_put(namespace, key, value, max_total_bytes=self.config.kv_config_max_total_size)
-
-    def get_kv_config(self, namespace: str, key: str) -> str:
-        """GET_KV_CONFIG. Raises InvalidFieldError, KVConfigNotFoundError."""
-        return self.kv_config.get(require_name("namespace", namespace), require_name("key", key))
 
     def delete_kv_config(self, namespace: str, key: str) -> None:
         """DELETE_KV_CONFIG, written to the file now (see :meth:`put_kv_config`). Raises
@@ -684,10 +427,6 @@ class NameServer:
         order_topics = [key for namespace, key in batch.changes if namespace == ORDER_TOPIC_CONFIG_NAMESPACE]
         if order_topics:
             self.route_table.invalidate_routes(order_topics)
-
-    def get_kv_list_by_namespace(self, namespace: str) -> dict[str, str]:
-        """GET_KVLIST_BY_NAMESPACE. Raises InvalidFieldError."""
-        return self.kv_config.list_namespace(require_name("namespace", namespace))
 
     # ------------------------------------------------------------------ admin (S23, S25, S26)
 
@@ -729,10 +468,6 @@ class NameServer:
             require_non_negative(f"{path}.topic_sys_flag", queue_data.topic_sys_flag)
         self.route_table.register_topic(topic, queue_datas)
 
-    def get_namesrv_config(self) -> dict[str, str]:
-        """GET_NAMESRV_CONFIG (S26): RocketMQ key -> value text."""
-        return self.config.to_properties()
-
     def update_namesrv_config(self, changes: Mapping[str, str]) -> None:
         """UPDATE_NAMESRV_CONFIG (S26), all or nothing; persisted to ``configStorePath``.
 
@@ -757,9 +492,7 @@ class NameServer:
             raise PersistError(f"cannot write {new_config.config_store_path}: {exc}") from None
         if new_config.order_message_enable != self.config.order_message_enable:
             self.route_table.invalidate_routes()
-        self.config = new_config
-        self.route_table.delete_topic_with_broker_registration = new_config.delete_topic_with_broker_registration
-        self.route_table.limits = RouteTableLimits.from_config(new_config)
+        self._use_config(new_config)
         self.route_table.set_support_acting_master(new_config.support_acting_master)
         later = sorted(set(changes) & RESTART_KEYS)
         log.info(
@@ -819,25 +552,3 @@ class NameServer:
             for namespace, entries in self.kv_config.snapshot().items()
             for key, value in entries.items()
         }
-
-    def apply_change(self, change: Change) -> None:
-        """A serving process: apply the next message of the route-table process's change stream to
-        this replica (configuration and KV first, so routes re-encoded for watchers carry them)."""
-        if change.config is not None:
-            self.config = change.config
-            self.route_table.delete_topic_with_broker_registration = change.config.delete_topic_with_broker_registration
-            self.route_table.limits = RouteTableLimits.from_config(change.config)
-            self.route_table.support_acting_master = change.config.support_acting_master
-        if change.kv is not None:
-            self.kv_config.apply(change.kv)
-        if change.table is not None:
-            self.route_table.apply_change(change.table)
-        for name, addr, ha_addr in change.master_changes:
-            for listener in self.master_listeners:
-                listener(name, addr, ha_addr)
-        for removed in change.removals:
-            for removal_listener in self.removal_listeners:
-                removal_listener(removed)
-        for notification in change.notifications:  # already checked against notifyMinBrokerIdChanged
-            for send in self.min_broker_id_senders:
-                send(notification)

@@ -41,7 +41,7 @@ ENTRY_OVERHEAD_BYTES = 64
 405 MiB of RSS for 399 MiB of answers, 100,000 of them."""
 
 ROUTE_OBJECT_BYTES_PER_DATA = 224
-"""An answer that is a route object (:class:`TopicRouteData`, e.g. ``NameServer.pickup_topic_route``)
+"""An answer that is a route object (:class:`TopicRouteData`, e.g. ``NameServerReader.pickup_topic_route``)
 is counted as this many bytes per QueueData and BrokerData (measured: 684 MiB for 100,000 routes of
 16 each)."""
 

@@ -20,7 +20,7 @@ from namesrv.v1 import types_pb2
 from namesrv_grpc.core.body import DEFAULT_MAX_INFLATED_BODY_BYTES, DEFAULT_MAX_TOPICS, RegisterBrokerBody
 from namesrv_grpc.core.errors import BodyChecksumMismatchError, LimitExceededError, MalformedBodyError
 from namesrv_grpc.core.model import DataVersion, TopicConfig, TopicQueueMappingInfo
-from namesrv_grpc.core.processor import DecodedBody
+from namesrv_grpc.core.body import DecodedBody
 from namesrv_grpc.core.validation import (
     MAX_PERM,
     MAX_QUEUE_NUMS,

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from namesrv_grpc.core.processor import NameServer
+from namesrv_grpc.core.reader import NameServerReader
 from namesrv_grpc.core.route_watch import RouteWatchHub
 from namesrv_grpc.grpc_api.encoded_responses import encode_route_response, route_change_bytes
 
@@ -18,7 +18,7 @@ RouteWatches = RouteWatchHub[bytes]
 """The hub, caching one serialized ``TopicRouteChange`` per watched topic."""
 
 
-def new_route_watches(nameserver: NameServer) -> RouteWatches:
+def new_route_watches(nameserver: NameServerReader) -> RouteWatches:
     """A hub for ``nameserver``, subscribed to its route table's changes. Its bounds are the config
     keys ``routeWatchMaxWatchers``, ``routeWatchMaxTopics``, ``routeWatchMaxTopicsPerPeer`` and
     ``routeWatchMaxTopicsTotal``, read when a watch opens, and ``routeWatchMaxUnreadMillis``, read
@@ -49,7 +49,7 @@ class RouteWatchCollector(Collector):
     (distinct topics they watch), ``namesrv_route_watched_pairs`` (watcher-topic pairs) and
     ``namesrv_route_revision`` (route changes since start), read at scrape time."""
 
-    def __init__(self, hub: RouteWatches, nameserver: NameServer) -> None:
+    def __init__(self, hub: RouteWatches, nameserver: NameServerReader) -> None:
         self._hub = hub
         self._ns = nameserver
 

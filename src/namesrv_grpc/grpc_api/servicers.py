@@ -1,4 +1,5 @@
-"""gRPC servicers: translate protobuf requests into :class:`~namesrv_grpc.core.processor.NameServer` calls
+"""gRPC servicers: translate protobuf requests into reads of
+:class:`~namesrv_grpc.core.reader.NameServerReader` or commands (:mod:`namesrv_grpc.core.commands`)
 and results back. No rules live here; domain errors become statuses in
 :mod:`namesrv_grpc.grpc_api.grpc_errors`."""
 
@@ -20,8 +21,9 @@ from namesrv.v1 import kv_config_service_pb2_grpc as kv_grpc
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv.v1 import name_server_service_pb2_grpc as ns_grpc
 from namesrv_grpc.core import commands
+from namesrv_grpc.core.body import DecodedBody
 from namesrv_grpc.core.commands import RouteTableWrites
-from namesrv_grpc.core.processor import DecodedBody, NameServer
+from namesrv_grpc.core.reader import NameServerReader
 from namesrv_grpc.grpc_api.connections import close_connections
 from namesrv_grpc.grpc_api.convert import (
     broker_live_entry_to_proto,
@@ -58,7 +60,7 @@ log = logging.getLogger(__name__)
 Context = grpc.aio.ServicerContext[Any, Any]
 
 # Keys of the answers built once per change of the route table or the configuration
-# (NameServer.answer_per_change), gRPC encodings; the remoting door has its own.
+# (NameServerReader.answer_per_change), gRPC encodings; the remoting door has its own.
 _TOPICS_BY_CLUSTER = "grpc topics by cluster"
 _SYSTEM_TOPICS = "grpc system topics"
 _UNIT = "grpc unit topics"
@@ -71,7 +73,7 @@ class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[mis
 
     def __init__(
         self,
-        nameserver: NameServer,
+        nameserver: NameServerReader,
         writes: RouteTableWrites,
         metrics: NamesrvMetrics,
         sessions: BrokerSessions,
@@ -375,7 +377,11 @@ class KVConfigServicer(kv_grpc.KVConfigServiceServicer):  # type: ignore[misc]
     """``namesrv.v1.KVConfigService`` (S21)."""
 
     def __init__(
-        self, nameserver: NameServer, writes: RouteTableWrites, metrics: NamesrvMetrics, guard: Guard | None = None
+        self,
+        nameserver: NameServerReader,
+        writes: RouteTableWrites,
+        metrics: NamesrvMetrics,
+        guard: Guard | None = None,
     ) -> None:
         self._ns = nameserver
         self._writes = writes
@@ -415,7 +421,7 @@ class KVConfigServicer(kv_grpc.KVConfigServiceServicer):  # type: ignore[misc]
 class AdminServicer(admin_grpc.AdminServiceServicer):  # type: ignore[misc]
     """``namesrv.v1.AdminService`` (S23, S25, S26, route snapshots)."""
 
-    def __init__(self, nameserver: NameServer, writes: RouteTableWrites, guard: Guard | None = None) -> None:
+    def __init__(self, nameserver: NameServerReader, writes: RouteTableWrites, guard: Guard | None = None) -> None:
         self._ns = nameserver
         self._writes = writes
         self._guard = guard or Guard(None, AuditLog())

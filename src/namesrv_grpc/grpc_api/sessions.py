@@ -67,7 +67,7 @@ from namesrv_grpc.core.errors import (
     NamesrvError,
 )
 from namesrv_grpc.core.model import MASTER_ID, RemovedBroker
-from namesrv_grpc.core.processor import NameServer
+from namesrv_grpc.core.reader import NameServerReader
 from namesrv_grpc.grpc_api.convert import identity_from_proto
 from namesrv_grpc.grpc_api.grpc_errors import to_status
 from namesrv_grpc.metrics import NamesrvMetrics
@@ -103,7 +103,11 @@ class BrokerSessions:
     """Every open session of one NameServer, and the stream handler that serves them."""
 
     def __init__(
-        self, nameserver: NameServer, writes: RouteTableWrites, metrics: NamesrvMetrics, guard: Guard | None = None
+        self,
+        nameserver: NameServerReader,
+        writes: RouteTableWrites,
+        metrics: NamesrvMetrics,
+        guard: Guard | None = None,
     ) -> None:
         """``nameserver``: this serving process's replica (its listeners report master changes and
         removals the route-table process made); ``writes``: sessions are bound, refreshed and ended

@@ -23,6 +23,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from namesrv_grpc.core.body import DecodedBody
 from namesrv_grpc.core.commands import (
     AddWritePerm,
     BindSession,
@@ -47,7 +48,7 @@ from namesrv_grpc.core.commands import (
     WipeWritePerm,
 )
 from namesrv_grpc.core.model import BrokerLiveInfo, DataVersion, RegisterBrokerResult, RemovedBroker
-from namesrv_grpc.core.processor import DecodedBody, NameServer
+from namesrv_grpc.core.processor import NameServer
 from namesrv_grpc.grpc_api.register_body import decode_protobuf_body
 from namesrv_grpc.processes.kv_group_commit import KVGroupCommit
 from namesrv_grpc.remoting.register_body import decode_java_register_body

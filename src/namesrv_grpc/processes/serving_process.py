@@ -10,7 +10,7 @@ applied on this process's event loop, between requests, and acknowledged, so the
 answers a write only once every serving process holds it.
 
 Where a request goes: ``remoting/handlers.py`` (one method per request code) or
-``grpc_api/servicers.py`` (one method per RPC) -> ``core/processor.py`` for reads, or
+``grpc_api/servicers.py`` (one method per RPC) -> ``core/reader.py`` for reads, or
 a command (``core/commands.py``) -> the route-table process for writes.
 """
 
@@ -33,7 +33,7 @@ from grpc_reflection.v1alpha import reflection, reflection_pb2
 from namesrv.v1 import admin_service_pb2, kv_config_service_pb2, name_server_service_pb2
 from namesrv_grpc.config import NamesrvConfig
 from namesrv_grpc.core.kvconfig import KVConfigManager
-from namesrv_grpc.core.processor import NameServer
+from namesrv_grpc.core.reader import NameServerReader
 from namesrv_grpc.core.replication import Change
 from namesrv_grpc.core.route_table import RouteInfoManager
 from namesrv_grpc.grpc_api.grpc_metrics import GrpcServerMetrics
@@ -98,7 +98,7 @@ class ServingProcess:
         config: NamesrvConfig = first.config
         self.params = params
         self.link = route_table_link
-        self.nameserver = NameServer(config, RouteInfoManager(), KVConfigManager(None))
+        self.nameserver = NameServerReader(config, RouteInfoManager(), KVConfigManager(None))
         self.nameserver.started_at = params.started_monotonic
         self.nameserver.apply_change(first)
         self.writes = RouteTableClient(route_table_link)

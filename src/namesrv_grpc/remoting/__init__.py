@@ -19,7 +19,7 @@ The server side, imported in one direction (no circle):
   answers waiting (write-buffer water marks), requests in flight, frame deadline, idle timeout.
 - :mod:`.budget` -- the server-wide bounds: ``maxConnections``, bytes held in unfinished frames.
 - :mod:`.handlers` (with :mod:`.access`, :mod:`.errors`) -- dispatch of the request codes to
-  :mod:`namesrv_grpc.core.processor`.
+  :mod:`namesrv_grpc.core.reader` (reads) and :mod:`namesrv_grpc.core.commands` (writes).
 - :mod:`.tls_sniff` -- TLS and plaintext on one port.
 - :mod:`.server` -- the listener that ties them together.
 """

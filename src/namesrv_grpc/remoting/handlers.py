@@ -1,6 +1,8 @@
 """Remoting request handlers: one method per RocketMQ request code, each a thin translation of the
-request's ``extFields`` and body into the same :class:`~namesrv_grpc.core.processor.NameServer` call the
-gRPC servicer makes (:mod:`namesrv_grpc.grpc_api.servicers`), and of the result into a response.
+request's ``extFields`` and body into the same read of :class:`~namesrv_grpc.core.reader.NameServerReader`
+or the same command (:mod:`namesrv_grpc.core.commands`, applied by the route-table process's
+:class:`~namesrv_grpc.core.processor.NameServer`) the gRPC servicer makes
+(:mod:`namesrv_grpc.grpc_api.servicers`), and of the result into a response.
 No rules live here; domain errors become response codes and remarks in :mod:`.errors`.
 
 Request code -> handler -> NameServer method (rule)::
@@ -46,6 +48,7 @@ from dataclasses import dataclass
 from time import perf_counter
 
 from namesrv_grpc.core import commands
+from namesrv_grpc.core.body import BrokerIdentity, DecodedBody
 from namesrv_grpc.core.commands import RouteTableWrites, session_end_batches
 from namesrv_grpc.core.errors import (
     BodyChecksumMismatchError,
@@ -61,7 +64,7 @@ from namesrv_grpc.core.model import (
     DataVersion,
     TopicRouteData,
 )
-from namesrv_grpc.core.processor import BrokerIdentity, DecodedBody, NameServer
+from namesrv_grpc.core.reader import NameServerReader
 from namesrv_grpc.metrics import NamesrvMetrics
 from namesrv_grpc.remoting import access, bodies
 from namesrv_grpc.remoting.codec import RemotingCommand
@@ -120,7 +123,7 @@ MEMBER_GROUP_REMARK = "not set any response code"
 ``DefaultRequestProcessor.getBrokerMemberGroup`` sets the code but keeps the remark of
 ``RemotingCommand.createResponseCommand(null)`` (found by the differential suite, ``docs/compatibility.md``)."""
 
-# Keys of the answers built once per change (NameServer.answer_per_change), remoting encodings.
+# Keys of the answers built once per change (NameServerReader.answer_per_change), remoting encodings.
 _CLUSTER_INFO = "remoting cluster info"
 _ALL_TOPICS = "remoting all topics"
 _SYSTEM_TOPICS = "remoting system topics"
@@ -222,7 +225,7 @@ class RemotingHandlers:
 
     def __init__(
         self,
-        nameserver: NameServer,
+        nameserver: NameServerReader,
         writes: RouteTableWrites,
         metrics: NamesrvMetrics,
         remoting_metrics: RemotingMetrics,

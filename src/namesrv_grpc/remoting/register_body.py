@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import zlib
 
-from namesrv_grpc.core.body import DEFAULT_MAX_INFLATED_BODY_BYTES
+from namesrv_grpc.core.body import DEFAULT_MAX_INFLATED_BODY_BYTES, DecodedBody
 from namesrv_grpc.core.errors import LimitExceededError, MalformedBodyError
 from namesrv_grpc.core.model import DataVersion
-from namesrv_grpc.core.processor import DecodedBody
 from namesrv_grpc.remoting import bodies, fastjson
 
 REMOTING_FINGERPRINT_TAG = 1 << 32
