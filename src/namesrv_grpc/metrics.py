@@ -330,6 +330,14 @@ class NamesrvMetrics:
         self.registry.register(_RouteAnswersCollector(route_table))
         if standard:
             register_standard_collectors(self.registry)
+        self._add_write_metrics()
+        self._add_latency_metrics()
+        self._add_snapshot_metrics()
+        self._add_refusal_metrics()
+        Info("namesrv_build", "Build information.", registry=self.registry).info({"version": package_version()})
+
+    def _add_write_metrics(self) -> None:
+        """Registrations, broker removals, the route-table process's busy time, KV config writes."""
         self.registrations = Counter(
             "namesrv_registrations", "RegisterBroker calls by result.", ["result"], registry=self.registry
         )
@@ -382,6 +390,9 @@ class NamesrvMetrics:
             buckets=KV_WRITES_PER_FLUSH_BUCKETS,
             registry=self.registry,
         )
+
+    def _add_latency_metrics(self) -> None:
+        """Registration and route-lookup durations, GC pauses, event-loop lag."""
         self.registration_seconds = Histogram(
             "namesrv_registration_duration_seconds",
             "Time to process a broker registration, by front door (remoting REGISTER_BROKER, gRPC RegisterBroker).",
@@ -422,6 +433,9 @@ class NamesrvMetrics:
                 self.event_loop_lag_seconds,
             )
         )
+
+    def _add_snapshot_metrics(self) -> None:
+        """Route snapshot exports: count by result, duration."""
         self.snapshot_exports = Counter(
             "namesrv_snapshot_exports",
             "Route snapshots exported, by result (ok, failed).",
@@ -436,6 +450,9 @@ class NamesrvMetrics:
             buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0),
             registry=self.registry,
         )
+
+    def _add_refusal_metrics(self) -> None:
+        """Refusals (ACL, gRPC bounds), suppressed audit lines, unsent gRPC answers."""
         self.auth_refusals = Counter(
             "namesrv_auth_refusals",
             "Requests refused by the ACL, by reason (no identities or addresses as labels).",
@@ -467,7 +484,6 @@ class NamesrvMetrics:
             "Bytes of gRPC answers handed to gRPC and not sent yet (the client has not read them).",
             registry=self.registry,
         )
-        Info("namesrv_build", "Build information.", registry=self.registry).info({"version": package_version()})
 
     @contextmanager
     def registration(self, protocol: str) -> Iterator[None]:
