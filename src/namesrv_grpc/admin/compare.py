@@ -329,7 +329,6 @@ def summarize_differences(snapshots: Sequence[Snapshot], found: Sequence[Differe
     topic differences its absence explains (its QueueData missing there; a topic only it serves
     missing there) are its details, not lines of their own."""
     addresses = [s.address for s in snapshots]
-    by_address = {s.address: s for s in snapshots}
     present = {
         s.address: {name for name, data in s.cluster_info.broker_addr_table.items() if data.broker_addrs}
         for s in snapshots
@@ -337,76 +336,18 @@ def summarize_differences(snapshots: Sequence[Snapshot], found: Sequence[Differe
     every_broker = sorted(set().union(*present.values()))
     absent_on = {n: [a for a in addresses if n not in present[a]] for n in every_broker}
     absent_on = {n: where for n, where in absent_on.items() if where}
-    serves: dict[str, set[str]] = {n: set() for n in absent_on}
-    for snapshot in snapshots:
-        for topic, route in snapshot.routes.items():
-            for queue in route[0] if route else ():
-                if queue.broker_name in serves:
-                    serves[queue.broker_name].add(topic)
 
     # ---- topics: what differs beyond what absent brokers explain
     descriptions: dict[str, str] = {}
     mentioned: dict[str, set[str]] = {}
     brokers_of: dict[str, set[str]] = {}
     for topic in sorted({t for d in found if (t := d.topic()) is not None}):
-        routes = {a: by_address[a].routes.get(topic) for a in addresses}
-        queues = {a: {q.broker_name: q for q in r[0]} if r else {} for a, r in routes.items()}
-        brokers = set().union(*(q.keys() for q in queues.values()))
-        brokers_of[topic] = brokers
-        states = {a: _route_state(topic in by_address[a].topics, routes[a] is not None) for a in addresses}
-        explained = {  # absent there because every broker name serving it is absent there
-            a
-            for a in addresses
-            if states[a] == "absent" and brokers and all(a in absent_on.get(b, ()) for b in brokers)
-        }
-        considered = {a: st for a, st in states.items() if a not in explained}
-        segments: list[str] = []
-        if len(set(considered.values())) > 1:
-            segments += [f"{st} on {', '.join(a for a in considered if considered[a] == st)}"
-                         for st in dict.fromkeys(considered.values()) if st != "present"]  # fmt: skip
-        routed = [a for a in considered if routes[a] is not None]
-        named: set[str] = set()
-        for broker in sorted(brokers):
-            values = {
-                a: queues[a].get(broker)
-                for a in routed
-                if not (queues[a].get(broker) is None and a in absent_on.get(broker, ()))
-            }
-            if len(set(values.values())) <= 1:
-                continue
-            named.add(broker)
-            missing = [a for a, q in values.items() if q is None]
-            if missing:
-                segments.append(f"{broker} not in the route on {', '.join(missing)}")
-            have = {a: queue_values(q) for a, q in values.items() if q is not None}
-            for kind in QUEUE_KINDS:
-                by_kind: dict[str, str | None] = {a: v[kind] for a, v in have.items()}
-                if len(set(by_kind.values())) > 1:
-                    segments.append(f"{broker}'s {kind} {values_text(by_kind)}")
-        orders: dict[str, str | None] = {a: cast(RouteSummary, routes[a])[1] or None for a in routed}
-        if len(set(orders.values())) > 1:
-            segments.append(f"orderTopicConf {values_text(orders, absent='(none)')}")
-        if segments:
-            descriptions[topic] = "; ".join(segments)
-            mentioned[topic] = named
+        description, mentioned[topic], brokers_of[topic] = _topic_description(topic, snapshots, absent_on)
+        if description:
+            descriptions[topic] = description
 
     # ---- the lines, then each difference to the line that stands for it
-    broker_lines: dict[str, Finding] = {}
-    broker_facts: dict[str, list[Difference]] = {}
-    for diff in found:
-        if diff.kind in BROKER_KINDS:
-            broker_facts.setdefault(diff.broker, []).append(diff)
-    for name in sorted(broker_facts):  # an absent broker name always has facts that differ
-        cluster, addrs = _broker_identity(name, snapshots)
-        facts = broker_facts.get(name, [])
-        head = f"broker {cluster}/{name}"
-        if name in absent_on:
-            count = len(serves[name])
-            head += f" ({addrs}) absent on {', '.join(absent_on[name])} ({count} topic{'s' * (count != 1)})"
-            facts = [d for d in facts if not _agree_where_present(d.values, absent_on[name])]
-        parts = [_broker_fact_text(d, cluster, name) for d in facts]
-        text = (head + ("; " if name in absent_on else ": ") + "; ".join(parts)) if parts else head
-        broker_lines[name] = Finding("broker", f"{cluster}/{name}", text)
+    broker_lines = _broker_lines(found, snapshots, absent_on)
     topic_groups: dict[str, list[str]] = {}
     for topic, description in descriptions.items():
         topic_groups.setdefault(description, []).append(topic)
@@ -450,6 +391,75 @@ def summarize_differences(snapshots: Sequence[Snapshot], found: Sequence[Differe
         *others,
     ]
     return [replace(line, details=tuple(owned.get(id(line), ()))) for line in lines]
+
+
+def _topic_description(
+    topic: str, snapshots: Sequence[Snapshot], absent_on: Mapping[str, list[str]]
+) -> tuple[str, set[str], set[str]]:
+    """What differs about ``topic`` beyond what the broker names ``absent_on`` explain ("" if nothing),
+    the broker names whose QueueData that names, and every broker name of its routes."""
+    routes = {s.address: s.routes.get(topic) for s in snapshots}
+    queues = {a: {q.broker_name: q for q in r[0]} if r else {} for a, r in routes.items()}
+    brokers = set().union(*(q.keys() for q in queues.values()))
+    states = {s.address: _route_state(topic in s.topics, routes[s.address] is not None) for s in snapshots}
+    explained = {  # absent there because every broker name serving it is absent there
+        a for a, st in states.items() if st == "absent" and brokers and all(a in absent_on.get(b, ()) for b in brokers)
+    }
+    considered = {a: st for a, st in states.items() if a not in explained}
+    segments: list[str] = []
+    if len(set(considered.values())) > 1:
+        segments += [f"{st} on {', '.join(a for a in considered if considered[a] == st)}"
+                     for st in dict.fromkeys(considered.values()) if st != "present"]  # fmt: skip
+    routed = [a for a in considered if routes[a] is not None]
+    named: set[str] = set()
+    for broker in sorted(brokers):
+        values = {a: queues[a].get(broker) for a in routed}
+        values = {a: q for a, q in values.items() if not (q is None and a in absent_on.get(broker, ()))}
+        if len(set(values.values())) <= 1:
+            continue
+        named.add(broker)
+        missing = [a for a, q in values.items() if q is None]
+        if missing:
+            segments.append(f"{broker} not in the route on {', '.join(missing)}")
+        have = {a: queue_values(q) for a, q in values.items() if q is not None}
+        for kind in QUEUE_KINDS:
+            by_kind: dict[str, str | None] = {a: v[kind] for a, v in have.items()}
+            if len(set(by_kind.values())) > 1:
+                segments.append(f"{broker}'s {kind} {values_text(by_kind)}")
+    orders: dict[str, str | None] = {a: cast(RouteSummary, routes[a])[1] or None for a in routed}
+    if len(set(orders.values())) > 1:
+        segments.append(f"orderTopicConf {values_text(orders, absent='(none)')}")
+    return "; ".join(segments), named, brokers
+
+
+def _broker_lines(
+    found: Sequence[Difference], snapshots: Sequence[Snapshot], absent_on: Mapping[str, list[str]]
+) -> dict[str, Finding]:
+    """Broker name -> its line, for each broker name with ``broker``, ``cluster`` or ``brokerData``
+    differences; one absent on some NameServers (``absent_on``) says how many topics it serves."""
+    serves: dict[str, set[str]] = {n: set() for n in absent_on}
+    for snapshot in snapshots:
+        for topic, route in snapshot.routes.items():
+            for queue in route[0] if route else ():
+                if queue.broker_name in serves:
+                    serves[queue.broker_name].add(topic)
+    broker_lines: dict[str, Finding] = {}
+    broker_facts: dict[str, list[Difference]] = {}
+    for diff in found:
+        if diff.kind in BROKER_KINDS:
+            broker_facts.setdefault(diff.broker, []).append(diff)
+    for name in sorted(broker_facts):  # an absent broker name always has facts that differ
+        cluster, addrs = _broker_identity(name, snapshots)
+        facts = broker_facts.get(name, [])
+        head = f"broker {cluster}/{name}"
+        if name in absent_on:
+            count = len(serves[name])
+            head += f" ({addrs}) absent on {', '.join(absent_on[name])} ({count} topic{'s' * (count != 1)})"
+            facts = [d for d in facts if not _agree_where_present(d.values, absent_on[name])]
+        parts = [_broker_fact_text(d, cluster, name) for d in facts]
+        text = (head + ("; " if name in absent_on else ": ") + "; ".join(parts)) if parts else head
+        broker_lines[name] = Finding("broker", f"{cluster}/{name}", text)
+    return broker_lines
 
 
 def _broker_identity(name: str, snapshots: Sequence[Snapshot]) -> tuple[str, str]:
@@ -636,15 +646,13 @@ async def compare(
 
     opened = await asyncio.gather(*(open_reader(e, security, timeout) for e in endpoints), return_exceptions=True)
     readers: list[NamesrvReader] = []
-    for endpoint, reader in zip(endpoints, opened, strict=True):
+    for endpoint, snapshot, reader in zip(endpoints, snapshots, opened, strict=True):
         if isinstance(reader, ReadError):
             cannot_read(str(endpoint), reader)
         elif isinstance(reader, BaseException):
             raise reader
         else:
             readers.append(reader)
-    for snapshot, reader in zip(snapshots, opened, strict=True):
-        if isinstance(reader, NamesrvReader):
             snapshot.protocol = reader.protocol
 
     def result(
@@ -674,18 +682,8 @@ async def compare(
         if before_recheck is not None:
             await before_recheck(found)
         await asyncio.sleep(recheck_after)
-        again = [
-            Snapshot(s.address, s.protocol, s.cluster_info, s.topics, dict(s.routes), dict(s.kv)) for s in snapshots
-        ]
-        recheck_topics = sorted({t for d in found if (t := d.topic()) is not None})
-        kinds = {d.kind for d in found}
-        recheck_namespaces = sorted({d.subject.split(" ", 1)[0] for d in found if d.kind == "kv"})
         try:
-            await _read_all(
-                readers, again, cluster=bool(kinds & {"broker", "cluster", "brokerData"}), topic_list="topic" in kinds,
-                topics=recheck_topics, namespaces=recheck_namespaces, concurrency=concurrency,
-                progress=_Progress(False),
-            )  # fmt: skip
+            again = await _read_again(readers, snapshots, found, concurrency)
         except ReadError as exc:
             cannot_read(_name_of(exc.address, endpoints), exc)
             return result([], 0, topics)
@@ -696,6 +694,22 @@ async def compare(
         return result(still, resolved, topics, again)
     finally:
         await asyncio.gather(*(r.close() for r in readers), return_exceptions=True)
+
+
+async def _read_again(
+    readers: list[NamesrvReader], snapshots: list[Snapshot], found: list[Difference], concurrency: int
+) -> list[Snapshot]:
+    """Copies of ``snapshots`` with what ``found`` says differs read again: the routes of its topics,
+    its KV namespaces, the cluster info and topic list if they differ. Raises ReadError."""
+    again = [replace(s, routes=dict(s.routes), kv=dict(s.kv)) for s in snapshots]
+    kinds = {d.kind for d in found}
+    await _read_all(
+        readers, again, cluster=bool(kinds & set(BROKER_KINDS)), topic_list="topic" in kinds,
+        topics=sorted({t for d in found if (t := d.topic()) is not None}),
+        namespaces=sorted({d.subject.split(" ", 1)[0] for d in found if d.kind == "kv"}),
+        concurrency=concurrency, progress=_Progress(False),
+    )  # fmt: skip
+    return again
 
 
 def _name_of(address: str, endpoints: list[Endpoint]) -> str:
