@@ -308,21 +308,7 @@ def load_broker_config(
         elif broker_role == "SLAVE" and broker_id <= 0:
             raise ConfigError(source, "brokerId", "a SLAVE needs a brokerId greater than 0")
 
-    if namesrv_addr_override is not None:
-        namesrv_addrs = parse_namesrv_addr(namesrv_addr_override, "--namesrv-addr", "namesrvAddr")
-        addr_source = "--namesrv-addr"
-    elif r.text("grpcNamesrvAddr") is not None:
-        # The NameServers' gRPC ports; namesrvAddr keeps naming their remoting ports for the Java broker.
-        namesrv_addrs = parse_namesrv_addr(r.text("grpcNamesrvAddr") or "", source, "grpcNamesrvAddr")
-        addr_source = "grpcNamesrvAddr"
-    elif r.text("namesrvAddr") is not None:
-        namesrv_addrs = parse_namesrv_addr(r.text("namesrvAddr") or "", source)
-        addr_source = "namesrvAddr"
-    elif environ.get("NAMESRV_ADDR"):
-        namesrv_addrs = parse_namesrv_addr(environ["NAMESRV_ADDR"], "environment NAMESRV_ADDR", "NAMESRV_ADDR")
-        addr_source = "NAMESRV_ADDR"
-    else:
-        raise ConfigError(source, "namesrvAddr", "not set: set it in the file, with --namesrv-addr or NAMESRV_ADDR")
+    namesrv_addrs, addr_source = _namesrv_addrs(r, namesrv_addr_override, environ)
 
     listen_port = r.integer("listenPort", 10911, 1, 65535)
     broker_ip1 = r.text("brokerIP1") or local_address()
@@ -358,6 +344,24 @@ def load_broker_config(
         store_path_root_dir=properties.get("storePathRootDir") or str(Path.home() / "store"),
         heartbeat_timeout_millis=_heartbeat_timeout(r),
     )
+
+
+def _namesrv_addrs(
+    r: _Reader, namesrv_addr_override: str | None, environ: Mapping[str, str]
+) -> tuple[tuple[str, ...], str]:
+    """``(host:port addresses, where they came from)``: ``--namesrv-addr``, else ``grpcNamesrvAddr``,
+    else ``namesrvAddr``, else ``NAMESRV_ADDR`` (the key or flag names the source). Raises ConfigError."""
+    source = r.source
+    if namesrv_addr_override is not None:
+        return parse_namesrv_addr(namesrv_addr_override, "--namesrv-addr", "namesrvAddr"), "--namesrv-addr"
+    if r.text("grpcNamesrvAddr") is not None:
+        # The NameServers' gRPC ports; namesrvAddr keeps naming their remoting ports for the Java broker.
+        return parse_namesrv_addr(r.text("grpcNamesrvAddr") or "", source, "grpcNamesrvAddr"), "grpcNamesrvAddr"
+    if r.text("namesrvAddr") is not None:
+        return parse_namesrv_addr(r.text("namesrvAddr") or "", source), "namesrvAddr"
+    if environ.get("NAMESRV_ADDR"):
+        return parse_namesrv_addr(environ["NAMESRV_ADDR"], "environment NAMESRV_ADDR", "NAMESRV_ADDR"), "NAMESRV_ADDR"
+    raise ConfigError(source, "namesrvAddr", "not set: set it in the file, with --namesrv-addr or NAMESRV_ADDR")
 
 
 ZONE_ENV = "ROCKETMQ_ZONE"

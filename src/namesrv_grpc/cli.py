@@ -49,13 +49,14 @@ def shown_default(key: str) -> str:
     return value or "none"
 
 
+def _key_help(text: str, key: str, note: str = "") -> str:
+    """``text`` followed by ``(KEY, default VALUE NOTE)``, VALUE from :func:`shown_default`."""
+    return f"{text} ({key}, default {shown_default(key)}{note})"
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The command line of CONTRACT.md ("Programs"). Every flag with a RocketMQ key ends its help with
     ``(KEY, default VALUE ...)``, VALUE from :func:`shown_default`."""
-
-    def key_help(text: str, key: str, note: str = "") -> str:
-        return f"{text} ({key}, default {shown_default(key)}{note})"
-
     parser = argparse.ArgumentParser(
         prog="namesrv",
         description="Apache RocketMQ NameServer (route registry): RocketMQ remoting and gRPC.",
@@ -76,81 +77,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="start although -c FILE has unknown keys close to known ones: each is warned about and ignored",
     )
     parser.add_argument("-p", "--print-config", action="store_true", help="print the effective configuration and exit")
-    parser.add_argument("--host", help=key_help("address to listen on", "bindAddress"))
-    parser.add_argument("--port", type=int, help=key_help("gRPC port", "grpcServerPort", "; 0 = any free port"))
-    parser.add_argument(
-        "--remoting-port",
-        type=int,
-        help=key_help("RocketMQ remoting port for brokers, clients and mqadmin", "listenPort", "; 0 = any free port"),
-    )
-    parser.add_argument("--metrics-port", type=int, help=key_help("Prometheus /metrics port", "metricsPort", ": off"))
-    parser.add_argument("--kv-config-path", help=key_help("KV config file", "kvConfigPath"))
-    parser.add_argument("--config-store-path", help=key_help("where UpdateNamesrvConfig persists", "configStorePath"))
-    parser.add_argument(
-        "--scan-not-active-broker-interval",
-        type=int,
-        metavar="MS",
-        help=key_help("expiry scan period in ms", "scanNotActiveBrokerInterval"),
-    )
-    parser.add_argument(
-        "--order-message-enable",
-        action="store_const",
-        const=True,
-        help=key_help("routes carry orderTopicConf, S19", "orderMessageEnable"),
-    )
-    parser.add_argument("--snapshot-dir", metavar="DIR", help=key_help("route snapshots, Parquet", "snapshotDir"))
-    parser.add_argument(
-        "--snapshot-interval",
-        type=int,
-        metavar="SECONDS",
-        help=key_help("export a route snapshot every SECONDS", "snapshotInterval", ": only on demand"),
-    )
-    parser.add_argument(
-        "--snapshot-retention",
-        type=int,
-        metavar="HOURS",
-        help=key_help(
-            "delete snapshots older than HOURS, never the newest", "snapshotRetentionHours", "; 0 = keep all"
-        ),
-    )
-    parser.add_argument(
-        "--snapshot-namesrv-id",
-        metavar="ID",
-        help=key_help("identity in snapshots", "snapshotNamesrvId", ": host:port"),
-    )
-    security = parser.add_argument_group("security (docs/security.md)")
-    security.add_argument(
-        "--tls-cert-file",
-        metavar="FILE",
-        help=key_help("serve TLS with this certificate chain, PEM", "tls.server.certPath", ": plaintext"),
-    )
-    security.add_argument(
-        "--tls-key-file", metavar="FILE", help=key_help("private key of --tls-cert-file, PEM", "tls.server.keyPath")
-    )
-    security.add_argument(
-        "--tls-client-ca-file",
-        metavar="FILE",
-        help=key_help("mTLS: clients must present a certificate signed by these CAs", "tls.server.trustCertPath"),
-    )
-    security.add_argument(
-        "--acl-file",
-        metavar="FILE",
-        help=key_help("accounts and what they may do, YAML", "aclFile", ": open"),
-    )
-    security.add_argument(
-        "--audit-log-file", metavar="FILE", help=key_help("also append audit lines to this file", "auditLogFile")
-    )
-    security.add_argument(
-        "--health-port",
-        type=int,
-        metavar="PORT",
-        help=key_help("plaintext port serving only grpc.health.v1", "healthPort", ": off"),
-    )
+    _add_server_arguments(parser)
+    _add_security_arguments(parser)
     parser.add_argument(
         "--workers",
         type=int,
         metavar="N",
-        help=key_help(
+        help=_key_help(
             "serving processes answering both ports", "serverWorkerProcesses", ": one per CPU this process may use"
         ),
     )
@@ -164,6 +97,84 @@ def build_parser() -> argparse.ArgumentParser:
         help="stderr lines as text (default) or JSON objects; times in ISO-8601 with the UTC offset",
     )
     return parser
+
+
+def _add_server_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags of the serving setup: addresses, ports, files, expiry, orderly routes, snapshots."""
+    parser.add_argument("--host", help=_key_help("address to listen on", "bindAddress"))
+    parser.add_argument("--port", type=int, help=_key_help("gRPC port", "grpcServerPort", "; 0 = any free port"))
+    parser.add_argument(
+        "--remoting-port",
+        type=int,
+        help=_key_help("RocketMQ remoting port for brokers, clients and mqadmin", "listenPort", "; 0 = any free port"),
+    )
+    parser.add_argument("--metrics-port", type=int, help=_key_help("Prometheus /metrics port", "metricsPort", ": off"))
+    parser.add_argument("--kv-config-path", help=_key_help("KV config file", "kvConfigPath"))
+    parser.add_argument("--config-store-path", help=_key_help("where UpdateNamesrvConfig persists", "configStorePath"))
+    parser.add_argument(
+        "--scan-not-active-broker-interval",
+        type=int,
+        metavar="MS",
+        help=_key_help("expiry scan period in ms", "scanNotActiveBrokerInterval"),
+    )
+    parser.add_argument(
+        "--order-message-enable",
+        action="store_const",
+        const=True,
+        help=_key_help("routes carry orderTopicConf, S19", "orderMessageEnable"),
+    )
+    parser.add_argument("--snapshot-dir", metavar="DIR", help=_key_help("route snapshots, Parquet", "snapshotDir"))
+    parser.add_argument(
+        "--snapshot-interval",
+        type=int,
+        metavar="SECONDS",
+        help=_key_help("export a route snapshot every SECONDS", "snapshotInterval", ": only on demand"),
+    )
+    parser.add_argument(
+        "--snapshot-retention",
+        type=int,
+        metavar="HOURS",
+        help=_key_help(
+            "delete snapshots older than HOURS, never the newest", "snapshotRetentionHours", "; 0 = keep all"
+        ),
+    )
+    parser.add_argument(
+        "--snapshot-namesrv-id",
+        metavar="ID",
+        help=_key_help("identity in snapshots", "snapshotNamesrvId", ": host:port"),
+    )
+
+
+def _add_security_arguments(parser: argparse.ArgumentParser) -> None:
+    """The "security" group: TLS, mTLS, ACL, audit log and the plaintext health port."""
+    security = parser.add_argument_group("security (docs/security.md)")
+    security.add_argument(
+        "--tls-cert-file",
+        metavar="FILE",
+        help=_key_help("serve TLS with this certificate chain, PEM", "tls.server.certPath", ": plaintext"),
+    )
+    security.add_argument(
+        "--tls-key-file", metavar="FILE", help=_key_help("private key of --tls-cert-file, PEM", "tls.server.keyPath")
+    )
+    security.add_argument(
+        "--tls-client-ca-file",
+        metavar="FILE",
+        help=_key_help("mTLS: clients must present a certificate signed by these CAs", "tls.server.trustCertPath"),
+    )
+    security.add_argument(
+        "--acl-file",
+        metavar="FILE",
+        help=_key_help("accounts and what they may do, YAML", "aclFile", ": open"),
+    )
+    security.add_argument(
+        "--audit-log-file", metavar="FILE", help=_key_help("also append audit lines to this file", "auditLogFile")
+    )
+    security.add_argument(
+        "--health-port",
+        type=int,
+        metavar="PORT",
+        help=_key_help("plaintext port serving only grpc.health.v1", "healthPort", ": off"),
+    )
 
 
 FLAG_KEYS = {

@@ -17,10 +17,9 @@ import google_crc32c
 from google.protobuf.message import DecodeError
 
 from namesrv.v1 import types_pb2
-from namesrv_grpc.core.body import DEFAULT_MAX_INFLATED_BODY_BYTES, DEFAULT_MAX_TOPICS, RegisterBrokerBody
+from namesrv_grpc.core.body import DEFAULT_MAX_INFLATED_BODY_BYTES, DEFAULT_MAX_TOPICS, DecodedBody, RegisterBrokerBody
 from namesrv_grpc.core.errors import BodyChecksumMismatchError, LimitExceededError, MalformedBodyError
 from namesrv_grpc.core.model import DataVersion, TopicConfig, TopicQueueMappingInfo
-from namesrv_grpc.core.body import DecodedBody
 from namesrv_grpc.core.validation import (
     MAX_PERM,
     MAX_QUEUE_NUMS,
@@ -221,9 +220,7 @@ def parse_body(
         if tag == 0x0A:  # field 1, topic_config_table entry
             entries += 1
             if entries > max_topics:
-                raise LimitExceededError(
-                    "registerBodyMaxTopics", f"body holds more than {max_topics} topics (registerBodyMaxTopics)"
-                )
+                raise _too_many(max_topics, "topics")
             if not batch_entries:
                 batch_start = start
             batch_entries += 1
@@ -237,10 +234,7 @@ def parse_body(
             if tag == 0x22:  # field 4, topic_queue_mapping_info_map entry
                 mapping_count += 1
                 if mapping_count > max_topics:
-                    raise LimitExceededError(
-                        "registerBodyMaxTopics",
-                        f"body holds more than {max_topics} topic queue mappings (registerBodyMaxTopics)",
-                    )
+                    raise _too_many(max_topics, "topic queue mappings")
                 mapping_entries.append(raw[start:end])
                 if len(mapping_entries) == PARSE_BATCH_TOPICS:
                     _decode_mappings(b"".join(mapping_entries), mappings)
@@ -252,7 +246,22 @@ def parse_body(
         _decode_topics(raw[batch_start:size], topics)
     if mapping_entries:
         _decode_mappings(b"".join(mapping_entries), mappings)
-    message = _parse_message(b"".join(rest), raw)
+    return _assemble_body(topics, mappings, b"".join(rest), raw)
+
+
+def _too_many(max_topics: int, what: str) -> LimitExceededError:
+    """The error for a body with more than ``max_topics`` entries of ``what`` (registerBodyMaxTopics)."""
+    return LimitExceededError(
+        "registerBodyMaxTopics", f"body holds more than {max_topics} {what} (registerBodyMaxTopics)"
+    )
+
+
+def _assemble_body(
+    topics: dict[str, TopicConfig], mappings: dict[str, TopicQueueMappingInfo], rest: bytes, raw: bytes
+) -> RegisterBrokerBody:
+    """The body of the decoded ``topics`` and ``mappings`` and of ``rest`` (the other fields, serialized;
+    ``raw``: the whole body, for the error hint). Raises MalformedBodyError."""
+    message = _parse_message(rest, raw)
     return RegisterBrokerBody(
         topics, data_version_from_proto(message.data_version), tuple(message.filter_server_list), mappings
     )
