@@ -18,7 +18,7 @@ from broker_agent.config import BrokerConfig, load_broker_config
 from broker_agent.topics import TopicsFileError, TopicSource, parse_topic_queue_mapping_json
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv_grpc.core.model import TopicQueueMappingInfo
-from namesrv_grpc.core.route_table import wall_clock_millis
+from namesrv_grpc.core.route_tables import wall_clock_millis
 from namesrv_grpc.runtime.properties import ConfigError, read_properties
 from tests.support import NamesrvProcess, Stubs, fixture_path
 

@@ -21,7 +21,7 @@ from broker_agent.config import load_broker_config
 from broker_agent.metrics import RESULTS, AgentMetrics, registration_result
 from broker_agent.topics import TopicSource
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
-from namesrv_grpc.core.route_table import wall_clock_millis
+from namesrv_grpc.core.route_tables import wall_clock_millis
 from namesrv_grpc.runtime.properties import read_properties
 from tests.metrics_support import Scrape, free_port, parse, scrape, wait_until
 from tests.support import NamesrvProcess, Stubs, fixture_path, spawn_agent

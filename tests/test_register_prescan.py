@@ -10,7 +10,8 @@ import pytest
 
 from namesrv_grpc.core.digest import full_digest
 from namesrv_grpc.core.model import DataVersion, QueueData, TopicConfig
-from namesrv_grpc.core.route_table import PreparedTopics, RouteInfoManager
+from namesrv_grpc.core.route_table import RouteInfoManager
+from namesrv_grpc.core.topic_table import PreparedTopics
 from tests.support import FakeClock
 
 A = "10.0.0.1:10911"

@@ -110,7 +110,7 @@ def test_a_registration_that_would_make_the_topic_list_too_large_for_an_answer_i
     assert info.value.metadata == {"limit": "remotingFrameMaxLength"}
     assert tables(rt) == before
     added = 0
-    while rt.answer_estimates()[0] + topic_entry_bytes(f"T{added}") <= 2_000:  # exactly as many as fit
+    while rt.capacity.answer_sizes()[0] + topic_entry_bytes(f"T{added}") <= 2_000:  # exactly as many as fit
         rt.register_topic(f"T{added}", [QueueData("broker-a", 4, 4, 6, 0)])
         added += 1
     assert added > 30
@@ -127,7 +127,7 @@ def test_a_registration_that_would_make_the_cluster_info_too_large_for_an_answer
         name, addr = f"broker-{'x' * 200}-{i}", f"10.0.0.{i}:10911"
         return member_entry_bytes(name) + broker_name_entry_bytes("c1", name, "") + broker_addr_entry_bytes(addr, [])
 
-    while rt.answer_estimates()[1] + growth(added) <= 4_000:  # exactly as many as fit
+    while rt.capacity.answer_sizes()[1] + growth(added) <= 4_000:  # exactly as many as fit
         register(rt, f"broker-{'x' * 200}-{added}", f"10.0.0.{added}:10911", ["T1"])
         added += 1
     with pytest.raises(LimitExceededError, match=r"would make the cluster info about \d+ bytes, more than the 4000"):
@@ -156,7 +156,7 @@ def test_the_estimates_are_never_below_the_real_answers_on_either_door() -> None
             cluster=cluster,
             filters=[f"filter-{i}-{k}.example.com:30000" for k in range(i % 4)],
         )
-    topic_bytes, cluster_bytes = rt.answer_estimates()
+    topic_bytes, cluster_bytes = rt.capacity.answer_sizes()
     names = rt.get_all_topic_list()
     assert len(encode_topic_list(names)) <= topic_bytes
     info = rt.get_cluster_info()

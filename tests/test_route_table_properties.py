@@ -387,9 +387,9 @@ class RouteTableMachine(RuleBasedStateMachine):
     def answer_estimates_kept_as_counted_again(self) -> None:
         """The estimates the capacity limits read (core.capacity), kept change by change, equal what
         counting the whole table again gives."""
-        kept = (self.rt._topic_list_bytes, self.rt._broker_table_bytes)
-        self.rt._topic_list_bytes = self.rt._broker_table_bytes = None
-        counted = self.rt.answer_estimates()
+        kept = (self.rt.capacity.topic_list_bytes, self.rt.capacity.broker_table_bytes)
+        self.rt.capacity.topic_list_bytes = self.rt.capacity.broker_table_bytes = None
+        counted = self.rt.capacity.answer_sizes()
         assert kept[0] is None or kept[0] == counted[0]
         assert kept[1] is None or kept[1] == counted[1]
 

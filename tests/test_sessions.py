@@ -15,7 +15,7 @@ from broker_agent.config import load_broker_config
 from broker_agent.topics import TopicSource
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv.v1 import name_server_service_pb2_grpc as ns_grpc
-from namesrv_grpc.core.route_table import wall_clock_millis
+from namesrv_grpc.core.route_tables import wall_clock_millis
 from tests.support import (
     EXAMPLES,
     NamesrvProcess,

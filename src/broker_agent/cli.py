@@ -31,7 +31,7 @@ from broker_agent.config import (
 )
 from broker_agent.metrics import AgentMetrics
 from broker_agent.topics import TopicsFileError, TopicSource
-from namesrv_grpc.core.route_table import wall_clock_millis
+from namesrv_grpc.core.route_tables import wall_clock_millis
 from namesrv_grpc.runtime.log_format import LOG_FORMATS, configure_logging
 from namesrv_grpc.runtime.pipes import print_line, quiet_broken_pipe
 from namesrv_grpc.runtime.properties import ConfigError, read_properties

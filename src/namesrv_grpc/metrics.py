@@ -260,7 +260,7 @@ class _RouteTableCollector(Collector):
         yield GaugeMetricFamily("namesrv_clusters", "Clusters in clusterAddrTable.", stats.clusters)
         yield GaugeMetricFamily("namesrv_topics", "Topics in topicQueueTable.", stats.topics)
         yield GaugeMetricFamily("namesrv_queue_datas", "QueueData entries over all topics.", stats.queue_datas)
-        topic_list, cluster_info = self._route_table.answer_sizes()
+        topic_list, cluster_info = self._route_table.capacity.answer_sizes()
         sizes = GaugeMetricFamily(
             "namesrv_answer_bytes",
             "Estimated bytes of the answers that grow with the table (remoting JSON), by answer.",

@@ -41,7 +41,8 @@ try:
     import pyarrow.parquet as pq
 except ImportError as error:  # `pip install namesrv-grpc` without the snapshots extra
     raise SnapshotsNotInstalledError() from error
-from namesrv_grpc.core.route_table import Clock, RouteInfoManager, RouteTableCopy, wall_clock_millis
+from namesrv_grpc.core.route_table import RouteInfoManager
+from namesrv_grpc.core.route_tables import Clock, RouteTableCopy, wall_clock_millis
 from namesrv_grpc.snapshot_schema import (
     BROKER_DATA,
     CLUSTER_DATA,

@@ -30,7 +30,7 @@ from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv.v1 import name_server_service_pb2_grpc as ns_grpc
 from namesrv_grpc.core.errors import SnapshotsNotInstalledError
 from namesrv_grpc.core.model import BrokerData, QueueData, TopicQueueMappingInfo
-from namesrv_grpc.core.route_table import RouteTableCopy, wall_clock_millis
+from namesrv_grpc.core.route_tables import RouteTableCopy, wall_clock_millis
 from namesrv_grpc.grpc_api.convert import queue_data_from_proto
 from namesrv_grpc.grpc_api.register_body import mapping_from_proto
 from namesrv_grpc.runtime.pipes import quiet_broken_pipe

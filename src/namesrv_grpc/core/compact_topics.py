@@ -68,6 +68,13 @@ class CompactTopics(Mapping[str, TopicConfig]):
             nums.extend((config.read_queue_nums, config.write_queue_nums, config.perm, config.topic_sys_flag))
         return cls(names, nums)
 
+    @classmethod
+    def of(cls, topic_configs: Mapping[str, TopicConfig] | None) -> CompactTopics | None:
+        """``topic_configs`` in the compact form (as it is when it is one already); None stays None."""
+        if topic_configs is None or isinstance(topic_configs, CompactTopics):
+            return topic_configs
+        return cls.from_topic_configs(topic_configs)
+
     def queue_nums(self, positions: Iterable[int] | None = None) -> Iterator[tuple[str, QueueNums]]:
         """``(topic, (read, write, perm, sys flag))`` in order (only at ``positions`` when given),
         without building TopicConfig objects."""

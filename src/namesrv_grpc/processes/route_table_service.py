@@ -141,7 +141,7 @@ class RouteTableService:
         )
         decoded = ns.same_body(identity, r.body_fingerprint)
         if decoded is None:
-            ns.route_table.check_broker_room(identity.broker_name, identity.broker_addr)  # before any decoding
+            ns.route_table.capacity.check_broker_room(identity.broker_name, identity.broker_addr)  # before any decoding
             known = ns.stored_topics_fingerprint(identity)
             decoded = r.decoded if r.raw is None else self._decode(r.protocol, r.raw, known)
             if decoded is None or (decoded.topic_configs is None and decoded.topics_fingerprint != known):
