@@ -45,9 +45,9 @@ from bench.harness import (
 )
 from bench.remoting_load import remoting_load, trace_load, write_trace
 from bench.route_workloads import SEED, WORKLOADS, Workload, broker_topics, registration
+from namesrv_grpc.client.remoting import RemotingClient, RemotingConnectionError
 from namesrv_grpc.core.model import PERM_READ, DataVersion, TopicConfig
 from namesrv_grpc.remoting.bodies import encode_register_broker_body
-from namesrv_grpc.remoting.client import RemotingClient, RemotingConnectionError
 from namesrv_grpc.remoting.codes import RequestCode, ResponseCode
 
 JAVA_HEAP_MB = 1024

@@ -9,7 +9,7 @@ per-request Python object is built, so one worker answers for far more requests 
 than the server spends on them.
 
 ``latency``: each worker runs ``--concurrency`` sequential callers over one
-:class:`~namesrv_grpc.remoting.client.RemotingClient` connection each and records every
+:class:`~namesrv_grpc.client.remoting.RemotingClient` connection each and records every
 request's latency (ms).
 
 ``trace``: the worker's share (every ``--workers``-th operation) of a route workload's trace (a
@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 from bench.route_workloads import Workload
 from bench.route_workloads import frames as route_frames
 from bench.route_workloads import trace as route_trace
-from namesrv_grpc.remoting.client import RemotingClient
+from namesrv_grpc.client.remoting import RemotingClient
 from namesrv_grpc.remoting.codec import RemotingCommand, encode_command
 from namesrv_grpc.remoting.codes import RequestCode, ResponseCode
 

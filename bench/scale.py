@@ -36,9 +36,9 @@ from bench.harness import BenchError, LoadRun, Profile, Result, cpu_seconds, med
 from bench.java_peer import JAVA_HEAP_MB, Peer, _rss_samples, both
 from bench.remoting_load import remoting_load
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
+from namesrv_grpc.client.remoting import RemotingClient, RemotingConnectionError
 from namesrv_grpc.core.model import DataVersion, TopicConfig
 from namesrv_grpc.remoting.bodies import encode_register_broker_body
-from namesrv_grpc.remoting.client import RemotingClient, RemotingConnectionError
 from namesrv_grpc.remoting.codes import RequestCode, ResponseCode
 
 HEARTBEAT_SECONDS = 30.0

@@ -68,7 +68,7 @@ from namesrv.v1 import kv_config_service_pb2_grpc as kv_grpc
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv.v1 import name_server_service_pb2_grpc as ns_grpc
 from namesrv_grpc.cli import parse_boot_line
-from namesrv_grpc.remoting.client import RemotingClient
+from namesrv_grpc.client.remoting import RemotingClient
 from namesrv_grpc.remoting.codes import RequestCode, ResponseCode
 
 ROOT = Path(__file__).resolve().parent.parent

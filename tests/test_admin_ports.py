@@ -28,11 +28,11 @@ from typing import Any, cast
 import pytest
 
 from namesrv_grpc.admin.readers import NAMESRV_CODES, RemotingReader, identify_port
-from namesrv_grpc.remoting.client import HTTP1, HTTP2, foreign_protocol
+from namesrv_grpc.client.remoting import HTTP1, HTTP2, foreign_protocol
+from namesrv_grpc.client.security import ClientSecurity
 from namesrv_grpc.remoting.codec import FrameDecoder, FrameError, encode_command
 from namesrv_grpc.remoting.codes import DEFAULT_FRAME_MAX_LENGTH, RequestCode, ResponseCode
 from namesrv_grpc.remoting.errors import not_supported_remark
-from namesrv_grpc.security.client import ClientSecurity
 from tests.support import NamesrvProcess, _env, free_port, run_cli_in_process, running_namesrv
 
 ADMIN = "namesrv_grpc.admin.cli"

@@ -120,3 +120,21 @@ def test_the_serving_side_holds_the_reader_not_the_writer(module: str) -> None:
     """A serving process answers from a ``NameServerReader`` and writes only by commands: neither
     door nor the serving process's wiring can reach the writer (``core/processor.py``)."""
     assert "namesrv_grpc.core.processor" not in reachable(module)
+
+
+SERVER_ROOMS = ("core", "remoting", "grpc_api", "processes", "security", "runtime")
+
+
+@pytest.mark.parametrize(
+    "module",
+    sorted(
+        f"namesrv_grpc.{room}.{path.stem}"
+        for room in SERVER_ROOMS
+        for path in (SRC / "namesrv_grpc" / room).glob("*.py")
+        if path.stem != "__init__"
+    ),
+)
+def test_the_server_rooms_import_no_client_code(module: str) -> None:
+    """Client code (``namesrv_grpc.client``: the remoting client, client credentials, the route
+    cache) is for the programs that call a NameServer; no module of the server reaches it."""
+    assert not {m for m in reachable(module) if m.startswith("namesrv_grpc.client")}

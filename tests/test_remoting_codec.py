@@ -19,8 +19,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from namesrv_grpc.client.remoting import RemotingClient, RemotingConnectionError
 from namesrv_grpc.remoting import fastjson
-from namesrv_grpc.remoting.client import RemotingClient, RemotingConnectionError
 from namesrv_grpc.remoting.codec import (
     MAX_HEADER_FIELDS,
     FrameDecoder,

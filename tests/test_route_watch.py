@@ -4,7 +4,6 @@ coalescing, bounds, deduplication, thread hand-over, and which table changes are
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -179,21 +178,6 @@ def test_close_all_ends_waiting_streams() -> None:
         await asyncio.sleep(0)  # let it block on the event
         hub.close_all()
         assert await waiting is None
-
-    run(scenario())
-
-
-def test_changes_from_another_thread_reach_the_loop() -> None:
-    async def scenario() -> None:
-        table = Table()
-        hub = make_hub(table)
-        hub.attach(asyncio.get_running_loop())
-        watcher = hub.open(["A"])
-        await hub.next(watcher)
-        thread = threading.Thread(target=table.change, args=(hub,), kwargs={"A": "a1"})
-        thread.start()
-        thread.join()
-        assert await asyncio.wait_for(hub.next(watcher), 10) == (1, [("A", "A=a1")])
 
     run(scenario())
 

@@ -23,11 +23,11 @@ from namesrv.v1 import admin_service_pb2 as admin_pb2
 from namesrv.v1 import kv_config_service_pb2 as kv_pb2
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv.v1 import types_pb2
+from namesrv_grpc.client.security import ClientSecurity
 from namesrv_grpc.core.model import DataVersion
 from namesrv_grpc.runtime.properties import ConfigError
 from namesrv_grpc.security.acl import AclConfig, load_acl, parse_acl, parse_address_pattern, parse_ip
 from namesrv_grpc.security.authz import Action, Principal, allowed
-from namesrv_grpc.security.client import ClientSecurity
 from namesrv_grpc.security.signature import format_date_time, grpc_signature_metadata
 from tests.metrics_support import scrape
 from tests.support import (

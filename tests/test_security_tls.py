@@ -23,10 +23,10 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from namesrv.v1 import kv_config_service_pb2 as kv_pb2
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv_grpc.cli import parse_boot_line
+from namesrv_grpc.client.security import ClientSecurity
 from namesrv_grpc.core.model import DataVersion
 from namesrv_grpc.remoting import bodies
 from namesrv_grpc.remoting.codes import RequestCode, ResponseCode
-from namesrv_grpc.security.client import ClientSecurity
 from tests.remoting_support import RemotingTestClient
 from tests.support import (
     ROOT,

@@ -31,12 +31,12 @@ from broker_agent.config import (
 )
 from broker_agent.metrics import AgentMetrics
 from broker_agent.topics import TopicsFileError, TopicSource
+from namesrv_grpc.client import security
+from namesrv_grpc.client.security import ClientSecurity
 from namesrv_grpc.core.route_tables import wall_clock_millis
 from namesrv_grpc.runtime.log_format import LOG_FORMATS, configure_logging
 from namesrv_grpc.runtime.pipes import print_line, quiet_broken_pipe
 from namesrv_grpc.runtime.properties import ConfigError, read_properties
-from namesrv_grpc.security import client as security
-from namesrv_grpc.security.client import ClientSecurity
 from namesrv_grpc.version import add_version_flag
 
 log = logging.getLogger("broker_agent")

@@ -14,9 +14,9 @@ import grpc
 
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv.v1 import name_server_service_pb2_grpc as ns_grpc
+from namesrv_grpc.client.security import ClientSecurity
 from namesrv_grpc.remoting.codec import FrameDecoder, FrameError, RemotingCommand, encode_command
 from namesrv_grpc.remoting.codes import RequestCode
-from namesrv_grpc.security.client import ClientSecurity
 
 log = logging.getLogger(__name__)
 

@@ -59,12 +59,12 @@ from namesrv_grpc.admin.compare import MAX_CONCURRENCY, add_compare_parser, run_
 from namesrv_grpc.admin.formats import mqadmin_cluster_list, mqadmin_route
 from namesrv_grpc.admin.readers import Endpoint, ReadError, parse_endpoint
 from namesrv_grpc.admin.watch import add_watch_parser, run_watch
+from namesrv_grpc.client import security
 from namesrv_grpc.grpc_api.convert import cluster_info_to_proto, route_to_proto
 from namesrv_grpc.remoting import bodies
 from namesrv_grpc.remoting.codes import RequestCode
 from namesrv_grpc.runtime.pipes import quiet_broken_pipe
 from namesrv_grpc.runtime.properties import ConfigError
-from namesrv_grpc.security import client as security
 from namesrv_grpc.version import add_version_flag
 
 DEFAULT_NAMESRV = "127.0.0.1:8081"
@@ -303,12 +303,6 @@ def _ask(address: str, args: argparse.Namespace, call: Call) -> Outcome:
             code = cast(grpc.Call, error).code()
             details = cast(grpc.Call, error).details()
             return Outcome(address, error=f"{code.name}: {details}", answered=code not in NOT_ANSWERING)
-
-
-def _ask_all(addresses: list[str], args: argparse.Namespace, call: Call) -> list[Outcome]:
-    """Ask every NameServer at once; outcomes in ``addresses`` order."""
-    with ThreadPoolExecutor(max_workers=min(16, len(addresses))) as pool:
-        return list(pool.map(lambda address: _ask(address, args, call), addresses))
 
 
 async def _remoting_read(reader: admin_readers.NamesrvReader, args: argparse.Namespace) -> Message | dict[str, Message]:

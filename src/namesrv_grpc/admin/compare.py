@@ -51,8 +51,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Final, cast
 
 from namesrv_grpc.admin.readers import Endpoint, NamesrvReader, ReadError, WrongPortError, open_reader
+from namesrv_grpc.client.security import ClientSecurity
 from namesrv_grpc.core.model import PERM_INHERIT, PERM_READ, PERM_WRITE, ClusterInfo, QueueData, TopicRouteData
-from namesrv_grpc.security.client import ClientSecurity
 
 __all__ = ["DEFAULT_KV_NAMESPACES", "Difference", "Snapshot", "add_compare_parser", "differences", "run_compare"]
 

@@ -50,13 +50,13 @@ from namesrv.v1 import kv_config_service_pb2_grpc as kv_grpc
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv.v1 import name_server_service_pb2_grpc as ns_grpc
 from namesrv.v1 import types_pb2
+from namesrv_grpc.client.remoting import HTTP1, HTTP2, RemotingClient, RemotingConnectionError, foreign_protocol
+from namesrv_grpc.client.security import ClientSecurity
 from namesrv_grpc.core.model import BrokerData, ClusterInfo, QueueData, TopicRouteData
 from namesrv_grpc.core.validation import parse_host_port
 from namesrv_grpc.remoting import bodies
-from namesrv_grpc.remoting.client import HTTP1, HTTP2, RemotingClient, RemotingConnectionError, foreign_protocol
 from namesrv_grpc.remoting.codec import RemotingCommand
 from namesrv_grpc.remoting.codes import RequestCode, ResponseCode
-from namesrv_grpc.security.client import ClientSecurity
 
 __all__ = [
     "PROTOCOLS",

@@ -28,6 +28,8 @@ import grpc
 
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv.v1 import name_server_service_pb2_grpc as ns_grpc
+from namesrv_grpc.client import security
+from namesrv_grpc.client.security import ClientSecurity
 from namesrv_grpc.core.errors import SnapshotsNotInstalledError
 from namesrv_grpc.core.model import BrokerData, QueueData, TopicQueueMappingInfo
 from namesrv_grpc.core.route_tables import RouteTableCopy, wall_clock_millis
@@ -35,8 +37,6 @@ from namesrv_grpc.grpc_api.convert import queue_data_from_proto
 from namesrv_grpc.grpc_api.register_body import mapping_from_proto
 from namesrv_grpc.runtime.pipes import quiet_broken_pipe
 from namesrv_grpc.runtime.properties import ConfigError
-from namesrv_grpc.security import client as security
-from namesrv_grpc.security.client import ClientSecurity
 from namesrv_grpc.version import add_version_flag
 
 if TYPE_CHECKING:  # namesrv_grpc.snapshot needs pyarrow (the snapshots extra): imported when used

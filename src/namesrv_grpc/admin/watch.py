@@ -20,7 +20,7 @@ from typing import Any
 from google.protobuf.json_format import MessageToDict
 
 from namesrv_grpc.client.route_cache import CHANNEL_OPTIONS, RouteCache, RouteUpdate, WatchRefusedError
-from namesrv_grpc.security.client import ClientSecurity
+from namesrv_grpc.client.security import ClientSecurity
 
 
 def add_watch_parser(sub: Any) -> None:

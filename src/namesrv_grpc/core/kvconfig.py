@@ -159,16 +159,6 @@ class KVConfigManager:
         """UTF-8 bytes of every namespace, key and value stored (``kvConfigMaxTotalSize`` bounds it)."""
         return self._total_bytes
 
-    @property
-    def writing(self) -> bool:
-        """Whether a batch is being written."""
-        return self._writing is not None
-
-    @property
-    def staged_writes(self) -> int:
-        """Writes staged for the next batch."""
-        return self._staged_writes
-
     def _pending_value(self, namespace: str, key: str) -> str | None:
         """The value once everything staged and being written is written (None = absent)."""
         if (namespace, key) in self._staged:

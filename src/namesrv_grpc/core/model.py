@@ -85,10 +85,6 @@ class QueueData(NamedTuple):
     perm: int
     topic_sys_flag: int = 0
 
-    def with_perm(self, perm: int) -> QueueData:
-        """Return a copy with ``perm`` replaced."""
-        return self._replace(perm=perm)
-
 
 @dataclass(slots=True)
 class BrokerData:

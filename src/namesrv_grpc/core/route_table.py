@@ -125,7 +125,7 @@ class RouteInfoManager(TopicTable):
         ``data_version`` differs from the stored one, or on a first registration (S06); None means
         "topics unchanged" (a fingerprint matched). ``heartbeat_timeout_millis`` 0 means 120 000 ms
         (S08). ``body_fingerprint`` is kept for :meth:`same_body_registered`, ``topics_fingerprint``
-        for :meth:`topics_unchanged`. ``protocol`` ("grpc" or "remoting") is shown by the liveness
+        for :meth:`stored_topics_fingerprint`. ``protocol`` ("grpc" or "remoting") is shown by the liveness
         view. RocketMQ 5.x: ``zone_name`` replaces the broker name's zone (empty clears it), static-topic
         mappings (S40); ``enable_acting_master`` None: a broker older than 5.x (no rule S50-S53).
 

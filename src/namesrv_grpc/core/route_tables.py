@@ -429,19 +429,13 @@ class RouteTables:
         live = self.broker_live_table.get(broker_addr)
         return None if live is None else dataclasses.replace(live)
 
-    def topics_unchanged(
-        self, *, cluster_name: str, broker_name: str, broker_id: int, broker_addr: str, topics_fingerprint: int
-    ) -> bool:
-        """True when this broker's last registration had the same topic table and nothing else has
-        changed its broker name's QueueData since: decoding the topics again would change nothing."""
-        live = self._matching_live(cluster_name, broker_name, broker_id, broker_addr)
-        return live is not None and live.topics_fingerprint == topics_fingerprint
-
     def stored_topics_fingerprint(
         self, *, cluster_name: str, broker_name: str, broker_id: int, broker_addr: str
     ) -> int | None:
-        """The topics fingerprint :meth:`topics_unchanged` compares with (None: none is kept, or the
-        broker is not registered so)."""
+        """The fingerprint of the topic table this broker's last registration left in the table: a
+        body whose topic table has it changes no topic (None: none is kept, or the broker is not
+        registered so). A topics fingerprint is dropped when anything but the broker's own
+        registration changes its broker name's QueueData."""
         live = self._matching_live(cluster_name, broker_name, broker_id, broker_addr)
         return None if live is None else live.topics_fingerprint
 

@@ -1,7 +1,7 @@
 """Route watchers (``WatchTopicRoutes``): who watches which topic, and what each one has not seen yet.
 
 The route table reports every change as ``(route revision, changed topics)`` (see
-:data:`~namesrv_grpc.core.route_table.RouteListener`); :meth:`RouteWatchHub.routes_changed` marks the
+:data:`~namesrv_grpc.core.route_tables.RouteListener`); :meth:`RouteWatchHub.routes_changed` marks the
 topic pending on every watcher of it and wakes the watcher. A watcher is never a queue of messages:
 it holds one dict ``topic -> revision of the newest change not sent yet``, so however slowly it reads,
 it costs at most one entry per watched topic, and what it gets next is the latest route of each
@@ -14,11 +14,10 @@ change fanned out to 10,000 watchers is encoded once). A watch in zone mode (S39
 the routes filtered to its zone: the hub keeps one encoded value per topic and watched zone (zones
 compared in lower case), so watchers of one zone share it too.
 
-Revisions and threads: changes may be made in a worker thread (large registrations); the listener
-hops to the event loop with ``loop.call_soon_threadsafe``, so all hub state belongs to the loop's
-thread. A route read after a change's revision was published contains that change, so a
-notification that arrives after the watcher already sent a route at least that new is skipped
-(no duplicate, no loss).
+Revisions: a serving process applies every change to its replica on its event loop, between
+requests, so all hub state belongs to the loop's thread. A route read after a change's revision
+was published contains that change, so a notification that arrives after the watcher already sent
+a route at least that new is skipped (no duplicate, no loss).
 
 Bounds (configuration, read when a watch opens; each serving process has its own hub, so each
 bound is per serving process): ``routeWatchMaxWatchers`` open watches (default 20,000),
@@ -43,7 +42,6 @@ others) and calls the ``on_unread`` given to :meth:`RouteWatchHub.open`, which e
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
@@ -162,7 +160,6 @@ class RouteWatchHub(Generic[T]):
         """Watcher-topic pairs of the open watches."""
         self._pairs_by_peer: dict[str, int] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._loop_thread = 0
 
     @property
     def watchers(self) -> int:
@@ -184,9 +181,8 @@ class RouteWatchHub(Generic[T]):
         return self._pairs_by_peer.get(peer, 0)
 
     def attach(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Deliver changes to ``loop`` (the server's); called once the loop runs."""
+        """Run the hub's timers on ``loop`` (the server's); called once the loop runs."""
         self._loop = loop
-        self._loop_thread = threading.get_ident()
 
     # ------------------------------------------------------------------ watches
 
@@ -402,14 +398,10 @@ class RouteWatchHub(Generic[T]):
     # ------------------------------------------------------------------ changes
 
     def routes_changed(self, revision: int, topics: Iterable[str] | None) -> None:
-        """A :data:`~namesrv_grpc.core.route_table.RouteListener`: callable from any thread;
+        """A :data:`~namesrv_grpc.core.route_tables.RouteListener`, called on the loop's thread;
         ``topics`` None = every topic changed."""
         if not self._watchers:
             return  # a watch opened later reads the routes after this change anyway
-        loop = self._loop
-        if loop is not None and threading.get_ident() != self._loop_thread:
-            loop.call_soon_threadsafe(self._mark, revision, None if topics is None else tuple(topics))
-            return
         self._mark(revision, topics)
 
     def _mark(self, revision: int, topics: Iterable[str] | None) -> None:

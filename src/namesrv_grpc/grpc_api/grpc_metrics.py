@@ -63,12 +63,6 @@ def rpc_type(client_streaming: bool, server_streaming: bool) -> str:
     return "unary"
 
 
-def split_method(full_method: str) -> tuple[str, str]:
-    """``/pkg.Service/Method`` -> (``pkg.Service``, ``Method``)."""
-    service, _, method = full_method.lstrip("/").rpartition("/")
-    return service or "unknown", method or "unknown"
-
-
 class MethodMetrics:
     """The counters of one method: RPCs started, completed by code, and handling time."""
 

@@ -129,11 +129,6 @@ class BrokerSessions:
         nameserver.removal_listeners.append(self._address_freed)
 
     @property
-    def open_sessions(self) -> int:
-        """Streams open now (bound or not)."""
-        return len(self._open)
-
-    @property
     def bound_sessions(self) -> int:
         """Sessions bound to a registration now (what ``maxBrokerSessions`` bounds)."""
         return len(self._open) - len(self._unbound)

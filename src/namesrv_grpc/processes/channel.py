@@ -96,12 +96,6 @@ class Channel:
         sock: socket.socket | None = self._writer.get_extra_info("socket")
         return sock
 
-    @property
-    def buffered_bytes(self) -> int:
-        """Bytes written but not yet taken by the other end's socket."""
-        transport = self._writer.transport
-        return 0 if transport.is_closing() else transport.get_write_buffer_size()
-
     async def call(self, method: str, *args: Any) -> Any:
         """``method(*args)`` on the other end: its return value, or the error it raised (raised
         here). Raises ChannelClosedError when the link closes first."""

@@ -11,7 +11,9 @@ Every RocketMQ broker, client and ``mqadmin`` speaks it. The modules, from the w
 - :mod:`.bodies` -- RocketMQ body formats (``RegisterBrokerBody`` plain and compressed,
   ``TopicRouteData``, ``ClusterInfo``, ``KVTable``, ``TopicList``) to and from the domain types of
   :mod:`namesrv_grpc.core.model`.
-- :mod:`.client` -- a small asyncio remoting client (tests, the bench).
+
+A small asyncio remoting client (the admin tools, tests, the bench) lives with the other client
+code, in :mod:`namesrv_grpc.client.remoting`.
 
 The server side, imported in one direction (no circle):
 

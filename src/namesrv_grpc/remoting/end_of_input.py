@@ -59,11 +59,6 @@ class EndOfInputWatch:
         if not self._watched and self._loop is not None:
             self._loop.remove_reader(self._epoll.fileno())
 
-    @property
-    def watching(self) -> int:
-        """Sockets watched now."""
-        return len(self._watched)
-
     def _ready(self) -> None:
         assert self._epoll is not None
         for fd, _ in self._epoll.poll(0, MAX_EVENTS):

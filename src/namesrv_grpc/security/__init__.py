@@ -1,6 +1,6 @@
 """Transport security and authorization: ACL file (acl), request signatures (signature), the
-roles table and per-request check (authz), the audit trail (audit), server TLS (tls), and client
-credentials for the command-line programs (client)."""
+roles table and per-request check (authz), the audit trail (audit) and server TLS (tls). The
+client credentials of the command-line programs are :mod:`namesrv_grpc.client.security`."""
 
 OPEN_WARNING = (
     "no --acl-file: anyone who can reach the gRPC port (and the remoting port) may register or unregister "
