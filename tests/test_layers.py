@@ -138,3 +138,18 @@ def test_the_server_rooms_import_no_client_code(module: str) -> None:
     """Client code (``namesrv_grpc.client``: the remoting client, client credentials, the route
     cache) is for the programs that call a NameServer; no module of the server reaches it."""
     assert not {m for m in reachable(module) if m.startswith("namesrv_grpc.client")}
+
+
+DOOR_MODULES = sorted(path for door in ("remoting", "grpc_api") for path in (SRC / "namesrv_grpc" / door).glob("*.py"))
+
+
+@pytest.mark.parametrize("path", DOOR_MODULES, ids=lambda path: f"{path.parent.name}/{path.name}")
+def test_the_doors_read_through_the_reader(path: Path) -> None:
+    """A door reads what its ``NameServerReader`` offers and never reaches past it into the route
+    table it holds (``.route_table``)."""
+    reached = [
+        node.lineno
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Attribute) and node.attr == "route_table"
+    ]
+    assert reached == [], f"{path.name} reads .route_table at lines {reached}"

@@ -28,6 +28,7 @@ from namesrv_grpc.core.model import (
 )
 from namesrv_grpc.core.replication import Change
 from namesrv_grpc.core.route_table import RouteInfoManager
+from namesrv_grpc.core.route_tables import RouteListener
 from namesrv_grpc.core.route_watch import watched_topics
 from namesrv_grpc.core.validation import require_name
 from namesrv_grpc.core.zones import filter_route_by_zone, route_zone_names, zone_key, zone_requested
@@ -79,6 +80,17 @@ class NameServerReader:
         self.min_broker_id_senders: list[MinBrokerIdSender] = []
         """Given every MinBrokerIdChange while ``notifyMinBrokerIdChanged`` is on (S53)."""
         self._use_config(config)
+
+    @property
+    def route_revision(self) -> int:
+        """The route revision (the writer's, in a replica): grows by one with every change of some
+        topic's route (:class:`~namesrv_grpc.core.route_tables.RouteTables`)."""
+        return self.route_table.route_revision
+
+    def add_route_listener(self, listener: RouteListener) -> None:
+        """Call ``listener(route revision, changed topics or None for all)`` after every route change,
+        once the change is complete (in a replica: once the change stream's message is applied)."""
+        self.route_table.route_listeners.append(listener)
 
     def _use_config(self, config: NamesrvConfig) -> None:
         """Take ``config`` and hand the route table its settings (limits, ``deleteTopicWithBrokerRegistration``)."""

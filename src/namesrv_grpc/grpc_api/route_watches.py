@@ -32,7 +32,7 @@ def new_route_watches(nameserver: NameServerReader) -> RouteWatches:
 
     hub: RouteWatches = RouteWatchHub(
         encode,
-        lambda: nameserver.route_table.route_revision,
+        lambda: nameserver.route_revision,
         max_watchers=lambda: nameserver.config.route_watch_max_watchers,
         max_topics=lambda: nameserver.config.route_watch_max_topics,
         encode_in_zone=encode_in_zone,
@@ -40,7 +40,7 @@ def new_route_watches(nameserver: NameServerReader) -> RouteWatches:
         max_topics_total=lambda: nameserver.config.route_watch_max_topics_total,
         max_unread_seconds=lambda: nameserver.config.route_watch_max_unread_millis / 1000,
     )
-    nameserver.route_table.route_listeners.append(hub.routes_changed)
+    nameserver.add_route_listener(hub.routes_changed)
     return hub
 
 
@@ -68,5 +68,5 @@ class RouteWatchCollector(Collector):
         yield GaugeMetricFamily(
             "namesrv_route_revision",
             "Route revision: route changes of this NameServer since it started.",
-            self._ns.route_table.route_revision,
+            self._ns.route_revision,
         )
