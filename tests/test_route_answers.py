@@ -9,8 +9,11 @@ import gc
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from namesrv_grpc.config import NamesrvConfig
 from namesrv_grpc.core.capacity import RouteTableLimits
+from namesrv_grpc.core.kvconfig import KVConfigManager
 from namesrv_grpc.core.model import DataVersion, TopicConfig
+from namesrv_grpc.core.reader import NameServerReader
 from namesrv_grpc.core.route_answers import ENTRY_OVERHEAD_BYTES, RouteAnswers, answer_bytes
 from namesrv_grpc.core.route_table import RouteInfoManager
 from namesrv_grpc.remoting import bodies
@@ -139,3 +142,27 @@ def test_the_budget_follows_the_limits() -> None:
     assert rt.route_answers.max_bytes == 0
     rt.limits = RouteTableLimits(route_cache_max_bytes=1234)
     assert rt.route_answers.max_bytes == 1234
+
+
+def test_answers_per_change_share_the_routes_budget_and_are_built_once_per_change() -> None:
+    """NameServerReader.answer_per_change keeps its answers in the table's one cache of encoded
+    answers, under routeCacheMaxBytes, and builds again after a change."""
+    table = RouteInfoManager()
+    reader = NameServerReader(NamesrvConfig(route_cache_max_bytes=20_000), table, KVConfigManager(None))
+    built: list[str] = []
+
+    def build(name: str) -> bytes:
+        built.append(name)
+        return name.encode() * 1000
+
+    assert reader.answer_per_change("all topics", lambda: build("A")) == b"A" * 1000
+    assert reader.answer_per_change("all topics", lambda: build("A")) == b"A" * 1000
+    assert built == ["A"]
+    assert table.route_answers.bytes == held(table.route_answers) >= 1000
+    table.register_broker(cluster_name="c", broker_name="b", broker_id=0, broker_addr="10.0.0.1:10911")
+    reader.answer_per_change("all topics", lambda: build("A"))
+    assert built == ["A", "A"]  # the table changed
+    for i in range(100):  # many names: held within the budget, the oldest dropped
+        reader.answer_per_change(("by cluster", str(i)), lambda: build("C"))
+        assert table.route_answers.bytes == held(table.route_answers) <= 20_000
+    assert table.route_answers.evictions > 0

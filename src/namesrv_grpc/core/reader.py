@@ -27,6 +27,7 @@ from namesrv_grpc.core.model import (
     TopicRouteData,
 )
 from namesrv_grpc.core.replication import Change
+from namesrv_grpc.core.route_answers import PER_CHANGE, PerChangeAnswer, PerChangeKey
 from namesrv_grpc.core.route_table import RouteInfoManager
 from namesrv_grpc.core.route_tables import RouteListener
 from namesrv_grpc.core.route_watch import watched_topics
@@ -34,9 +35,6 @@ from namesrv_grpc.core.validation import require_name
 from namesrv_grpc.core.zones import filter_route_by_zone, route_zone_names, zone_key, zone_requested
 
 T = TypeVar("T")
-
-MAX_CACHED_ANSWERS = 256
-"""Answers :meth:`NameServerReader.answer_per_change` keeps (per-cluster topic lists are keyed by name)."""
 
 MinBrokerIdSender = Callable[[MinBrokerIdChange], None]
 """Sends ``NOTIFY_MIN_BROKER_ID_CHANGE`` to the change's recipients without blocking (the remoting
@@ -72,8 +70,6 @@ class NameServerReader:
         self.started_at = monotonic()
         self.route_table = route_table
         self.kv_config = kv_config
-        self._answers: dict[Hashable, tuple[int, NamesrvConfig, object]] = {}
-        """key -> (route table version, configuration, answer) of :meth:`answer_per_change`."""
         self.master_listeners: list[MasterListener] = []
         self.removal_listeners: list[Callable[[RemovedBroker], None]] = []
         """Called with every broker address removed (expiry, unregistration, session end)."""
@@ -200,17 +196,18 @@ class NameServerReader:
         returned as it is (issue 20: topic lists, cluster info and the configuration cost milliseconds
         to build for a thousand topics, and a client may ask thousands of times a second).
 
-        ``key`` names the answer and its encoding (one door's bytes are not the other's); at most
-        :data:`MAX_CACHED_ANSWERS` keys are kept. The route table's ``version`` is read before
+        ``key`` names the answer and its encoding (one door's bytes are not the other's). The
+        answers are kept with the routes' (:mod:`namesrv_grpc.core.route_answers`, :data:`PER_CHANGE`),
+        within the same ``routeCacheMaxBytes``. The route table's ``version`` is read before
         building, so a change made meanwhile only makes the next call build again."""
+        answers = self.route_table.route_answers
+        number, slot = answers.encoding(PER_CHANGE), PerChangeKey(key)
         version, config = self.route_table.version, self.config
-        entry = self._answers.get(key)
-        if entry is not None and entry[0] == version and entry[1] is config:
-            return cast("T", entry[2])
+        entry = answers.get(number, slot)
+        if entry is not None and entry.version == version and entry.config is config:
+            return cast("T", entry.value)
         value = build()
-        if len(self._answers) >= MAX_CACHED_ANSWERS:
-            self._answers.clear()
-        self._answers[key] = (version, config, value)
+        answers.put(number, slot, PerChangeAnswer(version, config, value))
         return value
 
     def get_cluster_info(self) -> ClusterInfo:

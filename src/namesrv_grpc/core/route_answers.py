@@ -26,12 +26,18 @@ servers: :meth:`RouteAnswers.drop_layouts_of` drops it when one of them changes.
 decides which topics may share (not those whose answer carries per-topic data: static-topic
 mappings, order configuration, ``SYNC_BROKER_MEMBER_GROUP`` topics under acting master).
 
+The answers built once per change of the table or the configuration (topic lists, cluster info,
+the configuration: :meth:`~namesrv_grpc.core.reader.NameServerReader.answer_per_change`) are kept
+here too, in one encoding of their own (:data:`PER_CHANGE`), under the same budget: one cache of
+encoded answers per serving process.
+
 Not thread-safe: used by one thread, the event loop of the process that holds the table.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Hashable, Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from namesrv_grpc.core.model import TopicRouteData
@@ -46,6 +52,28 @@ is counted as this many bytes per QueueData and BrokerData (measured: 684 MiB fo
 16 each)."""
 
 
+PER_CHANGE = "answers built once per change"
+"""The encoding key of the answers built once per change (:class:`PerChangeKey` -> :class:`PerChangeAnswer`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PerChangeKey:
+    """What an answer built once per change is kept under: the name its builder gives it (neither
+    a topic name nor a layout, so no route change drops it; its version decides)."""
+
+    name: Hashable
+
+
+@dataclass(frozen=True, slots=True)
+class PerChangeAnswer:
+    """An answer built once per change: valid while the table's ``version`` and the configuration
+    object are the ones it was built from."""
+
+    version: int
+    config: object
+    value: Any
+
+
 def answer_bytes(value: Any) -> int:
     """The bytes an answer is counted as: its length for bytes and strings, an estimate for a route
     object or a set of zone names, 1 KiB for anything else."""
@@ -53,6 +81,8 @@ def answer_bytes(value: Any) -> int:
         return ENTRY_OVERHEAD_BYTES + len(value)
     if isinstance(value, TopicRouteData):
         return ENTRY_OVERHEAD_BYTES + ROUTE_OBJECT_BYTES_PER_DATA * (len(value.queue_datas) + len(value.broker_datas))
+    if isinstance(value, PerChangeAnswer):
+        return answer_bytes(value.value)
     if isinstance(value, frozenset):
         return ENTRY_OVERHEAD_BYTES + sum(64 + len(str(item)) for item in value)
     return ENTRY_OVERHEAD_BYTES + 1024
