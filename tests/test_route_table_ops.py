@@ -3,10 +3,12 @@ broker fighting over its registration, and the route content digest (docs/rules.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
-from namesrv_grpc.core.digest import full_digest
-from namesrv_grpc.core.model import PERM_READ, DataVersion
+from namesrv_grpc.core.digest import DIGEST_PIECE_TOPICS, MAX_PENDING_PIECES, RouteDigest, full_digest
+from namesrv_grpc.core.model import PERM_READ, DataVersion, TopicConfig
 from namesrv_grpc.core.route_table import DISPLACED_MEMORY_MILLIS, RouteInfoManager
 from tests.support import FakeClock, topic
 from tests.test_route_table import V1, V2, A, B, register
@@ -131,3 +133,42 @@ def test_route_digest_of_empty_table_is_zero_again(rt: RouteInfoManager) -> None
     assert rt.route_digest() != 0
     rt.unregister_broker(cluster_name="c1", broker_name="broker-a", broker_id=0, broker_addr=A)
     assert rt.route_digest() == 0
+
+
+def test_route_digest_worked_out_piece_by_piece_equals_the_full_digest(clock: FakeClock) -> None:
+    """A registration's share of the digest is left as pieces of DIGEST_PIECE_TOPICS QueueData; the
+    route-table process works them out one per event-loop turn (settle_digest_piece), and the
+    result is the digest worked out from scratch."""
+    rt = RouteInfoManager(clock)
+    topics = {f"T{i}": TopicConfig(f"T{i}", 4, 4, 6 if i % 3 else 2) for i in range(2 * DIGEST_PIECE_TOPICS + 7)}
+    rt.register_broker(cluster_name="c", broker_name="b", broker_id=0, broker_addr="10.0.0.1:10911",
+                       data_version=DataVersion(1, 1), topic_configs=topics)  # fmt: skip
+    changed = {name: TopicConfig(name, 8, 8, 6) for name in list(topics)[: DIGEST_PIECE_TOPICS + 1]}
+    rt.register_broker(cluster_name="c", broker_name="b", broker_id=0, broker_addr="10.0.0.1:10911",
+                       data_version=DataVersion(1, 2), topic_configs={**topics, **changed})  # fmt: skip
+    pieces = 1
+    while rt.settle_digest_piece():
+        pieces += 1
+    assert pieces == 3 + 2 + 2  # added, then the changed ones added and their old QueueData removed
+    assert not rt.settle_digest_piece()
+    assert rt.route_digest() == full_digest(rt.topic_queue_table, rt.broker_addr_table.values())
+
+
+def test_route_digest_pieces_past_the_bound_are_paid_by_the_write_that_adds_them() -> None:
+    """A burst of writes with no pause never works out the whole backlog in one write: past
+    MAX_PENDING_PIECES each write works out as many pieces as it adds, and the total stays exact."""
+    digest = RouteDigest()
+    calls: list[int] = []
+
+    def piece(value: int) -> Callable[[], int]:
+        def work() -> int:
+            calls.append(value)
+            return value
+
+        return work
+
+    digest.add_later(piece(1) for _ in range(MAX_PENDING_PIECES))
+    assert calls == []
+    digest.add_later([piece(2), piece(2), piece(2)])
+    assert len(calls) == 3  # the three oldest, not the whole backlog
+    assert digest.value == MAX_PENDING_PIECES + 6

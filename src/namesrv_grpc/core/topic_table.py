@@ -21,14 +21,13 @@ import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import partial
 from itertools import compress, repeat
 from operator import is_, is_not, ne
 from typing import TypeVar
 
 from namesrv_grpc.core.capacity import CapacityAccount, RouteTableLimits
 from namesrv_grpc.core.compact_topics import CompactTopics
-from namesrv_grpc.core.digest import RouteDigest, mapping_hash, queue_data_hash, queue_nums_digest_change
+from namesrv_grpc.core.digest import RouteDigest, mapping_hash, queue_data_hash, queue_nums_changes
 from namesrv_grpc.core.errors import BrokerNameNotRegisteredError
 from namesrv_grpc.core.model import (
     PERM_READ,
@@ -70,12 +69,13 @@ T = TypeVar("T")
 class PreparedTopics:
     """S07 of one registration worked out before it is written (:meth:`RouteInfoManager._prepare`):
     the topics whose QueueData change, each one's record before and after, and what they add to the
-    route digest (modulo 2**52), as work to do once the change is published (``digest_change()``)."""
+    route digest (modulo 2**52), as pieces of work to do once the change is published
+    (:func:`~namesrv_grpc.core.digest.queue_nums_changes`)."""
 
     topics: list[str]
     olds: list[TopicQueues | None]
     news: list[TopicQueues]
-    digest_change: Callable[[], int]
+    digest_changes: list[Callable[[], int]]
 
 
 def _shared_copy(table: dict[T, T], value: T, limit: int) -> T:
@@ -246,15 +246,14 @@ class TopicTable(RouteTables):
         if olds.count(None) == len(olds):
             records = {nums: self._new_record(None, broker_name, nums) for nums in set(all_nums)}
             news = list(map(records.__getitem__, all_nums))
-            return PreparedTopics(names, olds, news, partial(queue_nums_digest_change, names, broker_name, all_nums))
+            return PreparedTopics(names, olds, news, queue_nums_changes(names, broker_name, all_nums))
         if olds.count(olds[0]) == len(olds):  # one record now (usual: a broker's topics share one)
             old, old_nums = olds[0], queues_get(olds[0], broker_name)
             changed = list(map(ne, all_nums, repeat(old_nums)))  # S07: equal QueueData is left alone
             if changed.count(False):
                 names, all_nums = list(compress(names, changed)), list(compress(all_nums, changed))
             by_nums = {nums: self._new_record(old, broker_name, nums) for nums in set(all_nums)}
-            digest_change = partial(
-                queue_nums_digest_change,
+            digest_changes = queue_nums_changes(
                 names,
                 broker_name,
                 all_nums,
@@ -262,7 +261,7 @@ class TopicTable(RouteTables):
                 [old_nums] * len(names) if old_nums is not None else (),
             )
             news = list(map(by_nums.__getitem__, all_nums))
-            return PreparedTopics(names, [old] * len(names), news, digest_change)
+            return PreparedTopics(names, [old] * len(names), news, digest_changes)
         # Records are compared by id: olds keeps every record alive, so no id is reused meanwhile.
         ids = list(map(id, olds))
         record_of = dict(zip(ids, olds, strict=True))
@@ -280,10 +279,10 @@ class TopicTable(RouteTables):
         by_key = {key: self._new_record(record_of[key[0]], broker_name, key[1]) for key in set(keys)}
         replaced = list(map(is_not, nums_now, repeat(None)))
         replaced_nums: list[QueueNums] = list(compress(nums_now, replaced))  # type: ignore[arg-type]
-        digest_change = partial(
-            queue_nums_digest_change, names, broker_name, all_nums, list(compress(names, replaced)), replaced_nums
+        digest_changes = queue_nums_changes(
+            names, broker_name, all_nums, list(compress(names, replaced)), replaced_nums
         )
-        return PreparedTopics(names, olds, list(map(by_key.__getitem__, keys)), digest_change)
+        return PreparedTopics(names, olds, list(map(by_key.__getitem__, keys)), digest_changes)
 
     def _new_record(self, old: TopicQueues | None, broker_name: str, nums: QueueNums) -> TopicQueues:
         """The shared record of ``old`` with ``broker_name``'s QueueData set to ``nums``."""
@@ -299,7 +298,7 @@ class TopicTable(RouteTables):
         self.journal.records_written(prepared.topics)
         self._index_add(broker_name, prepared.topics)
         self._routes_changed(prepared.topics)
-        self._digest.add_later(prepared.digest_change)  # worked out by settle_digest()
+        self._digest.add_later(prepared.digest_changes)  # worked out by settle_digest_piece()
 
     def _intern_nums(self, nums: QueueNums) -> QueueNums:
         """The shared copy of ``nums`` (bounded: past :data:`MAX_INTERNED_QUEUE_NUMS` distinct values
@@ -374,7 +373,7 @@ class TopicTable(RouteTables):
         skipped): its last address left (S13/S15/S16), a registration no longer carries them
         (``deleteTopicWithBrokerRegistration``), or the topic was deleted (S25). Done in bulk: a
         1,600-topic broker whose connection closed took ~15 ms one topic at a time. The digest's share
-        is worked out later (:meth:`settle_digest`, as for a registration)."""
+        is worked out later (:meth:`settle_digest_piece`, as for a registration)."""
         self._forget_topics_fingerprints(broker_name)
         topics = list(topics)
         self._routes_changed(topics)
@@ -406,8 +405,7 @@ class TopicTable(RouteTables):
         self.capacity.topics_removed(gone)
         self.journal.records_written(removed_topics)
         if removed_topics:
-            change = partial(queue_nums_digest_change, (), broker_name, (), removed_topics, removed_nums)
-            self._digest.add_later(change)
+            self._digest.add_later(queue_nums_changes((), broker_name, (), removed_topics, removed_nums))
         index = self.topics_by_broker_name.get(broker_name)
         if not index:
             return
@@ -522,12 +520,17 @@ class TopicTable(RouteTables):
         :mod:`namesrv_grpc.core.digest`):
         equal on two NameServers exactly when they would answer every route lookup alike (filter
         servers aside). Kept up to date by every change (a registration's per-topic hashes are worked
-        out at the next :meth:`settle_digest`, or here); a 52-bit integer. A replica keeps none (0):
+        out piece by piece, :meth:`settle_digest_piece`, or here); a 52-bit integer. A replica keeps none (0):
         the route-table process reports it."""
         return self._digest.value
 
     def settle_digest(self) -> None:
-        """Work out the digest's share of the registrations applied since the last call (the
-        route-table process calls it once the writes waiting for the serving processes are answered,
-        so that it is off the path of their answers)."""
+        """Work out the digest's share of every registration applied so far."""
         self._digest.settle()
+
+    def settle_digest_piece(self) -> bool:
+        """Work out one piece (up to :data:`~namesrv_grpc.core.digest.DIGEST_PIECE_TOPICS` QueueData)
+        of the digest's share of the registrations applied so far; True when more is left. The
+        route-table process calls it once per event-loop turn after the waiting writes are
+        answered, so a write arriving meanwhile waits for one piece at most."""
+        return self._digest.settle_piece()
