@@ -522,7 +522,7 @@ def cluster_info(namesrv_addr: str, timeout: float = 10) -> dict[str, Any]:
     """``GET_BROKER_CLUSTER_INFO`` (106) of any NameServer (Java or ours), the body parsed as
     RocketMQ's JSON: ``{"brokerAddrTable": {name: {"brokerAddrs": {"0": addr}, ...}},
     "clusterAddrTable": {cluster: [names]}}`` (integer keys as strings)."""
-    from namesrv_grpc.remoting.fastjson import loads
+    from namesrv_grpc.wire.fastjson import loads
     from tests.remoting_support import RemotingTestClient
 
     with RemotingTestClient(namesrv_addr, timeout) as client:

@@ -33,8 +33,8 @@ from namesrv_grpc.core.body import BrokerIdentity, DecodedBody
 from namesrv_grpc.core.commands import Command, RegisterBroker, send_registration
 from namesrv_grpc.core.model import DataVersion, RegisterBrokerResult, TopicConfig
 from namesrv_grpc.core.processor import NameServer
-from namesrv_grpc.grpc_api.register_body import decode_protobuf_body, encode_body, verify_checksum
 from namesrv_grpc.processes.route_table_service import RouteTableService
+from namesrv_grpc.wire.grpc_register_body import decode_protobuf_body, encode_body, verify_checksum
 
 ResultT = TypeVar("ResultT")
 

@@ -23,9 +23,9 @@ import pytest
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv.v1 import types_pb2
 from namesrv_grpc.core.model import PERM_READ, PERM_WRITE, DataVersion
-from namesrv_grpc.remoting import bodies, fastjson
 from namesrv_grpc.remoting.codec import FrameDecoder, RemotingCommand
 from namesrv_grpc.remoting.codes import FLAG_ONEWAY, NOTIFY_MIN_BROKER_ID_CHANGE, RequestCode, ResponseCode
+from namesrv_grpc.wire import bodies, fastjson
 from tests.metrics_support import free_port, scrape
 from tests.remoting_support import RemotingTestClient
 from tests.support import NamesrvProcess, Stubs, poll_until, register_request, running_namesrv, topic

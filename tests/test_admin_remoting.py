@@ -34,8 +34,8 @@ from namesrv_grpc.admin.compare import (
 from namesrv_grpc.admin.readers import Endpoint, parse_endpoint
 from namesrv_grpc.client.security import ClientSecurity
 from namesrv_grpc.core.model import BrokerData, ClusterInfo, DataVersion, QueueData, TopicConfig, TopicRouteData
-from namesrv_grpc.remoting import bodies
 from namesrv_grpc.remoting.codes import RequestCode
+from namesrv_grpc.wire import bodies
 from tests.remoting_support import RemotingTestClient
 from tests.support import NamesrvProcess, SharedNamesrv, Stubs, free_port, run_cli_in_process, running_namesrv, topic
 from tests.test_security_acl import write_acl

@@ -34,8 +34,8 @@ from namesrv.v1 import kv_config_service_pb2 as kv_pb2
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv_grpc.core.model import DataVersion
 from namesrv_grpc.core.route_tables import wall_clock_millis
-from namesrv_grpc.grpc_api.register_body import decode_body
 from namesrv_grpc.runtime.properties import read_properties
+from namesrv_grpc.wire.grpc_register_body import decode_body
 from tests.metrics_support import free_port, scrape
 from tests.support import (
     LOADED_BOX_SLACK_SECONDS,

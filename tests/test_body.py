@@ -11,7 +11,7 @@ from namesrv.v1 import types_pb2
 from namesrv_grpc.core.body import RegisterBrokerBody
 from namesrv_grpc.core.errors import BodyChecksumMismatchError, InvalidFieldError, MalformedBodyError
 from namesrv_grpc.core.model import DataVersion, TopicConfig
-from namesrv_grpc.grpc_api.register_body import (
+from namesrv_grpc.wire.grpc_register_body import (
     crc32c,
     decode_body,
     encode_body,

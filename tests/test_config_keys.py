@@ -26,9 +26,9 @@ from namesrv_grpc.config import (
     apply_properties,
     nearest_key,
 )
-from namesrv_grpc.remoting import bodies
 from namesrv_grpc.remoting.codes import RequestCode, ResponseCode
 from namesrv_grpc.runtime.properties import ConfigError, read_properties
+from namesrv_grpc.wire import bodies
 from tests.remoting_support import RemotingTestClient
 from tests.rocketmq_support import ROCKETMQ_5, java_namesrv_printed_config, require_rocketmq
 from tests.support import ROOT, NamesrvProcess, Stubs, run_cli, running_namesrv

@@ -24,8 +24,8 @@ from namesrv_grpc.core.errors import (
 )
 from namesrv_grpc.core.kvconfig import KVConfigFileError, load_config_table
 from namesrv_grpc.core.model import DataVersion, TopicConfig
-from namesrv_grpc.grpc_api.register_body import crc32c, decode_body, encode_body, parse_body
 from namesrv_grpc.runtime.properties import ConfigError, read_properties
+from namesrv_grpc.wire.grpc_register_body import crc32c, decode_body, encode_body, parse_body
 
 BODY_ERRORS = (MalformedBodyError, InvalidFieldError, LimitExceededError, BodyChecksumMismatchError)
 """What :func:`decode_body` documents it raises."""

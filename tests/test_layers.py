@@ -1,7 +1,8 @@
 """The shape of the write path (issue 40), read from the imports: the doors (``remoting/``,
-``grpc_api/``) build commands; the core imports no door, and the route-table process, which applies
-the commands, only the doors' body decoders (for the compressed and very large bodies the doors leave
-to it: docs/performance.md). Only the serving process's wiring starts the doors."""
+``grpc_api/``) build commands; neither the core nor the route-table process, which applies the
+commands, imports a door (the body decoders it needs for the compressed and very large bodies the
+doors leave to it are in ``wire/``: docs/performance.md). Only the serving process's wiring starts
+the doors."""
 
 from __future__ import annotations
 
@@ -65,9 +66,6 @@ CORE = sorted(
 )
 
 
-BODY_DECODERS = ("namesrv_grpc.remoting.register_body", "namesrv_grpc.grpc_api.register_body")
-
-
 def door_modules(start: str) -> set[str]:
     return {path.split(" -> ")[-1] for path in door_paths(start)}
 
@@ -80,11 +78,22 @@ def test_the_core_imports_no_door(module: str) -> None:
 @pytest.mark.parametrize(
     "module", ["namesrv_grpc.processes.route_table_process", "namesrv_grpc.processes.route_table_service"]
 )
-def test_the_route_table_process_imports_only_the_doors_body_decoders(module: str) -> None:
-    decoders = set(BODY_DECODERS).union(*(door_modules(decoder) for decoder in BODY_DECODERS))
-    assert set(BODY_DECODERS) <= door_modules(module)
-    assert door_modules(module) - decoders == set()
-    assert not door_modules(module) & {"namesrv_grpc.remoting.handlers", "namesrv_grpc.grpc_api.servicers"}
+def test_the_route_table_process_imports_no_door(module: str) -> None:
+    """The body decoders it needs (compressed and large bodies) are in ``wire/``, not in a door."""
+    assert door_paths(module) == []
+    assert "namesrv_grpc.wire.remoting_register_body" in reachable(module)
+    assert "namesrv_grpc.wire.grpc_register_body" in reachable(module)
+
+
+WIRE = sorted(
+    "namesrv_grpc.wire." + path.stem for path in (SRC / "namesrv_grpc" / "wire").glob("*.py") if path.stem != "__init__"
+)
+
+
+@pytest.mark.parametrize("module", WIRE)
+def test_the_wire_formats_import_only_the_core(module: str) -> None:
+    imported = {m for m in reachable(module) if m.startswith("namesrv_grpc.")}
+    assert {m for m in imported if not m.startswith(("namesrv_grpc.core", "namesrv_grpc.wire"))} == set()
 
 
 def test_the_serving_process_starts_both_doors() -> None:

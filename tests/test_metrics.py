@@ -25,9 +25,9 @@ from namesrv_grpc.core.model import DataVersion
 from namesrv_grpc.grpc_api.grpc_metrics import GrpcServerMetrics
 from namesrv_grpc.grpc_api.handlers import wrap_stream_response, wrap_unary_response
 from namesrv_grpc.metrics import REGISTRATION_RESULTS
-from namesrv_grpc.remoting import bodies
 from namesrv_grpc.remoting.codec import RemotingCommand
 from namesrv_grpc.remoting.codes import RequestCode, ResponseCode
+from namesrv_grpc.wire import bodies
 from tests.metrics_support import Scrape, fetch, free_port, parse, scrape, wait_until
 from tests.remoting_support import RemotingTestClient
 from tests.support import NamesrvProcess, Stubs, register_request, running_namesrv, topic

@@ -27,9 +27,9 @@ import pytest
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv_grpc.core.commands import SESSION_ENDS_PER_CALL
 from namesrv_grpc.core.model import DataVersion, TopicConfig
-from namesrv_grpc.remoting import bodies
 from namesrv_grpc.remoting.codes import RequestCode, ResponseCode
 from namesrv_grpc.runtime.policy import cgroup_cpu_limit, default_worker_processes
+from namesrv_grpc.wire import bodies
 from tests.metrics_support import Scrape, free_port, scrape
 from tests.remoting_support import RemotingTestClient
 from tests.support import (

@@ -34,8 +34,8 @@ from namesrv_grpc.core.model import (
 )
 from namesrv_grpc.core.processor import NameServer
 from namesrv_grpc.core.route_table import RouteInfoManager
-from namesrv_grpc.grpc_api.register_body import crc32c, encode_body
 from namesrv_grpc.runtime.properties import read_properties
+from namesrv_grpc.wire.grpc_register_body import crc32c, encode_body
 from tests.support import FakeClock, register_broker, topic
 
 A = "10.0.0.1:10911"
@@ -507,7 +507,7 @@ def test_identical_body_is_not_decoded_again_but_refreshes_liveness(
     def no_decoding(*args: object, **kwargs: object) -> None:
         raise AssertionError("an identical body was decoded again")
 
-    monkeypatch.setattr("namesrv_grpc.grpc_api.register_body.parse_body", no_decoding)
+    monkeypatch.setattr("namesrv_grpc.wire.grpc_register_body.parse_body", no_decoding)
     register(world.ns, topics=[topic("T1")], filters=["10.0.0.9:7000"], ha="10.0.0.1:10912")
     live = world.ns.route_table.live_info(A)
     assert live is not None

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from namesrv_grpc.core.model import PERM_WRITE
-from namesrv_grpc.remoting import fastjson
 from namesrv_grpc.remoting.codes import RequestCode
+from namesrv_grpc.wire import fastjson
 from tests.metrics_support import free_port, scrape
 from tests.remoting_support import RemotingTestClient
 from tests.rocketmq_support import (

@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
-from namesrv_grpc.remoting import fastjson
 from namesrv_grpc.remoting.codes import RequestCode
+from namesrv_grpc.wire import fastjson
 from tests.remoting_support import RemotingTestClient
 from tests.rocketmq_support import (
     ROCKETMQ_5,

@@ -27,8 +27,8 @@ from namesrv_grpc.core.digest import full_digest, queue_nums_hash, queue_nums_ha
 from namesrv_grpc.core.errors import LimitExceededError, MalformedBodyError
 from namesrv_grpc.core.model import DataVersion, TopicConfig, TopicQueueMappingInfo
 from namesrv_grpc.core.route_table import RouteInfoManager
-from namesrv_grpc.remoting import bodies
-from namesrv_grpc.remoting.register_body import decode_java_register_body
+from namesrv_grpc.wire import bodies
+from namesrv_grpc.wire.remoting_register_body import decode_java_register_body
 from tests.support import FakeClock
 
 PROPERTY = settings(max_examples=300, deadline=None)

@@ -17,8 +17,8 @@ from namesrv_grpc.core.kvconfig import KVConfigManager
 from namesrv_grpc.core.model import DataVersion, TopicConfig
 from namesrv_grpc.core.processor import NameServer
 from namesrv_grpc.core.route_table import RouteInfoManager
-from namesrv_grpc.grpc_api import register_body as register_body_module
-from namesrv_grpc.grpc_api.register_body import (
+from namesrv_grpc.wire import grpc_register_body as register_body_module
+from namesrv_grpc.wire.grpc_register_body import (
     crc32c,
     data_version_to_proto,
     encode_body,

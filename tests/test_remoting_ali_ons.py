@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from namesrv_grpc.core.model import DataVersion
-from namesrv_grpc.remoting import bodies
 from namesrv_grpc.remoting.codes import RequestCode, ResponseCode
+from namesrv_grpc.wire import bodies
 from tests.remoting_support import RemotingTestClient
 from tests.support import ROOT, running_namesrv, topic
 

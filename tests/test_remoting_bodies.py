@@ -1,4 +1,4 @@
-"""RocketMQ body formats (namesrv_grpc.remoting.bodies) against byte vectors built from RocketMQ itself.
+"""RocketMQ body formats (namesrv_grpc.wire.bodies) against byte vectors built from RocketMQ itself.
 
 There is no REGISTER_BROKER byte vector in apache/rocketmq's tests (``RegisterBrokerBodyTest`` only
 round-trips through its own encoder), so the vectors here are built two ways:
@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 
 from namesrv_grpc.core.errors import MalformedBodyError
 from namesrv_grpc.core.model import BrokerData, ClusterInfo, DataVersion, QueueData, TopicConfig, TopicRouteData
-from namesrv_grpc.remoting import bodies
+from namesrv_grpc.wire import bodies
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 

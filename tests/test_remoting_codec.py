@@ -20,7 +20,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from namesrv_grpc.client.remoting import RemotingClient, RemotingConnectionError
-from namesrv_grpc.remoting import fastjson
 from namesrv_grpc.remoting.codec import (
     MAX_HEADER_FIELDS,
     FrameDecoder,
@@ -40,6 +39,7 @@ from namesrv_grpc.remoting.codes import (
     ResponseCode,
     SerializeType,
 )
+from namesrv_grpc.wire import fastjson
 
 
 def frame(header: bytes, body: bytes = b"", serialize_type: int = 0) -> bytes:

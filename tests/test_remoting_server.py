@@ -25,10 +25,10 @@ from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv.v1 import types_pb2
 from namesrv_grpc.core.errors import MalformedBodyError
 from namesrv_grpc.core.model import DataVersion, TopicConfig
-from namesrv_grpc.remoting import bodies, fastjson
 from namesrv_grpc.remoting.codec import RemotingCommand, encode_command
 from namesrv_grpc.remoting.codes import RequestCode, ResponseCode, SerializeType
-from namesrv_grpc.remoting.register_body import decode_java_register_body, split_data_version
+from namesrv_grpc.wire import bodies, fastjson
+from namesrv_grpc.wire.remoting_register_body import decode_java_register_body, split_data_version
 from tests.metrics_support import free_port, scrape
 from tests.remoting_support import RemotingTestClient
 from tests.support import NamesrvProcess, Stubs, poll_until, register_request, running_namesrv, topic

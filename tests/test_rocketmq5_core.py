@@ -21,8 +21,8 @@ from namesrv_grpc.core.processor import NameServer
 from namesrv_grpc.core.route_table import RouteInfoManager
 from namesrv_grpc.core.route_watch import RouteWatchHub
 from namesrv_grpc.core.zones import filter_route_by_zone, route_zone_names, zone_key
-from namesrv_grpc.grpc_api.register_body import encode_body, parse_body
 from namesrv_grpc.runtime.properties import ConfigError
+from namesrv_grpc.wire.grpc_register_body import encode_body, parse_body
 from tests.support import FakeClock, register_broker, topic
 
 V1 = DataVersion(0, 1_000, 1)

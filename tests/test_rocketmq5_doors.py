@@ -17,10 +17,10 @@ from namesrv.v1 import admin_service_pb2 as admin_pb2
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv_grpc.config import KEYS
 from namesrv_grpc.core.model import DataVersion, TopicQueueMappingInfo
-from namesrv_grpc.grpc_api.register_body import encode_body
-from namesrv_grpc.remoting import bodies, fastjson
 from namesrv_grpc.remoting.codec import RemotingCommand
 from namesrv_grpc.remoting.codes import RequestCode, ResponseCode
+from namesrv_grpc.wire import bodies, fastjson
+from namesrv_grpc.wire.grpc_register_body import encode_body
 from tests.remoting_support import RemotingTestClient
 from tests.support import NamesrvProcess, Stubs, error_info, run_cli, running_namesrv, topic
 

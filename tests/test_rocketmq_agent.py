@@ -86,7 +86,7 @@ def twins(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Twins]:
 def java_client_view(twins: Twins, addr: str, name: str, topics: list[str]) -> dict[str, tuple[str, Any]]:
     """What RocketMQ 5.5.0's NettyRemotingClient gets: cluster info and every topic's route, each
     body parsed as RocketMQ's JSON (cluster info has fastjson's unquoted integer keys)."""
-    from namesrv_grpc.remoting.fastjson import loads
+    from namesrv_grpc.wire.fastjson import loads
 
     requests = ["106", *(f"105;topic={t}" for t in topics)]
     done = run_java_client(ROCKETMQ_5, "Remoting", addr, *requests, workdir=twins.workdir / name)
@@ -103,7 +103,7 @@ def java_client_view(twins: Twins, addr: str, name: str, topics: list[str]) -> d
 
 
 def all_topics(addr: str) -> list[str]:
-    from namesrv_grpc.remoting.fastjson import loads
+    from namesrv_grpc.wire.fastjson import loads
     from tests.remoting_support import RemotingTestClient
 
     with RemotingTestClient(addr) as client:

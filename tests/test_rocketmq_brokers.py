@@ -95,7 +95,7 @@ def producer(cluster: Cluster) -> Iterator[JavaClient]:
 def route_brokers(ns: str, topic: str) -> dict[str, dict[str, str]]:
     """``{brokerName: {brokerId: addr}}`` of our route of ``topic`` (GET_ROUTEINFO_BY_TOPIC as a
     4.9.4+ Java client asks it), ``{}`` when there is none."""
-    from namesrv_grpc.remoting.fastjson import loads
+    from namesrv_grpc.wire.fastjson import loads
     from tests.remoting_support import RemotingTestClient
 
     with RemotingTestClient(ns) as client:

@@ -104,7 +104,7 @@ def _both(
 
 
 def _route_queue_brokers(addr: str, topic: str) -> set[str]:
-    from namesrv_grpc.remoting.fastjson import loads
+    from namesrv_grpc.wire.fastjson import loads
 
     with RemotingTestClient(addr) as client:
         answer = client.call(105, {"topic": topic})

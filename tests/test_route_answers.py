@@ -16,7 +16,7 @@ from namesrv_grpc.core.model import DataVersion, TopicConfig
 from namesrv_grpc.core.reader import NameServerReader
 from namesrv_grpc.core.route_answers import ENTRY_OVERHEAD_BYTES, RouteAnswers, answer_bytes
 from namesrv_grpc.core.route_table import RouteInfoManager
-from namesrv_grpc.remoting import bodies
+from namesrv_grpc.wire import bodies
 
 
 def held(answers: RouteAnswers) -> int:

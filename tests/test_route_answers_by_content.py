@@ -24,8 +24,8 @@ from namesrv_grpc.core.processor import NameServer
 from namesrv_grpc.core.route_answers import RouteAnswers
 from namesrv_grpc.core.route_table import RouteInfoManager
 from namesrv_grpc.grpc_api.encoded_responses import encode_route_response
-from namesrv_grpc.grpc_api.register_body import encode_body
 from namesrv_grpc.remoting.handlers import route_old_json, route_standard_json
+from namesrv_grpc.wire.grpc_register_body import encode_body
 from tests.support import FakeClock, register_broker
 
 BROKER_NAMES = ["broker-a", "broker-b", "broker-c"]

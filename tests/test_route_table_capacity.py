@@ -27,15 +27,15 @@ from namesrv_grpc.core.errors import LimitExceededError
 from namesrv_grpc.core.model import DataVersion, QueueData
 from namesrv_grpc.core.route_table import RouteInfoManager
 from namesrv_grpc.grpc_api.convert import cluster_info_to_proto
-from namesrv_grpc.grpc_api.register_body import crc32c
-from namesrv_grpc.remoting.bodies import (
+from namesrv_grpc.remoting.codec import RemotingCommand
+from namesrv_grpc.remoting.codes import RequestCode, ResponseCode
+from namesrv_grpc.wire.bodies import (
     encode_cluster_info,
     encode_register_broker_body,
     encode_topic_list,
     encode_topic_route_data,
 )
-from namesrv_grpc.remoting.codec import RemotingCommand
-from namesrv_grpc.remoting.codes import RequestCode, ResponseCode
+from namesrv_grpc.wire.grpc_register_body import crc32c
 from tests.metrics_support import free_port, scrape
 from tests.remoting_support import RemotingTestClient
 from tests.support import FakeClock, error_info, register_request, running_namesrv, topic

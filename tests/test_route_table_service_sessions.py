@@ -13,8 +13,8 @@ from namesrv_grpc.core.model import DataVersion, TopicConfig
 from namesrv_grpc.core.processor import NameServer
 from namesrv_grpc.core.route_table import RouteInfoManager
 from namesrv_grpc.processes.route_table_service import RouteTableService
-from namesrv_grpc.remoting import bodies
-from namesrv_grpc.remoting.register_body import body_fingerprint, decode_java_register_body
+from namesrv_grpc.wire import bodies
+from namesrv_grpc.wire.remoting_register_body import body_fingerprint, decode_java_register_body
 from tests.support import _no_snapshots
 
 BROKER = BrokerIdentity("c1", "broker-a", 0, "10.6.0.1:10911")

@@ -25,9 +25,9 @@ from namesrv_grpc.core.kvconfig import KVConfigManager
 from namesrv_grpc.core.model import PERM_READ, DataVersion, QueueData, TopicConfig, TopicRouteData
 from namesrv_grpc.core.processor import NameServer
 from namesrv_grpc.core.route_table import RouteInfoManager
-from namesrv_grpc.grpc_api.register_body import encode_body
-from namesrv_grpc.remoting import bodies
 from namesrv_grpc.remoting.codes import RequestCode, ResponseCode
+from namesrv_grpc.wire import bodies
+from namesrv_grpc.wire.grpc_register_body import encode_body
 from tests.remoting_support import RemotingTestClient
 from tests.support import FakeClock, NamesrvProcess, Stubs, error_info, register_broker
 

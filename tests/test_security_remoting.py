@@ -19,9 +19,9 @@ from namesrv.v1 import admin_service_pb2 as admin_pb2
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv_grpc.client.security import ClientSecurity
 from namesrv_grpc.core.model import DataVersion
-from namesrv_grpc.remoting import bodies, fastjson
 from namesrv_grpc.remoting.codec import RemotingCommand
 from namesrv_grpc.remoting.codes import RequestCode, ResponseCode
+from namesrv_grpc.wire import bodies, fastjson
 from tests.metrics_support import scrape
 from tests.remoting_support import RemotingTestClient
 from tests.support import NamesrvProcess, Stubs, free_port, running_namesrv, topic

@@ -25,8 +25,8 @@ from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv_grpc.cli import parse_boot_line
 from namesrv_grpc.client.security import ClientSecurity
 from namesrv_grpc.core.model import DataVersion
-from namesrv_grpc.remoting import bodies
 from namesrv_grpc.remoting.codes import RequestCode, ResponseCode
+from namesrv_grpc.wire import bodies
 from tests.remoting_support import RemotingTestClient
 from tests.support import (
     ROOT,

@@ -20,7 +20,6 @@ import pytest
 
 from namesrv_grpc.core.errors import BadSignatureError
 from namesrv_grpc.core.model import DataVersion
-from namesrv_grpc.remoting import bodies
 from namesrv_grpc.remoting.codec import RemotingCommand
 from namesrv_grpc.remoting.codes import RequestCode, ResponseCode
 from namesrv_grpc.runtime.policy import OFF_LOOP_SIGNATURE_BYTES
@@ -28,6 +27,7 @@ from namesrv_grpc.security.acl import load_acl
 from namesrv_grpc.security.audit import AuditLog
 from namesrv_grpc.security.authz import Guard, Principal
 from namesrv_grpc.security.signature import SignatureVerifier
+from namesrv_grpc.wire import bodies
 from tests.metrics_support import free_port, scrape
 from tests.remoting_support import RemotingTestClient
 from tests.support import NamesrvProcess, running_namesrv, topic

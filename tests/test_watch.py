@@ -238,8 +238,8 @@ def test_every_change_source_reaches_watchers(namesrv: NamesrvProcess, stubs: St
 def test_remoting_registrations_and_connection_close_reach_grpc_watchers(namesrv: NamesrvProcess, stubs: Stubs) -> None:
     """A Java broker registering over remoting (9876) and its connection closing (S15) are changes
     like any other."""
-    from namesrv_grpc.remoting import bodies
     from namesrv_grpc.remoting.codes import RequestCode
+    from namesrv_grpc.wire import bodies
     from tests.remoting_support import RemotingTestClient
 
     watch = Watch(stubs, ["RemotingTopic"])

@@ -21,8 +21,8 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from namesrv.v1 import admin_service_pb2 as admin_pb2
 from namesrv_grpc.core.model import DataVersion
-from namesrv_grpc.remoting import bodies
 from namesrv_grpc.remoting.codes import RequestCode, ResponseCode
+from namesrv_grpc.wire import bodies
 from tests.metrics_support import Scrape, free_port, scrape
 from tests.remoting_support import RemotingTestClient
 from tests.support import (

@@ -47,7 +47,7 @@ from broker_agent.topics import BrokerTopics, TopicSource
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv_grpc.core.model import MASTER_ID
 from namesrv_grpc.core.validation import parse_host_port
-from namesrv_grpc.grpc_api.register_body import data_version_to_proto, encode_body
+from namesrv_grpc.wire.grpc_register_body import data_version_to_proto, encode_body
 
 log = logging.getLogger(__name__)
 

@@ -48,7 +48,7 @@ from namesrv_grpc.core.model import (
     TopicQueueMappingInfo,
 )
 from namesrv_grpc.core.validation import MAX_PERM, MAX_QUEUE_NUMS, is_valid_topic, quote
-from namesrv_grpc.remoting import fastjson
+from namesrv_grpc.wire import fastjson
 
 log = logging.getLogger(__name__)
 

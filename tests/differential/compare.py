@@ -35,9 +35,9 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
-from namesrv_grpc.remoting import fastjson
 from namesrv_grpc.remoting.codec import RemotingCommand
 from namesrv_grpc.remoting.codes import FLAG_ONEWAY, SerializeType
+from namesrv_grpc.wire import fastjson
 from tests.differential.script import CRC, JavaBody, Step
 from tests.remoting_support import RemotingTestClient
 

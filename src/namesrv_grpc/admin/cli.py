@@ -61,11 +61,11 @@ from namesrv_grpc.admin.readers import Endpoint, ReadError, parse_endpoint
 from namesrv_grpc.admin.watch import add_watch_parser, run_watch
 from namesrv_grpc.client import security
 from namesrv_grpc.grpc_api.convert import cluster_info_to_proto, route_to_proto
-from namesrv_grpc.remoting import bodies
 from namesrv_grpc.remoting.codes import RequestCode
 from namesrv_grpc.runtime.pipes import quiet_broken_pipe
 from namesrv_grpc.runtime.properties import ConfigError
 from namesrv_grpc.version import add_version_flag
+from namesrv_grpc.wire import bodies
 
 DEFAULT_NAMESRV = "127.0.0.1:8081"
 """The gRPC port of a local NameServer (grpcServerPort)."""

@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from namesrv_grpc.core.model import ClusterInfo, TopicRouteData
-from namesrv_grpc.remoting import fastjson
+from namesrv_grpc.wire import fastjson
 
 __all__ = ["mqadmin_cluster_list", "mqadmin_route", "pretty_fastjson"]
 

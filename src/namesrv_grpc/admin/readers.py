@@ -54,9 +54,9 @@ from namesrv_grpc.client.remoting import HTTP1, HTTP2, RemotingClient, RemotingC
 from namesrv_grpc.client.security import ClientSecurity
 from namesrv_grpc.core.model import BrokerData, ClusterInfo, QueueData, TopicRouteData
 from namesrv_grpc.core.validation import parse_host_port
-from namesrv_grpc.remoting import bodies
 from namesrv_grpc.remoting.codec import RemotingCommand
 from namesrv_grpc.remoting.codes import RequestCode, ResponseCode
+from namesrv_grpc.wire import bodies
 
 __all__ = [
     "PROTOCOLS",

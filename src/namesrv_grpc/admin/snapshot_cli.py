@@ -34,10 +34,10 @@ from namesrv_grpc.core.errors import SnapshotsNotInstalledError
 from namesrv_grpc.core.model import BrokerData, QueueData, TopicQueueMappingInfo
 from namesrv_grpc.core.route_tables import RouteTableCopy, wall_clock_millis
 from namesrv_grpc.grpc_api.convert import queue_data_from_proto
-from namesrv_grpc.grpc_api.register_body import mapping_from_proto
 from namesrv_grpc.runtime.pipes import quiet_broken_pipe
 from namesrv_grpc.runtime.properties import ConfigError
 from namesrv_grpc.version import add_version_flag
+from namesrv_grpc.wire.grpc_register_body import mapping_from_proto
 
 if TYPE_CHECKING:  # namesrv_grpc.snapshot needs pyarrow (the snapshots extra): imported when used
     from namesrv_grpc.snapshot import SnapshotInfo

@@ -1,5 +1,5 @@
 """A decoded registration body, whatever the door it came through (the doors decode their own wire
-formats: :mod:`namesrv_grpc.grpc_api.register_body` the protobuf one, :mod:`namesrv_grpc.remoting.bodies`
+formats: :mod:`namesrv_grpc.wire.grpc_register_body` the protobuf one, :mod:`namesrv_grpc.wire.bodies`
 RocketMQ's JSON and compressed ones), who sent it, and the bounds both doors decode within."""
 
 from __future__ import annotations

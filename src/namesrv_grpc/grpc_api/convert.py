@@ -9,7 +9,7 @@ from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv.v1 import types_pb2
 from namesrv_grpc.core.body import BrokerIdentity
 from namesrv_grpc.core.model import BrokerData, BrokerLiveInfo, ClusterInfo, QueueData, TopicRouteData
-from namesrv_grpc.grpc_api.register_body import data_version_to_proto, mapping_to_proto
+from namesrv_grpc.wire.grpc_register_body import data_version_to_proto, mapping_to_proto
 
 PROTOCOL_TO_PROTO = {
     "grpc": admin_pb2.REGISTRATION_PROTOCOL_GRPC,

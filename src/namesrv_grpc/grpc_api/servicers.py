@@ -36,13 +36,6 @@ from namesrv_grpc.grpc_api.encoded_responses import (
     routes_response_bytes,
     watch_response_bytes,
 )
-from namesrv_grpc.grpc_api.register_body import (
-    crc32c,
-    data_version_from_proto,
-    data_version_to_proto,
-    decode_protobuf_body,
-    verify_checksum,
-)
 from namesrv_grpc.grpc_api.route_watches import RouteWatches, new_route_watches
 from namesrv_grpc.grpc_api.sessions import BrokerSessions
 from namesrv_grpc.grpc_api.stream_resets import StreamResetGuard
@@ -51,6 +44,13 @@ from namesrv_grpc.metrics import NamesrvMetrics
 from namesrv_grpc.runtime.policy import OffLoopDecodes, checksum, decoded_by_door
 from namesrv_grpc.security.audit import AuditLog
 from namesrv_grpc.security.authz import Action, Guard, grpc_peer_address
+from namesrv_grpc.wire.grpc_register_body import (
+    crc32c,
+    data_version_from_proto,
+    data_version_to_proto,
+    decode_protobuf_body,
+    verify_checksum,
+)
 
 if TYPE_CHECKING:
     pass

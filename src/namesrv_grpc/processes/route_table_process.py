@@ -6,7 +6,7 @@ Serving processes connect to its Unix socket and send every write as one command
 (:mod:`namesrv_grpc.core.commands`; a registration body decoded by the door when it is plain and at
 most 2 MiB, else decoded here); it applies them one at a time, in arrival order, with no lookups to
 keep waiting (:class:`~namesrv_grpc.processes.route_table_service.RouteTableService`). It imports
-nothing of the doors but their body decoders, and opens no connection: the
+no module of a door (the body decoders are in ``wire/``), and opens no connection: the
 ``NOTIFY_MIN_BROKER_ID_CHANGE`` messages it decides on (S53) go out
 with the change stream, and the first serving process sends them.
 

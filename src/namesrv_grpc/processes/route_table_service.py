@@ -8,8 +8,8 @@ written to the file with the others that arrive meanwhile, :mod:`.kv_group_commi
 returns a coroutine that ends once the write is durable). Registration bodies are needed only when
 they are not the same as the broker's last one; then they come decoded by their door
 (:func:`~namesrv_grpc.core.commands.send_registration`), except compressed and very large ones,
-which are decoded here, with the doors' body decoders (the one part of a door this process imports:
-``remoting/register_body.py``, ``grpc_api/register_body.py``).
+which are decoded here, with the body decoders both doors use (``wire/remoting_register_body.py``,
+``wire/grpc_register_body.py``; this process imports no module of a door).
 
 Liveness sessions (S15) are remembered per serving process: when one exits, its sessions are
 unbound but its brokers stay until their next registration or the S13 expiry: the connections
@@ -49,9 +49,9 @@ from namesrv_grpc.core.commands import (
 )
 from namesrv_grpc.core.model import BrokerLiveInfo, DataVersion, RegisterBrokerResult, RemovedBroker
 from namesrv_grpc.core.processor import NameServer
-from namesrv_grpc.grpc_api.register_body import decode_protobuf_body
 from namesrv_grpc.processes.kv_group_commit import KVGroupCommit
-from namesrv_grpc.remoting.register_body import decode_java_register_body
+from namesrv_grpc.wire.grpc_register_body import decode_protobuf_body
+from namesrv_grpc.wire.remoting_register_body import decode_java_register_body
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Coroutine

@@ -66,17 +66,18 @@ from namesrv_grpc.core.model import (
 )
 from namesrv_grpc.core.reader import NameServerReader
 from namesrv_grpc.metrics import NamesrvMetrics
-from namesrv_grpc.remoting import access, bodies
+from namesrv_grpc.remoting import access
 from namesrv_grpc.remoting.codec import RemotingCommand
 from namesrv_grpc.remoting.codes import VERSION_V4_9_4, VERSION_V5_0_0, RequestCode, ResponseCode
 from namesrv_grpc.remoting.connection import RemotingConnection
 from namesrv_grpc.remoting.errors import kv_not_found_remark, not_supported_remark, to_response
-from namesrv_grpc.remoting.register_body import body_fingerprint, decode_java_register_body
 from namesrv_grpc.remoting.remoting_metrics import RemotingMetrics
 from namesrv_grpc.runtime.log_limits import printable
 from namesrv_grpc.runtime.policy import OFF_LOOP_SIGNATURE_BYTES, OffLoopDecodes, checksum, decoded_by_door
 from namesrv_grpc.security.audit import AuditLog
 from namesrv_grpc.security.authz import Guard, Principal
+from namesrv_grpc.wire import bodies
+from namesrv_grpc.wire.remoting_register_body import body_fingerprint, decode_java_register_body
 
 log = logging.getLogger(__name__)
 

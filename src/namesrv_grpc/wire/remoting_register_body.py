@@ -10,7 +10,7 @@ import zlib
 from namesrv_grpc.core.body import DEFAULT_MAX_INFLATED_BODY_BYTES, DecodedBody
 from namesrv_grpc.core.errors import LimitExceededError, MalformedBodyError
 from namesrv_grpc.core.model import DataVersion
-from namesrv_grpc.remoting import bodies, fastjson
+from namesrv_grpc.wire import bodies, fastjson
 
 REMOTING_FINGERPRINT_TAG = 1 << 32
 """Added to the CRC32 in a remoting body fingerprint, so it never equals a gRPC one (CRC32C < 2**32)."""

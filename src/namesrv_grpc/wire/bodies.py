@@ -76,7 +76,7 @@ from namesrv_grpc.core.model import (
     TopicRouteData,
 )
 from namesrv_grpc.core.validation import MAX_PERM, MAX_QUEUE_NUMS, MAX_TOPIC_LENGTH, is_valid_name, is_valid_topic
-from namesrv_grpc.remoting.fastjson import FastjsonDecodeError, dumps, dumps_text, loads
+from namesrv_grpc.wire.fastjson import FastjsonDecodeError, dumps, dumps_text, loads
 
 __all__ = [
     "MAX_CONFIG_BODY_BYTES",
