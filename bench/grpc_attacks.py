@@ -30,7 +30,7 @@ from bench.harness import run_threads
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv.v1 import name_server_service_pb2_grpc as ns_grpc
 from namesrv_grpc.core.model import DataVersion, TopicConfig
-from namesrv_grpc.grpc_api.register_body import encode_body
+from namesrv_grpc.wire.grpc_register_body import encode_body
 
 GRPC_CONTENT_TYPE = "application/grpc"
 

@@ -35,8 +35,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv_grpc.cli import parse_boot_line
 from namesrv_grpc.core.model import DataVersion, TopicConfig
-from namesrv_grpc.grpc_api.register_body import encode_body
 from namesrv_grpc.runtime.policy import default_worker_processes
+from namesrv_grpc.wire.grpc_register_body import encode_body
 
 ROOT = Path(__file__).resolve().parent.parent
 HEALTH_CHECK = "/grpc.health.v1.Health/Check"

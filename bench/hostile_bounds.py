@@ -30,9 +30,9 @@ from namesrv.v1 import kv_config_service_pb2_grpc as kv_grpc
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv.v1 import name_server_service_pb2_grpc as ns_grpc
 from namesrv_grpc.core.model import DataVersion, TopicConfig
-from namesrv_grpc.grpc_api.register_body import encode_body
 from namesrv_grpc.remoting.codec import FrameDecoder, RemotingCommand, encode_command
 from namesrv_grpc.remoting.codes import RequestCode
+from namesrv_grpc.wire.grpc_register_body import encode_body
 
 BIG_BROKER = "broker-big"
 BIG_CLUSTER = "BigCluster"

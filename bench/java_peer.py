@@ -47,8 +47,8 @@ from bench.remoting_load import remoting_load, trace_load, write_trace
 from bench.route_workloads import SEED, WORKLOADS, Workload, broker_topics, registration
 from namesrv_grpc.client.remoting import RemotingClient, RemotingConnectionError
 from namesrv_grpc.core.model import PERM_READ, DataVersion, TopicConfig
-from namesrv_grpc.remoting.bodies import encode_register_broker_body
 from namesrv_grpc.remoting.codes import RequestCode, ResponseCode
+from namesrv_grpc.wire.bodies import encode_register_broker_body
 
 JAVA_HEAP_MB = 1024
 """-Xmx of the Java NameServer (-Xms64m: it grows as it needs)."""

@@ -46,8 +46,8 @@ from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv.v1 import name_server_service_pb2_grpc as ns_grpc
 from namesrv_grpc.client.remoting import RemotingClient
 from namesrv_grpc.core.model import PERM_READ, DataVersion, TopicConfig
-from namesrv_grpc.remoting.bodies import encode_register_broker_body
 from namesrv_grpc.remoting.codes import RequestCode, ResponseCode
+from namesrv_grpc.wire.bodies import encode_register_broker_body
 
 CORES = os.cpu_count() or 1
 

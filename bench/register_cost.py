@@ -29,8 +29,8 @@ from typing import Any
 from bench.java_peer import fleet_requests
 from namesrv_grpc.core.body import DEFAULT_MAX_INFLATED_BODY_BYTES, DEFAULT_MAX_TOPICS
 from namesrv_grpc.core.route_table import RouteInfoManager
-from namesrv_grpc.remoting.bodies import decode_register_broker_body, encode_register_broker_body
-from namesrv_grpc.remoting.register_body import decode_java_register_body
+from namesrv_grpc.wire.bodies import decode_register_broker_body, encode_register_broker_body
+from namesrv_grpc.wire.remoting_register_body import decode_java_register_body
 
 VARIANTS = 8
 """Re-registration variants, as J1 sends them (broker k sends variant ``1 + k % 8``)."""

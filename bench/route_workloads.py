@@ -26,9 +26,9 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from namesrv_grpc.core.model import DataVersion, TopicConfig
-from namesrv_grpc.remoting.bodies import encode_register_broker_body
 from namesrv_grpc.remoting.codec import RemotingCommand, encode_command
 from namesrv_grpc.remoting.codes import RequestCode
+from namesrv_grpc.wire.bodies import encode_register_broker_body
 
 SEED = 9191
 """The fixture's seed."""

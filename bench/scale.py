@@ -38,8 +38,8 @@ from bench.remoting_load import remoting_load
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv_grpc.client.remoting import RemotingClient, RemotingConnectionError
 from namesrv_grpc.core.model import DataVersion, TopicConfig
-from namesrv_grpc.remoting.bodies import encode_register_broker_body
 from namesrv_grpc.remoting.codes import RequestCode, ResponseCode
+from namesrv_grpc.wire.bodies import encode_register_broker_body
 
 HEARTBEAT_SECONDS = 30.0
 """A RocketMQ broker's registration period (``registerNameServerPeriod``, 30 s)."""

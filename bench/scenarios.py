@@ -61,7 +61,7 @@ from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv.v1 import name_server_service_pb2_grpc as ns_grpc
 from namesrv_grpc.core.model import PERM_READ, DataVersion, TopicConfig
 from namesrv_grpc.core.route_table import RouteInfoManager
-from namesrv_grpc.grpc_api.register_body import crc32c
+from namesrv_grpc.wire.grpc_register_body import crc32c
 
 HEALTH_REQUEST = health_pb2.HealthCheckRequest().SerializeToString()
 

@@ -30,8 +30,8 @@ from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv.v1 import name_server_service_pb2_grpc as ns_grpc
 from namesrv_grpc.core.model import DataVersion, TopicConfig
 from namesrv_grpc.core.route_table import RouteInfoManager
-from namesrv_grpc.grpc_api.register_body import encode_body
 from namesrv_grpc.snapshot import SnapshotExporter
+from namesrv_grpc.wire.grpc_register_body import encode_body
 
 
 def topic_configs(topics: int) -> dict[str, TopicConfig]:

@@ -37,8 +37,8 @@ from namesrv.v1 import types_pb2
 from namesrv_grpc.cli import parse_boot_line
 from namesrv_grpc.client.remoting import RemotingClient
 from namesrv_grpc.core.model import PERM_INHERIT, PERM_READ, PERM_WRITE, DataVersion, TopicConfig
-from namesrv_grpc.remoting import bodies
 from namesrv_grpc.remoting.codes import RequestCode, ResponseCode
+from namesrv_grpc.wire import bodies
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
