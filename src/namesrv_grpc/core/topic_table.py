@@ -524,10 +524,6 @@ class TopicTable(RouteTables):
         the route-table process reports it."""
         return self._digest.value
 
-    def settle_digest(self) -> None:
-        """Work out the digest's share of every registration applied so far."""
-        self._digest.settle()
-
     def settle_digest_piece(self) -> bool:
         """Work out one piece (up to :data:`~namesrv_grpc.core.digest.DIGEST_PIECE_TOPICS` QueueData)
         of the digest's share of the registrations applied so far; True when more is left. The
