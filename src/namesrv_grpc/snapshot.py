@@ -2,7 +2,7 @@
 
 The tables and the directory layout are in :mod:`namesrv_grpc.snapshot_schema`. This module
 
-- turns a :class:`~namesrv_grpc.core.route_table.RouteTableCopy` into those Arrow tables
+- turns a :class:`~namesrv_grpc.core.route_tables.RouteTableCopy` into those Arrow tables
   (:func:`tables_from_copy`),
 - commits them all or nothing (:func:`commit_snapshot`): every file is written and fsynced under
   ``_staging/<stem>/``, then a ``COMMIT`` marker, then each file is renamed into its dataset, the

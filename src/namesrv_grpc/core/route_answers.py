@@ -18,7 +18,7 @@ not walk the answers, however many (an ``OrderedDict`` of 400,000 entries added 
 collection).
 
 Answers that depend only on a route's content are also kept under that content (issue 41): a
-topic's :data:`~namesrv_grpc.core.route_table.TopicQueues` record (its broker names and their
+topic's :data:`~namesrv_grpc.core.route_tables.TopicQueues` record (its broker names and their
 QueueNums, interned) is a key beside the topic names, so the first lookup of a topic whose layout
 another topic already has costs a dict hit, not an encoding (most topics of a real cluster share a
 few hundred layouts). Such an answer also depends on its broker names' BrokerData and filter
