@@ -21,7 +21,6 @@ from namesrv.v1 import kv_config_service_pb2_grpc as kv_grpc
 from namesrv.v1 import name_server_service_pb2 as ns_pb2
 from namesrv.v1 import name_server_service_pb2_grpc as ns_grpc
 from namesrv_grpc.core import commands
-from namesrv_grpc.core.body import DecodedBody
 from namesrv_grpc.core.commands import RouteTableWrites
 from namesrv_grpc.core.reader import NameServerReader
 from namesrv_grpc.grpc_api.connections import close_connections
@@ -41,14 +40,13 @@ from namesrv_grpc.grpc_api.sessions import BrokerSessions
 from namesrv_grpc.grpc_api.stream_resets import StreamResetGuard
 from namesrv_grpc.grpc_api.unsent_answers import UnsentAnswers
 from namesrv_grpc.metrics import NamesrvMetrics
-from namesrv_grpc.runtime.policy import OffLoopDecodes, checksum, decoded_by_door
+from namesrv_grpc.runtime.policy import OffLoopDecodes, checksum
 from namesrv_grpc.security.audit import AuditLog
 from namesrv_grpc.security.authz import Action, Guard, grpc_peer_address
 from namesrv_grpc.wire.grpc_register_body import (
     crc32c,
     data_version_from_proto,
     data_version_to_proto,
-    decode_protobuf_body,
     verify_checksum,
 )
 
@@ -141,15 +139,8 @@ class NameServerServicer(ns_grpc.NameServerServiceServicer):  # type: ignore[mis
                 zone_name=request.zone_name,
                 instance_id=request.instance_id,
             )
-            compressed = request.compressed
-
-            async def decode(known_topics: int | None) -> DecodedBody:
-                config = self._ns.config
-                limits = (config.register_body_max_inflated_size, config.register_body_max_topics)
-                return await self._decodes.run(len(body), decode_protobuf_body, body, compressed, *limits, known_topics)
-
-            raw = None if decoded_by_door(len(body), compressed) else commands.RawBody(body, compressed)
-            reply = await commands.send_registration(self._writes, command, decode, raw)
+            raw = commands.RawBody(body, request.compressed)
+            reply = await self._decodes.send_registration(self._writes, command, raw, self._ns)
         result, kv_table = reply.result, reply.kv_table
         if result.conflicting_instance_id:
             self._metrics.registration_conflicts.inc()

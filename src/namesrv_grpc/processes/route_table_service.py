@@ -8,8 +8,9 @@ written to the file with the others that arrive meanwhile, :mod:`.kv_group_commi
 returns a coroutine that ends once the write is durable). Registration bodies are needed only when
 they are not the same as the broker's last one; then they come decoded by their door
 (:func:`~namesrv_grpc.core.commands.send_registration`), except compressed and very large ones,
-which are decoded here, with the body decoders both doors use (``wire/remoting_register_body.py``,
-``wire/grpc_register_body.py``; this process imports no module of a door).
+which are decoded here, by the function both doors decode with
+(:func:`~namesrv_grpc.runtime.policy.decode_registration`, over ``wire/``; this process imports no
+module of a door).
 
 Liveness sessions (S15) are remembered per serving process: when one exits, its sessions are
 unbound but its brokers stay until their next registration or the S13 expiry: the connections
@@ -23,7 +24,6 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from namesrv_grpc.core.body import DecodedBody
 from namesrv_grpc.core.commands import (
     AddWritePerm,
     BindSession,
@@ -36,7 +36,6 @@ from namesrv_grpc.core.commands import (
     MasterOf,
     PutKVConfig,
     QueryDataVersion,
-    RawBody,
     RegisterBroker,
     RegisterTopic,
     RegistrationReply,
@@ -50,8 +49,7 @@ from namesrv_grpc.core.commands import (
 from namesrv_grpc.core.model import BrokerLiveInfo, DataVersion, RegisterBrokerResult, RemovedBroker
 from namesrv_grpc.core.processor import NameServer
 from namesrv_grpc.processes.kv_group_commit import KVGroupCommit
-from namesrv_grpc.wire.grpc_register_body import decode_protobuf_body
-from namesrv_grpc.wire.remoting_register_body import decode_java_register_body
+from namesrv_grpc.runtime.policy import decode_registration
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Coroutine
@@ -143,7 +141,7 @@ class RouteTableService:
         if decoded is None:
             ns.route_table.capacity.check_broker_room(identity.broker_name, identity.broker_addr)  # before any decoding
             known = ns.stored_topics_fingerprint(identity)
-            decoded = r.decoded if r.raw is None else self._decode(r.protocol, r.raw, known)
+            decoded = r.decoded if r.raw is None else decode_registration(r.protocol, r.raw, ns.config, known)
             if decoded is None or (decoded.topic_configs is None and decoded.topics_fingerprint != known):
                 return RegistrationReply(RegisterBrokerResult(), {}, body_needed=True, known_topics_fingerprint=known)
             if decoded.topic_configs is None and r.protocol == "remoting":  # only the DataVersion differs
@@ -164,17 +162,6 @@ class RouteTableService:
             bound = self.bind_session(process, BindSession(identity, r.instance_id))
             session_id = bound[0] if bound is not None else 0
         return RegistrationReply(result, kv_table, session_id)
-
-    def _decode(self, protocol: str, raw: RawBody, known_topics: int | None) -> DecodedBody:
-        """A body the door left to this process (compressed, or very large: decoding it in a serving
-        process held that process's event loop for up to 250 ms, docs/performance.md), decoded by the
-        decoder of its wire format within ``registerBodyMaxInflatedSize`` and
-        ``registerBodyMaxTopics``, skipping the topic table the table holds (``known_topics``)."""
-        config = self.ns.config
-        limits = (config.register_body_max_inflated_size, config.register_body_max_topics, known_topics)
-        if protocol == "grpc":
-            return decode_protobuf_body(raw.body, raw.compressed, *limits)
-        return decode_java_register_body(raw.body, raw.compressed, *limits, raw.rocketmq5)
 
     def unregister_broker(self, process: int, c: UnregisterBroker) -> RemovedBroker | None:
         return self.ns.unregister_broker(**c.identity._asdict(), instance_id=c.instance_id)

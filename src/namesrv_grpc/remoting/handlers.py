@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from time import perf_counter
 
 from namesrv_grpc.core import commands
-from namesrv_grpc.core.body import BrokerIdentity, DecodedBody
+from namesrv_grpc.core.body import BrokerIdentity
 from namesrv_grpc.core.commands import RouteTableWrites, session_end_batches
 from namesrv_grpc.core.errors import (
     BodyChecksumMismatchError,
@@ -73,11 +73,11 @@ from namesrv_grpc.remoting.connection import RemotingConnection
 from namesrv_grpc.remoting.errors import kv_not_found_remark, not_supported_remark, to_response
 from namesrv_grpc.remoting.remoting_metrics import RemotingMetrics
 from namesrv_grpc.runtime.log_limits import printable
-from namesrv_grpc.runtime.policy import OFF_LOOP_SIGNATURE_BYTES, OffLoopDecodes, checksum, decoded_by_door
+from namesrv_grpc.runtime.policy import OFF_LOOP_SIGNATURE_BYTES, OffLoopDecodes, checksum
 from namesrv_grpc.security.audit import AuditLog
 from namesrv_grpc.security.authz import Guard, Principal
 from namesrv_grpc.wire import bodies
-from namesrv_grpc.wire.remoting_register_body import body_fingerprint, decode_java_register_body
+from namesrv_grpc.wire.remoting_register_body import body_fingerprint
 
 log = logging.getLogger(__name__)
 
@@ -446,16 +446,8 @@ class RemotingHandlers:
                 bind_session=True,
             )
             rocketmq5 = request.version >= VERSION_V5_0_0  # 5.x bodies may carry static-topic mappings (S40)
-
-            async def decode(known_topics: int | None) -> DecodedBody:
-                config = self._ns.config
-                limits = (config.register_body_max_inflated_size, config.register_body_max_topics)
-                return await self._decodes.run(
-                    len(body), decode_java_register_body, body, compressed, *limits, known_topics, rocketmq5
-                )
-
-            raw = None if decoded_by_door(len(body), compressed) else commands.RawBody(body, compressed, rocketmq5)
-            reply = await commands.send_registration(self._writes, command, decode, raw)
+            raw = commands.RawBody(body, compressed, rocketmq5)
+            reply = await self._decodes.send_registration(self._writes, command, raw, self._ns)
         if reply.session_id:
             if connection.closed:  # closed while the registration was applied: it ends at once (S15)
                 self._end_sessions([(identity.broker_addr, reply.session_id)])

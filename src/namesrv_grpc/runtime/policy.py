@@ -33,7 +33,16 @@ import math
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from namesrv_grpc.core.commands import RawBody, RegisterBroker, RegistrationReply, RouteTableWrites, send_registration
+from namesrv_grpc.wire.grpc_register_body import decode_protobuf_body
+from namesrv_grpc.wire.remoting_register_body import decode_java_register_body
+
+if TYPE_CHECKING:
+    from namesrv_grpc.config import NamesrvConfig
+    from namesrv_grpc.core.body import DecodedBody
+    from namesrv_grpc.core.reader import NameServerReader
 
 ResultT = TypeVar("ResultT")
 
@@ -77,6 +86,18 @@ def decoded_by_door(size: int, compressed: bool) -> bool:
     return not compressed and size <= DOOR_DECODE_MAX_BYTES
 
 
+def decode_registration(protocol: str, raw: RawBody, config: NamesrvConfig, known_topics: int | None) -> DecodedBody:
+    """A registration body decoded by the decoder of its door's wire format (``protocol`` "grpc":
+    the protobuf body; "remoting": RocketMQ's JSON, plain or compressed) within
+    ``registerBodyMaxInflatedSize`` and ``registerBodyMaxTopics``, skipping the topic table whose
+    fingerprint is ``known_topics``. The doors and the route-table process decode with it. Raises
+    MalformedBodyError, LimitExceededError."""
+    limits = (config.register_body_max_inflated_size, config.register_body_max_topics, known_topics)
+    if protocol == "grpc":
+        return decode_protobuf_body(raw.body, raw.compressed, *limits)
+    return decode_java_register_body(raw.body, raw.compressed, *limits, raw.rocketmq5)
+
+
 class OffLoopDecodes:
     """Decodes of registration bodies in one serving process (both doors share it): one over
     :data:`OFF_LOOP_DECODE_BYTES` is decoded in a worker thread, one at a time, so that the event
@@ -91,6 +112,23 @@ class OffLoopDecodes:
             return function(*args)
         async with self._one_at_a_time:
             return await asyncio.to_thread(function, *args)
+
+    async def send_registration(
+        self, writes: RouteTableWrites, command: RegisterBroker, raw: RawBody, nameserver: NameServerReader
+    ) -> RegistrationReply:
+        """Send a registration as both doors do (:func:`~namesrv_grpc.core.commands.send_registration`):
+        when the route-table process asks for the body, decode it here (:func:`decode_registration`
+        with ``nameserver``'s configuration then, :meth:`run`) if :func:`decoded_by_door`, else send it
+        as it arrived (``raw``) for the route-table process to decode. Raises what the route-table
+        process or the decoder raises."""
+
+        async def decode(known_topics: int | None) -> DecodedBody:
+            return await self.run(
+                len(raw.body), decode_registration, command.protocol, raw, nameserver.config, known_topics
+            )
+
+        left = None if decoded_by_door(len(raw.body), raw.compressed) else raw
+        return await send_registration(writes, command, decode, left)
 
 
 def share(limit: int, workers: int) -> int:
