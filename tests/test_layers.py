@@ -39,24 +39,35 @@ def imports_of(name: str) -> frozenset[str]:
     return frozenset(m for m in found if m.startswith("namesrv_grpc") and module_file(m) is not None)
 
 
-def door_paths(start: str) -> list[str]:
-    """Each way from ``start`` to a door module, as 'start -> ... -> door'."""
-    parent: dict[str, str] = {}
-    seen = {start}
+@functools.cache
+def import_parents(start: str) -> dict[str, str | None]:
+    """Every module of this project that ``start`` imports, directly or through others, with the
+    module it was first reached from (None for ``start``)."""
+    parent: dict[str, str | None] = {start: None}
     todo = [start]
     while todo:
         current = todo.pop()
         for imported in sorted(imports_of(current)):
-            if imported not in seen:
-                seen.add(imported)
+            if imported not in parent:
                 parent[imported] = current
                 todo.append(imported)
+    return parent
+
+
+def reachable(start: str) -> set[str]:
+    """Every module of this project that ``start`` imports, directly or through others."""
+    return set(import_parents(start))
+
+
+def door_paths(start: str) -> list[str]:
+    """Each way from ``start`` to a door module, as 'start -> ... -> door'."""
+    parent = import_parents(start)
     paths = []
-    for module in sorted(seen):
+    for module in sorted(parent):
         if module.startswith(DOORS):
             chain = [module]
-            while chain[-1] in parent:
-                chain.append(parent[chain[-1]])
+            while (up := parent[chain[-1]]) is not None:
+                chain.append(up)
             paths.append(" -> ".join(reversed(chain)))
     return paths
 
@@ -64,10 +75,6 @@ def door_paths(start: str) -> list[str]:
 CORE = sorted(
     "namesrv_grpc.core." + path.stem for path in (SRC / "namesrv_grpc" / "core").glob("*.py") if path.stem != "__init__"
 )
-
-
-def door_modules(start: str) -> set[str]:
-    return {path.split(" -> ")[-1] for path in door_paths(start)}
 
 
 @pytest.mark.parametrize("module", CORE)
@@ -101,16 +108,6 @@ def test_the_serving_process_starts_both_doors() -> None:
     paths = door_paths("namesrv_grpc.processes.serving_process")
     assert any(".remoting." in path for path in paths)
     assert any(".grpc_api." in path for path in paths)
-
-
-def reachable(start: str) -> set[str]:
-    """Every module of this project that ``start`` imports, directly or through others."""
-    seen, todo = {start}, [start]
-    while todo:
-        for imported in imports_of(todo.pop()) - seen:
-            seen.add(imported)
-            todo.append(imported)
-    return seen
 
 
 SERVING_SIDE = [
