@@ -12,6 +12,7 @@ JSON forms, and the route digest equals ``full_digest``.
 from __future__ import annotations
 
 import json
+import pickle
 import random
 import struct
 import zlib
@@ -221,6 +222,8 @@ def compact(body: bytes, compressed: bool = False, rocketmq5: bool = True) -> An
     topics = decoded.topics
     assert list(topics.nums) == [n for nums in topics.nums_list() for n in nums]
     assert all(type(n) is int for nums in topics.nums_list() for n in nums)
+    sent = pickle.loads(pickle.dumps(topics, pickle.HIGHEST_PROTOCOL))  # as the route-table process gets it
+    assert (sent.names, sent.nums_list(), list(sent.nums)) == (topics.names, topics.nums_list(), list(topics.nums))
     return (
         list(topics.names),
         topics.nums_list(),
@@ -357,6 +360,26 @@ def test_an_unknown_field_with_a_huge_number_is_ignored_as_fastjson_ignores_it()
     body = b'{"huge":' + b"9" * 5000 + b',"topicConfigSerializeWrapper":{"topicConfigTable":{"T":{}}}}'
     assert reference(body)[0] is MalformedBodyError
     assert compact(body)[:2] == (["T"], [(16, 16, 6, 0)])
+
+
+@PROPERTY
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 9), st.integers(0, 9), st.sampled_from([2, 4, 6]), st.integers(0, 3)), max_size=60
+    )
+)
+def test_compact_topics_cross_a_process_boundary_as_they_are(nums: list[tuple[int, int, int, int]]) -> None:
+    names = [f"t{i}" for i in range(len(nums))]
+    for topics in (
+        CompactTopics.from_queue_nums(names, nums),
+        CompactTopics.from_topic_configs({name: TopicConfig(name, *n) for name, n in zip(names, nums, strict=True)}),
+    ):
+        sent = pickle.loads(pickle.dumps(topics, pickle.HIGHEST_PROTOCOL))
+        assert sent.names == names
+        assert sent.nums_list() == nums
+        assert list(sent.nums) == [n for four in nums for n in four]
+        assert dict(sent) == dict(topics)
+        assert len({id(four) for four in sent.nums_list()}) == len(set(nums))  # shared, as the table keeps them
 
 
 def test_registerbodymaxtopics_and_the_empty_body() -> None:
