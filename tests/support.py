@@ -480,7 +480,7 @@ def register_broker(
     async def decode(known_topics: int | None) -> DecodedBody:
         return decode_protobuf_body(body, compressed, *limits, known_topics)
 
-    reply = run_now(send_registration(LocalWrites(ns), command, decode))
+    reply = run_now(send_registration(LocalWrites(ns), command, decode, held=ns.registered_body(identity)))
     return reply.result, reply.kv_table
 
 

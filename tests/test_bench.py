@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from bench.harness import BenchError, GrpcTarget, Profile, h2load, namesrv, namesrv_lookup_target, row
-from bench.route_workloads import WORKLOADS, broker_topics, registration, trace
+from bench.route_workloads import DISTINCT_LAYOUTS, WORKLOADS, broker_topics, queue_nums, registration, trace
 from bench.run import SCENARIOS, render_markdown, spread_text
 from tests.rocketmq_support import ROCKETMQ_5, require_rocketmq
 from tests.support import ROOT, _env
@@ -245,6 +245,23 @@ def test_route_workloads_are_rocketmq_rusts() -> None:
     assert header["__ZONE_NAME"] == "zone-b"
     assert header["bodyCrc32"] == str(zlib.crc32(body) & 0x7FFFFFFF)
     assert b'"RouteBenchTopic-000003"' in body
+
+
+def test_the_distinct_layouts_workload_shares_no_answer() -> None:
+    """Issue 41's J2e: no two topics hold the same QueueData (width 1, each broker's topics with their
+    own queue numbers and perm), in the full size and the quick one; the fixture's profiles keep 4/4/6."""
+    for w in (DISTINCT_LAYOUTS, DISTINCT_LAYOUTS.scaled("quick", 20, 64, 100)):
+        table = broker_topics(w)
+        assert {len(topics) for topics in table} == {500}
+        layouts = {(broker, queue_nums(w, t)) for broker, topics in enumerate(table) for t in topics}
+        assert len(layouts) == w.topics
+        _, body = registration(w, 1, table[1])
+        nums = {
+            (c["readQueueNums"], c["writeQueueNums"], c["perm"])
+            for c in json.loads(body)["topicConfigSerializeWrapper"]["topicConfigTable"].values()
+        }
+        assert len(nums) == 500
+    assert {queue_nums(w, t) for w in WORKLOADS for t in range(w.topics)} == {(4, 4, 6)}
 
 
 def test_quick_titles_say_what_ran(tmp_path: Path) -> None:

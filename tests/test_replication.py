@@ -144,3 +144,62 @@ def test_cluster_membership_crosses_as_changes_not_as_the_whole_table(tmp_path: 
     publish(writer, replica)
     assert replica.route_table.cluster_addr_table == writer.route_table.cluster_addr_table
     assert "small" not in replica.route_table.cluster_addr_table
+
+
+def test_which_body_each_broker_registered_crosses_to_the_replica(tmp_path: Path) -> None:
+    """The doors decode a body the table does not hold before sending it, so the replica knows each
+    broker's last body (``registered_bodies``) as the writer does: after a first registration, a
+    new body, a slave, the topics fingerprint forgotten by an admin write (S23), a broker id moved to
+    another address and removals; an unchanged re-registration publishes nothing; a new replica
+    starts with them."""
+    writer, replica = nameservers(tmp_path)
+    table = writer.route_table
+
+    topics = {"T1": TopicConfig("T1", 4, 4), "T2": TopicConfig("T2", 4, 4)}
+
+    def reg(addr: str, broker_id: int, body: int, counter: int = 1, unchanged: bool = False) -> None:
+        """As RouteTableService applies it: a body the table holds comes without its topics."""
+        table.register_broker(
+            cluster_name="c1", broker_name="broker-a", broker_id=broker_id, broker_addr=addr,
+            data_version=DataVersion(0, 1, counter), topic_configs=None if unchanged else topics,
+            body_fingerprint=(body, 100, False), topics_fingerprint=body * 10,
+        )  # fmt: skip
+
+    def same() -> None:
+        publish(writer, replica)
+        assert replica.route_table.registered_bodies == table.registered_bodies
+
+    reg("10.0.0.1:1", 0, 1)
+    same()
+    assert replica.route_table.registered_body(
+        cluster_name="c1", broker_name="broker-a", broker_id=0, broker_addr="10.0.0.1:1"
+    ) == ((1, 100, False), 10)
+    assert (
+        replica.route_table.registered_body(
+            cluster_name="c1", broker_name="broker-a", broker_id=1, broker_addr="10.0.0.1:1"
+        )
+        is None
+    )  # another broker at the address: nothing known
+    reg("10.0.0.1:1", 0, 1, unchanged=True)  # a periodic registration
+    assert writer.take_change() is None
+    reg("10.0.0.1:1", 0, 2, counter=2)
+    reg("10.0.0.2:1", 1, 3)  # a slave: its topics are not applied, its fingerprint is kept
+    same()
+    assert replica.route_table.registered_bodies["10.0.0.2:1"][3] == (3, 100, False)
+    writer.wipe_write_perm_of_broker("broker-a")  # S23: the topics fingerprint is forgotten
+    same()
+    assert replica.route_table.registered_bodies["10.0.0.1:1"][4] is None
+    reg("10.0.0.3:1", 1, 4)  # broker id 1 moves to another address
+    same()
+    assert "10.0.0.2:1" not in replica.route_table.registered_bodies
+    writer.unregister_broker(cluster_name="c1", broker_name="broker-a", broker_id=0, broker_addr="10.0.0.1:1")
+    same()
+    assert set(replica.route_table.registered_bodies) == {"10.0.0.3:1"}
+    _, fresh = nameservers(tmp_path)
+    fresh.apply_change(crossed(writer.replica_state()))
+    assert fresh.route_table.registered_bodies == table.registered_bodies
+    pieces = list(writer.replica_state_pieces(1))
+    _, pieced = nameservers(tmp_path)
+    for piece in pieces:
+        pieced.apply_change(crossed(piece))
+    assert pieced.route_table.registered_bodies == table.registered_bodies

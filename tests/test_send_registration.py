@@ -1,6 +1,7 @@
 """A registration's way from a door to the route-table process (namesrv_grpc.core.commands.send_registration
-and RouteTableService.register_broker): first by the body's fingerprint alone; the body is decoded, by
-the door, only when the route-table process asks for it, skipping the topic table it holds."""
+and RouteTableService.register_broker): by the body's fingerprint alone when the serving process's
+replica says the table holds that body; else decoded by the door, skipping the topic table held, and
+sent with it; decoded (again) when the route-table process asks for it."""
 
 from __future__ import annotations
 
@@ -43,16 +44,29 @@ class RouteTableProcess:
         return self.replies.pop(0)
 
 
-def register(link: RouteTableProcess, raw: RawBody | None = None) -> tuple[RegistrationReply, list[int | None]]:
-    """send_registration over ``link``; the reply and the fingerprints the decoder was given."""
+FINGERPRINT = (1, 2, False)
+"""The body fingerprint of every registration sent here."""
+SAME = (FINGERPRINT, 77)
+"""The replica holds this body for the broker (topics fingerprint 77)."""
+OTHER = ((9, 9, False), 77)
+"""The replica holds another body, whose topic table has fingerprint 77."""
+
+
+def register(
+    link: RouteTableProcess,
+    raw: RawBody | None = None,
+    held: tuple[tuple[int, int, bool] | None, int | None] | None = SAME,
+) -> tuple[RegistrationReply, list[int | None]]:
+    """send_registration over ``link``, the replica holding ``held``; the reply and the fingerprints
+    the decoder was given."""
     asked_with: list[int | None] = []
 
     async def decode(known: int | None) -> DecodedBody:
         asked_with.append(known)
         return DECODED
 
-    command = RegisterBroker("remoting", IDENTITY, "", 0, (1, 2, False))
-    return asyncio.run(send_registration(link, command, decode, raw)), asked_with
+    command = RegisterBroker("remoting", IDENTITY, "", 0, FINGERPRINT)
+    return asyncio.run(send_registration(link, command, decode, raw, held)), asked_with
 
 
 def test_a_body_the_table_holds_is_never_decoded() -> None:
@@ -61,21 +75,39 @@ def test_a_body_the_table_holds_is_never_decoded() -> None:
     assert [c.decoded for c in link.sent] == [None]
 
 
-def test_a_body_the_table_does_not_hold_is_decoded_when_asked_skipping_the_topics_it_holds() -> None:
-    link = RouteTableProcess(asked(77), APPLIED)
-    assert register(link) == (APPLIED, [77])
+def test_a_body_the_replica_does_not_hold_is_decoded_and_sent_in_one_trip() -> None:
+    """Another body than the one held (or none held: a broker's first registration) is decoded at
+    once, skipping the topic table held, and sent with the command: one trip, not two."""
+    link = RouteTableProcess(APPLIED)
+    assert register(link, held=OTHER) == (APPLIED, [77])
+    assert [c.decoded for c in link.sent] == [DECODED]
+    link = RouteTableProcess(APPLIED)
+    assert register(link, held=None) == (APPLIED, [None])
+    assert [c.decoded for c in link.sent] == [DECODED]
+
+
+def test_a_replica_behind_the_table_costs_a_second_trip_and_no_more() -> None:
+    """The replica said the body was held, but the table holds another one by now: asked for, the
+    body is decoded skipping the topics the table holds."""
+    link = RouteTableProcess(asked(78), APPLIED)
+    assert register(link) == (APPLIED, [78])
     assert [c.decoded for c in link.sent] == [None, DECODED]
 
 
 def test_when_the_skipped_topic_table_is_gone_every_topic_is_decoded() -> None:
-    """Another registration of the broker changed its topics between the ask and the decoded body."""
+    """Another registration of the broker changed its topics between the ask and the decoded body,
+    or the replica's topics fingerprint was behind: at most two decodes, the second in full."""
     link = RouteTableProcess(asked(77), asked(78), APPLIED)
     assert register(link) == (APPLIED, [77, None])
     assert len(link.sent) == 3
+    link = RouteTableProcess(asked(78), APPLIED)
+    assert register(link, held=OTHER) == (APPLIED, [77, None])
+    assert [c.decoded for c in link.sent] == [DECODED, DECODED]
 
 
-def test_a_body_left_to_the_route_table_process_is_sent_as_it_arrived_when_asked() -> None:
-    """A compressed or very large body (runtime.policy.decoded_by_door) is not decoded by the door."""
+def test_a_body_left_to_the_route_table_process_is_sent_as_it_arrived() -> None:
+    """A compressed or very large body (runtime.policy.decoded_by_door) is not decoded by the door:
+    sent as it arrived when the table asks for it, or at once when the replica holds another body."""
     raw = RawBody(b"compressed bytes", compressed=True)
     link = RouteTableProcess(APPLIED)
     assert register(link, raw) == (APPLIED, [])
@@ -83,6 +115,10 @@ def test_a_body_left_to_the_route_table_process_is_sent_as_it_arrived_when_asked
     link = RouteTableProcess(asked(77), APPLIED)
     assert register(link, raw) == (APPLIED, [])
     assert [(c.decoded, c.raw) for c in link.sent] == [(None, None), (None, raw)]
+    for held in (OTHER, None):
+        link = RouteTableProcess(APPLIED)
+        assert register(link, raw, held) == (APPLIED, [])
+        assert [(c.decoded, c.raw) for c in link.sent] == [(None, raw)]
 
 
 def test_the_route_table_process_decodes_a_compressed_body_skipping_the_topics_it_holds() -> None:

@@ -132,23 +132,38 @@ decoded (``topic_configs`` None). Raises MalformedBodyError, LimitExceededError,
 
 
 async def send_registration(
-    writes: RouteTableWrites, command: RegisterBroker, decode: BodyDecoder, raw: RawBody | None = None
+    writes: RouteTableWrites,
+    command: RegisterBroker,
+    decode: BodyDecoder,
+    raw: RawBody | None = None,
+    held: tuple[tuple[int, int, bool] | None, int | None] | None = None,
 ) -> RegistrationReply:
-    """Register a broker the way both doors do: first without the body (``command.decoded`` None),
-    which is all a periodic registration with the same body as last time needs; when the
-    route-table process asks for it (``body_needed``), the door decodes the body, on the serving
-    process's cores, skipping the topic table the route table holds, and sends it; when the broker
-    registered another topic table meanwhile (the skipped one is not held any more), every topic is
-    decoded and sent. At most two decodes. A body given as ``raw`` (compressed or very large) is
-    sent as it is instead, for the route-table process to decode. Raises what the route-table
-    process or the decoder raises."""
-    reply = await writes.send(command)
-    if reply.body_needed and raw is not None:
+    """Register a broker the way both doors do. ``held`` is what the serving process's replica
+    says the broker's last registration carried (``(body fingerprint, topics fingerprint)``,
+    :meth:`~namesrv_grpc.core.route_tables.RouteTables.registered_body`; None: nothing).
+
+    - The same body as held (a periodic registration): sent without it (``command.decoded``
+      None), which is all the route-table process needs.
+    - Another body: decoded at once, on the serving process's cores, skipping the topic table the
+      route table holds when the body's has its fingerprint, and sent with it (one trip to the
+      route-table process, not two).
+    - When the route-table process asks for the body all the same (``body_needed``: the replica
+      was behind, or the topic table skipped is not held any more), the body is decoded (in full
+      the second time) and sent. At most two decodes.
+
+    A body given as ``raw`` (compressed or very large) is sent as it is instead of decoded, for the
+    route-table process to decode. Raises what the route-table process or the decoder raises."""
+    if held is not None and held[0] == command.body_fingerprint:
+        reply = await writes.send(command)
+        if not reply.body_needed:
+            return reply
+        known = reply.known_topics_fingerprint
+    else:
+        known = None if held is None else held[1]
+    if raw is not None:
         return await writes.send(dataclasses.replace(command, raw=raw))
-    if reply.body_needed:
-        decoded = await decode(reply.known_topics_fingerprint)
-        reply = await writes.send(dataclasses.replace(command, decoded=decoded))
-    if reply.body_needed:
+    reply = await writes.send(dataclasses.replace(command, decoded=await decode(known)))
+    if reply.body_needed and known is not None:
         reply = await writes.send(dataclasses.replace(command, decoded=await decode(None)))
     return reply
 

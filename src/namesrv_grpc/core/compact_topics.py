@@ -4,8 +4,9 @@
 (``readQueueNums, writeQueueNums, perm, topicSysFlag``): two Python objects for 100,000 topics
 instead of 100,000 ``TopicConfig`` tuples, adding nothing for the garbage collector to walk. A body
 decoder may give the numbers as one tuple per topic instead (:meth:`CompactTopics.from_queue_nums`),
-what the route table reads; the array is then built only when someone reads it. It crosses a process
-boundary as the names, the distinct tuples and one small int per topic (:meth:`CompactTopics.__reduce__`). It is a read-only ``Mapping[str, TopicConfig]``; its values are
+what the route table reads; the array is then built only when someone reads it. It crosses a
+process boundary as the names, the distinct tuples and one small int per topic
+(:meth:`CompactTopics.__reduce__`). It is a read-only ``Mapping[str, TopicConfig]``; its values are
 built when read and carry only the four numbers (``order``, filter type and attributes are not kept:
 the NameServer never stores them, as in RocketMQ's ``RouteInfoManager``).
 """

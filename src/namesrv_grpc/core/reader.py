@@ -16,6 +16,7 @@ from collections.abc import Callable, Hashable, Sequence
 from typing import TypeVar, cast
 
 from namesrv_grpc.config import NamesrvConfig
+from namesrv_grpc.core.body import BrokerIdentity
 from namesrv_grpc.core.capacity import RouteTableLimits
 from namesrv_grpc.core.errors import ServiceWarmingUpError, TopicListDisabledError, TopicRouteNotFoundError
 from namesrv_grpc.core.kvconfig import KVConfigManager
@@ -224,6 +225,12 @@ class NameServerReader:
     def registered_as(self, broker_name: str, broker_id: int, broker_addr: str) -> bool:
         """Whether ``broker_addr`` holds ``broker_id`` of ``broker_name`` (its BrokerData, S05)."""
         return self.route_table.broker_addrs_of(broker_name).get(broker_id) == broker_addr
+
+    def registered_body(self, identity: BrokerIdentity) -> tuple[tuple[int, int, bool] | None, int | None] | None:
+        """``(body fingerprint, topics fingerprint)`` of the broker's last registration as this
+        replica knows it, or None (:meth:`RouteTables.registered_body`): whether a registration's
+        body must be decoded before it is sent."""
+        return self.route_table.registered_body(**identity._asdict())
 
     def has_cluster(self, cluster_name: str) -> bool:
         """Whether a broker name of ``cluster_name`` is registered (S03)."""

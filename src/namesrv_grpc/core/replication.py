@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from namesrv_grpc.config import NamesrvConfig
     from namesrv_grpc.core.model import BrokerData, MinBrokerIdChange, RemovedBroker, TopicQueueMappingInfo
+    from namesrv_grpc.core.route_tables import RegisteredBody
 
     TopicQueues = tuple[tuple[str, ...], tuple[tuple[int, int, int, int], ...]]
 
@@ -58,6 +59,9 @@ class TableChange:
     """topic -> static-topic mappings by broker name (S40)."""
     invalidated: list[str] = field(default_factory=list)
     """Topics whose route changed for what the encoder adds (an ORDER_TOPIC_CONFIG entry, S19)."""
+    registered_bodies: dict[str, RegisteredBody | None] = field(default_factory=dict)
+    """broker address -> what its last registration's body was
+    (:attr:`~namesrv_grpc.core.route_tables.RouteTables.registered_bodies`)."""
     all_routes: bool = False
     """Every route changed (``orderMessageEnable`` or ``supportActingMaster`` was switched)."""
 

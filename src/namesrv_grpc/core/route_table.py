@@ -173,6 +173,7 @@ class RouteInfoManager(TopicTable):
                 protocol=protocol,
             )
             registration_changed = self._put_live_entry(broker_addr, live, previous) or broker_data_changed  # S08
+            self._note_registered_body(broker_addr)
             registration_changed |= self._put_filter_servers(broker_name, broker_addr, filter_servers)  # S09
             self.capacity.registered(growth, moved)
             master_addr, master_ha_addr = self.master_of(broker_name) if broker_id != MASTER_ID else ("", "")
@@ -278,6 +279,7 @@ class RouteInfoManager(TopicTable):
             old_live = self.broker_live_table.get(old_addr)
             if old_live is not None and old_live.broker_name == broker_name:
                 del self.broker_live_table[old_addr]
+                self._note_registered_body(old_addr)
                 self._set_filter_servers(old_addr, [])
         changed = before != (broker_data.broker_addrs, broker_data.zone_name, broker_data.enable_acting_master)
         if changed:
@@ -566,6 +568,7 @@ class RouteInfoManager(TopicTable):
         self.version += 1
         self.capacity.brokers_left()
         live = self.broker_live_table.pop(broker_addr)
+        self._note_registered_body(broker_addr)
         self._set_filter_servers(broker_addr, [])
         broker_data = self.broker_addr_table.get(live.broker_name)
         was_min = (

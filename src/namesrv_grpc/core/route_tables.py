@@ -152,6 +152,12 @@ class RouteTableCopy:
     """Static topics (RocketMQ 5.x): topic -> broker name -> mapping (immutable, shared)."""
 
 
+RegisteredBody = tuple[str, str, int, "tuple[int, int, bool] | None", "int | None"]
+"""``(cluster, broker name, broker id, body fingerprint, topics fingerprint)`` of a broker address's
+last registration: what :attr:`RouteTables.registered_bodies` holds (fingerprints as in
+:class:`~namesrv_grpc.core.model.BrokerLiveInfo`)."""
+
+
 @dataclass(frozen=True, slots=True)
 class RouteTableStats:
     """Sizes of the tables, for metrics: counts of live broker addresses, broker names, clusters,
@@ -195,6 +201,11 @@ class RouteTables:
         self.broker_addr_table: dict[str, BrokerData] = {}
         self.cluster_addr_table: dict[str, set[str]] = {}
         self.broker_live_table: dict[str, BrokerLiveInfo] = {}
+        self.registered_bodies: dict[str, RegisteredBody] = {}
+        """broker address -> which body its last registration carried (the fingerprints of its live
+        entry): kept by the writer and by every replica, so that a door knows, without asking the
+        route-table process, that a registration's body is new and must be decoded
+        (:meth:`registered_body`). Only a hint: the writer's live table decides."""
         self.filter_server_table: dict[str, list[str]] = {}
         self.topics_by_broker_name: dict[str, dict[str, None]] = {}
         """broker name -> {topic: None} (a dict used as an ordered set: untracked by the collector)."""
@@ -438,6 +449,18 @@ class RouteTables:
         registration changes its broker name's QueueData."""
         live = self._matching_live(cluster_name, broker_name, broker_id, broker_addr)
         return None if live is None else live.topics_fingerprint
+
+    def registered_body(
+        self, *, cluster_name: str, broker_name: str, broker_id: int, broker_addr: str
+    ) -> tuple[tuple[int, int, bool] | None, int | None] | None:
+        """``(body fingerprint, topics fingerprint)`` of this broker's last registration as this
+        table knows it (a replica: as of the last change applied), or None when the address is not
+        registered as this broker. A door reads it to decode a new body before sending it, instead
+        of asking the route-table process first (:func:`~namesrv_grpc.core.commands.send_registration`)."""
+        held = self.registered_bodies.get(broker_addr)
+        if held is None or held[:3] != (cluster_name, broker_name, broker_id):
+            return None
+        return held[3], held[4]
 
     def same_body_registered(
         self,

@@ -367,6 +367,24 @@ class TopicTable(RouteTables):
             live = self.broker_live_table.get(addr)
             if live is not None:
                 live.topics_fingerprint = None
+                self._note_registered_body(addr)
+
+    def _note_registered_body(self, broker_addr: str) -> None:
+        """Bring ``registered_bodies`` in line with the address's live entry (its fingerprints, or
+        none when it left), and journal it when that changed something."""
+        live = self.broker_live_table.get(broker_addr)
+        body = (
+            None
+            if live is None
+            else (live.cluster, live.broker_name, live.broker_id, live.body_fingerprint, live.topics_fingerprint)
+        )
+        if self.registered_bodies.get(broker_addr) == body:
+            return
+        if body is None:
+            del self.registered_bodies[broker_addr]
+        else:
+            self.registered_bodies[broker_addr] = body
+        self.journal.registered_body_changed(broker_addr)
 
     def _remove_queue_datas(self, broker_name: str, topics: Iterable[str]) -> None:
         """The QueueData of ``broker_name`` for ``topics`` leave the table (a topic it has none of is

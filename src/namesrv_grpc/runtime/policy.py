@@ -128,7 +128,7 @@ class OffLoopDecodes:
             )
 
         left = None if decoded_by_door(len(raw.body), raw.compressed) else raw
-        return await send_registration(writes, command, decode, left)
+        return await send_registration(writes, command, decode, left, nameserver.registered_body(command.identity))
 
 
 def share(limit: int, workers: int) -> int:
