@@ -44,7 +44,7 @@ from bench.harness import (
     tree_memory_bytes,
 )
 from bench.remoting_load import remoting_load, trace_load, write_trace
-from bench.route_workloads import SEED, WORKLOADS, Workload, broker_topics, registration
+from bench.route_workloads import DISTINCT_LAYOUTS, SEED, WORKLOADS, Workload, broker_topics, registration
 from namesrv_grpc.client.remoting import RemotingClient, RemotingConnectionError
 from namesrv_grpc.core.model import PERM_READ, DataVersion, TopicConfig
 from namesrv_grpc.remoting.codes import RequestCode, ResponseCode
@@ -372,9 +372,10 @@ def j1_java_peer(p: Profile) -> Result:
 
 def _workloads(p: Profile) -> list[Workload]:
     if p.name == "full":
-        return list(WORKLOADS)
+        return [*WORKLOADS, DISTINCT_LAYOUTS]
     if p.name == "quick":
-        return [WORKLOADS[0], *(w.scaled(f"{w.name} / 20", 20, 64, w.operations // 20) for w in WORKLOADS[1:])]
+        big = (*WORKLOADS[1:], DISTINCT_LAYOUTS)
+        return [WORKLOADS[0], *(w.scaled(f"{w.name} / 20", 20, 64, w.operations // 20) for w in big)]
     return [WORKLOADS[0].scaled("smoke (tiny)", 1, 8, 200)]
 
 
@@ -383,7 +384,7 @@ def j2_route_workloads(p: Profile) -> Result:
     processes = p.pick(2, 2, 1)  # tiny: one load-generator process per run, as in J1
     rows = []
     raw: dict[str, Any] = {}
-    row_ids = "abcd"
+    row_ids = "abcde"
     with both() as (java, ours), tempfile.TemporaryDirectory(prefix="route-workloads-") as tmp:
         peers = (java, ours)
         for row_id, workload in zip(row_ids, _workloads(p), strict=False):
@@ -437,17 +438,26 @@ def j2_route_workloads(p: Profile) -> Result:
             j, o = java.name, ours.name
             ratio = median([r.rps for r in runs[o]]) / max(1e-9, median([r.rps for r in runs[j]]))
             w = workload
+            # the fixture's profiles: 2x Java (issue 29); ours with no shared layout: 0.9x (issue 41)
+            goal, goal_text = (
+                (0.9, "at least 0.9x Java's QPS (median), first lookups included")
+                if w.distinct_layouts
+                else (2, "at least 2x Java's QPS (median; rocketmq-rust's own target: 1.5x)")
+            )
             rows.append(
                 row(
-                    f"J2{row_id}", f"rocketmq-rust route workload '{w.name}': {w.topics:,} topics, {w.brokers:,} "
+                    f"J2{row_id}", f"{'our variant of a ' if w.distinct_layouts else ''}rocketmq-rust route workload "
+                    f"'{w.name}': {w.topics:,} topics, {w.brokers:,} "
                     f"brokers, route width {w.route_width}, {w.connections} connections ({processes} processes), "
                     f"{w.write_percent} % registration writes, {w.zone_percent} % zone-mode lookups, "
-                    f"{w.standard_json_percent} % standard-JSON clients, seed {SEED}",
+                    f"{w.standard_json_percent} % standard-JSON clients, seed {SEED}"
+                    + (", every topic of a broker with its own queue numbers and perm (no two answers alike)"
+                       if w.distinct_layouts else ""),
                     f"{w.operations:,} operations per run, after {warmup:,} warm-up lookups per worker on the "
                     "same connections",
                     metrics(o), baseline=f"the {j} NameServer, same trace, alternating runs "
                     f"(runserver.sh JVM flags, -Xmx{JAVA_HEAP_MB}m)", baseline_metrics=metrics(j),
-                    target="at least 2x Java's QPS (median; rocketmq-rust's own target: 1.5x)", met=ratio >= 2,
+                    target=goal_text, met=ratio >= goal,
                     note=f"ours / Java = {ratio:.2f}x QPS",
                 )
             )  # fmt: skip

@@ -55,6 +55,9 @@ class Workload:
     write_percent: int
     zone_percent: int
     standard_json_percent: int
+    distinct_layouts: bool = False
+    """Ours, not the fixture's: each topic of a broker gets queue numbers and perm no other topic of
+    it has (:func:`queue_nums`), so no two topics share a route answer's content (issue 41)."""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -64,7 +67,7 @@ class Workload:
         brokers = max(self.route_width, self.brokers // divisor)
         return Workload(
             name, max(brokers, self.topics // divisor), brokers, self.route_width, min(self.connections, connections),
-            operations, self.write_percent, self.zone_percent, self.standard_json_percent,
+            operations, self.write_percent, self.zone_percent, self.standard_json_percent, self.distinct_layouts,
         )  # fmt: skip
 
 
@@ -75,6 +78,22 @@ WORKLOADS = (
     Workload("topics-100k-width-16", 100_000, 1_000, 16, 1_024, 200_000, 5, 10, 50),
 )
 """The four profiles of ``route_workloads.json`` (schemaVersion 1), as published."""
+
+DISTINCT_LAYOUTS = Workload("distinct-layouts-100k", 100_000, 200, 1, 256, 200_000, 5, 10, 50, distinct_layouts=True)
+"""Ours (issue 41): 100,000 topics, 500 on each of 200 broker names, no two with the same QueueData
+(:func:`queue_nums`): every lookup's answer is its own, so the trace is mostly first lookups."""
+
+PERMS = (6, 4, 2)
+
+
+def queue_nums(w: Workload, topic: int) -> tuple[int, int, int]:
+    """``(readQueueNums, writeQueueNums, perm)`` of ``topic``: 4, 4, 6 as in the fixture; with
+    ``distinct_layouts``, a different triple for each of a broker's first 768 topics (the k-th topic
+    of its broker: read 1 + k % 16, write 1 + k / 16 % 16, perm 6, 4 or 2 by k / 256)."""
+    if not w.distinct_layouts:
+        return 4, 4, 6
+    k = topic // w.brokers
+    return 1 + k % 16, 1 + k // 16 % 16, PERMS[k // 256 % 3]
 
 
 def _rotl(value: int, bits: int) -> int:
@@ -120,7 +139,7 @@ def broker_topics(w: Workload) -> list[list[int]]:
 
 def registration(w: Workload, broker: int, topics: list[int]) -> tuple[dict[str, str], bytes]:
     """REGISTER_BROKER header fields and body of broker ``broker`` (a 5.0.0 broker, plain JSON body)."""
-    configs = {topic_name(t): TopicConfig(topic_name(t), 4, 4, 6) for t in topics}
+    configs = {topic_name(t): TopicConfig(topic_name(t), *queue_nums(w, t)) for t in topics}
     body = encode_register_broker_body(configs, DataVersion(1, 1, 1), compressed=False)
     addr = f"127.0.0.1:{30_000 + broker}"
     header = {
