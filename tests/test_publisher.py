@@ -51,7 +51,7 @@ def _publisher(serving_processes: int) -> tuple[Publisher, list[ServingLink]]:
 def _waiting_answers(publisher: Publisher, seqs: range, answered: list[int]) -> None:
     """One answer waiting per change in ``seqs`` (published one after the other)."""
     for seq in seqs:
-        publisher.seq = seq
+        publisher.seq = publisher.read_seq = seq
         publisher.after_applied(functools.partial(answered.append, seq))
 
 
@@ -189,5 +189,49 @@ def test_ready_before_the_last_piece_is_refused(monkeypatch: pytest.MonkeyPatch)
         publisher.join(joining)
         with pytest.raises(ConnectionError, match="said ready before the last piece"):
             publisher.ready(joining)
+
+    asyncio.run(scenario())
+
+
+def test_an_answer_does_not_wait_for_a_change_no_read_sees() -> None:
+    """A broker's new body with the same topics (a new DataVersion) changes only which body the
+    replicas know it registered (``registered_bodies``): published, but the write's answer runs at
+    once; a change a read sees after it waits for both serving processes again."""
+
+    async def scenario() -> None:
+        publisher, (one, two) = _publisher(2)
+        table = publisher.nameserver.route_table
+        table.track_changes()
+        topics = {"T": TopicConfig("T", 4, 4)}
+
+        def register(counter: int) -> None:
+            table.register_broker(
+                cluster_name="c", broker_name="b", broker_id=0, broker_addr="10.0.0.1:1",
+                data_version=DataVersion(0, 1, counter), topic_configs=topics if counter == 1 else None,
+                body_fingerprint=(counter, 10, False), topics_fingerprint=5,
+            )  # fmt: skip
+
+        answered: list[str] = []
+        register(1)
+        assert publisher.publish()
+        publisher.after_applied(functools.partial(answered.append, "first"))
+        assert answered == []
+        for link in (one, two):
+            publisher.applied(link, publisher.seq)
+        assert answered == ["first"]
+        register(2)  # the same topics (fingerprint 5), a new body
+        assert publisher.publish()
+        change = one.channel.sent[-1][1]  # type: ignore[attr-defined]
+        assert not change.seen_by_reads()
+        assert set(change.table.registered_bodies) == {"10.0.0.1:1"}
+        publisher.after_applied(functools.partial(answered.append, "same topics"))
+        assert answered == ["first", "same topics"]
+        publisher.nameserver.delete_topic("T", "")
+        assert publisher.publish()
+        publisher.after_applied(functools.partial(answered.append, "deleted"))
+        assert answered == ["first", "same topics"]
+        for link in (one, two):
+            publisher.applied(link, publisher.seq)
+        assert answered == ["first", "same topics", "deleted"]
 
     asyncio.run(scenario())

@@ -1,7 +1,8 @@
 """A registration's way from a door to the route-table process (namesrv_grpc.core.commands.send_registration
 and RouteTableService.register_broker): by the body's fingerprint alone when the serving process's
-replica says the table holds that body; else decoded by the door, skipping the topic table held, and
-sent with it; decoded (again) when the route-table process asks for it."""
+replica says the table holds that body or does not know the broker; a registered broker's new body
+decoded by the door, skipping the topic table held, and sent with it; decoded (again) when the
+route-table process asks for it."""
 
 from __future__ import annotations
 
@@ -75,15 +76,23 @@ def test_a_body_the_table_holds_is_never_decoded() -> None:
     assert [c.decoded for c in link.sent] == [None]
 
 
-def test_a_body_the_replica_does_not_hold_is_decoded_and_sent_in_one_trip() -> None:
-    """Another body than the one held (or none held: a broker's first registration) is decoded at
-    once, skipping the topic table held, and sent with the command: one trip, not two."""
+def test_a_registered_brokers_new_body_is_decoded_and_sent_in_one_trip() -> None:
+    """Another body than the one held is decoded at once, skipping the topic table held, and sent
+    with the command: one trip, not two."""
     link = RouteTableProcess(APPLIED)
     assert register(link, held=OTHER) == (APPLIED, [77])
     assert [c.decoded for c in link.sent] == [DECODED]
-    link = RouteTableProcess(APPLIED)
+
+
+def test_a_broker_the_replica_does_not_know_is_asked_for_its_body_first() -> None:
+    """A broker's first registration goes without its body: the route-table process refuses a
+    broker past routeTableMaxBrokers before anything is decoded, and asks for the body otherwise."""
+    link = RouteTableProcess(asked(None), APPLIED)
     assert register(link, held=None) == (APPLIED, [None])
-    assert [c.decoded for c in link.sent] == [DECODED]
+    assert [c.decoded for c in link.sent] == [None, DECODED]
+    refused = RegistrationReply(RegisterBrokerResult(), {})  # stands for a refusal: no body asked for
+    link = RouteTableProcess(refused)
+    assert register(link, held=None) == (refused, [])
 
 
 def test_a_replica_behind_the_table_costs_a_second_trip_and_no_more() -> None:
@@ -115,10 +124,9 @@ def test_a_body_left_to_the_route_table_process_is_sent_as_it_arrived() -> None:
     link = RouteTableProcess(asked(77), APPLIED)
     assert register(link, raw) == (APPLIED, [])
     assert [(c.decoded, c.raw) for c in link.sent] == [(None, None), (None, raw)]
-    for held in (OTHER, None):
-        link = RouteTableProcess(APPLIED)
-        assert register(link, raw, held) == (APPLIED, [])
-        assert [(c.decoded, c.raw) for c in link.sent] == [(None, raw)]
+    link = RouteTableProcess(APPLIED)
+    assert register(link, raw, OTHER) == (APPLIED, [])
+    assert [(c.decoded, c.raw) for c in link.sent] == [(None, raw)]
 
 
 def test_the_route_table_process_decodes_a_compressed_body_skipping_the_topics_it_holds() -> None:

@@ -142,24 +142,26 @@ async def send_registration(
     says the broker's last registration carried (``(body fingerprint, topics fingerprint)``,
     :meth:`~namesrv_grpc.core.route_tables.RouteTables.registered_body`; None: nothing).
 
-    - The same body as held (a periodic registration): sent without it (``command.decoded``
-      None), which is all the route-table process needs.
-    - Another body: decoded at once, on the serving process's cores, skipping the topic table the
-      route table holds when the body's has its fingerprint, and sent with it (one trip to the
-      route-table process, not two).
-    - When the route-table process asks for the body all the same (``body_needed``: the replica
-      was behind, or the topic table skipped is not held any more), the body is decoded (in full
-      the second time) and sent. At most two decodes.
+    - The same body as held (a periodic registration), or a broker the replica does not know: sent
+      without the body (``command.decoded`` None), which is all the route-table process needs for
+      the first, and lets it refuse the second before anything is decoded (``routeTableMaxBrokers``:
+      a flood of new brokers costs no decoding).
+    - A registered broker's new body (a new DataVersion): decoded at once, on the serving process's
+      cores, skipping the topic table the route table holds when the body's has its fingerprint,
+      and sent with it (one trip to the route-table process, not two).
+    - When the route-table process asks for the body (``body_needed``: a new broker, or the replica
+      was behind, or the topic table skipped is not held any more), the body is decoded (in full the
+      second time) and sent. At most two decodes.
 
     A body given as ``raw`` (compressed or very large) is sent as it is instead of decoded, for the
     route-table process to decode. Raises what the route-table process or the decoder raises."""
-    if held is not None and held[0] == command.body_fingerprint:
+    if held is None or held[0] == command.body_fingerprint:
         reply = await writes.send(command)
         if not reply.body_needed:
             return reply
         known = reply.known_topics_fingerprint
     else:
-        known = None if held is None else held[1]
+        known = held[1]
     if raw is not None:
         return await writes.send(dataclasses.replace(command, raw=raw))
     reply = await writes.send(dataclasses.replace(command, decoded=await decode(known)))

@@ -64,6 +64,10 @@ class TableChange:
     (:attr:`~namesrv_grpc.core.route_tables.RouteTables.registered_bodies`)."""
     all_routes: bool = False
     """Every route changed (``orderMessageEnable`` or ``supportActingMaster`` was switched)."""
+    seen_by_reads: bool = True
+    """Whether anything a read answers changed; False: only :attr:`registered_bodies` did (a broker
+    re-registered a body with a new DataVersion and the same topics), which no client sees, so no
+    write's answer waits for the serving processes to apply it."""
 
 
 @dataclass(slots=True)
@@ -85,6 +89,13 @@ class Change:
     notifications: list[MinBrokerIdChange] = field(default_factory=list)
     """``NOTIFY_MIN_BROKER_ID_CHANGE`` messages to send (S53, ``notifyMinBrokerIdChanged``): the
     first serving process sends them (the route-table process makes no connection of its own)."""
+
+    def seen_by_reads(self) -> bool:
+        """Whether a read may see any of it (read-your-writes waits only for such changes; a change of
+        :attr:`TableChange.registered_bodies` alone is no read's)."""
+        table_only = self.kv is None and self.config is None
+        table_only = table_only and not (self.master_changes or self.removals or self.notifications)
+        return not table_only or self.table is None or self.table.seen_by_reads
 
     def empty(self) -> bool:
         """Nothing in it for a serving process."""

@@ -107,11 +107,23 @@ class RouteJournal:
             or self._taken_revision != tables.route_revision
         ):
             return None
+        seen_by_reads = bool(
+            self._dirty_records
+            or self._dirty_brokers
+            or self._dirty_addrs
+            or self._cluster_log
+            or self._dirty_mappings
+            or self._index_log
+            or self._invalidated
+            or self._all_routes_invalidated
+            or self._taken_revision != tables.route_revision
+        )
         change = TableChange(
             route_revision=tables.route_revision,
             index_log=self._index_log,
             invalidated=list(self._invalidated),
             all_routes=self._all_routes_invalidated,
+            seen_by_reads=seen_by_reads,
         )
         self._taken_revision = tables.route_revision
         self._all_routes_invalidated = False

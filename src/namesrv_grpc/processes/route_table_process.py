@@ -94,6 +94,9 @@ class Publisher:
     links: dict[Channel, ServingLink] = field(default_factory=dict)
     seq: int = 0
     """The last change published."""
+    read_seq: int = 0
+    """The last change published that a read may see
+    (:meth:`~namesrv_grpc.core.replication.Change.seen_by_reads`): what a write's answer waits for."""
     _waiting: deque[tuple[int, Callable[[], None]]] = field(default_factory=deque)
     """Answers waiting for the serving processes, with the change each waits for: in publish order,
     so in ``seq`` order (the ones ready are always at the left)."""
@@ -105,6 +108,8 @@ class Publisher:
         if change is None:
             return False
         self.seq = change.seq
+        if change.seen_by_reads():
+            self.read_seq = change.seq
         now = time.monotonic()
         data = encode(("change", change))
         for link in list(self.links.values()):
@@ -197,12 +202,13 @@ class Publisher:
         self._release()
 
     def after_applied(self, answer: Callable[[], None]) -> None:
-        """Run ``answer`` once every serving process has applied every change published so far."""
-        if all(link.applied >= self.seq for link in self.links.values() if link.serving):
+        """Run ``answer`` once every serving process has applied every change published so far that
+        a read may see (:attr:`read_seq`)."""
+        if all(link.applied >= self.read_seq for link in self.links.values() if link.serving):
             answer()
             self._settle_soon()
         else:
-            self._waiting.append((self.seq, answer))
+            self._waiting.append((self.read_seq, answer))
 
     def _release(self) -> None:
         """Run the answers whose change every serving process has applied: O(answers released),
