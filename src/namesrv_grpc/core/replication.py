@@ -11,7 +11,8 @@ produced it, and never decides anything.
 Read-your-writes: the route-table process acknowledges a write only after every serving process
 applied the change that holds it (:class:`~namesrv_grpc.processes.route_table_process.Publisher`),
 so a client that got a write's answer reads it back from any serving process, as behind the Java
-NameServer's lock.
+NameServer's lock. A change no read sees (which body a broker registered, kept for the doors:
+:meth:`Change.seen_by_reads`) is published in order with the others, but no answer waits for it.
 """
 
 from __future__ import annotations
