@@ -19,7 +19,8 @@ from namesrv_grpc.core.route_tables import RouteTables, TopicQueues
 class RouteJournal:
     """What the writer's table changed since the last :meth:`take`, by kind: topic records written,
     broker names whose BrokerData changed, addresses whose filter servers did, cluster and topic
-    index changes in order, static-topic mappings, routes whose encoding changed. Notes nothing
+    index changes in order, static-topic mappings, routes whose encoding changed, which body each
+    broker address registered last (a change of that alone no read sees). Notes nothing
     until :attr:`tracking` is set (a table no replica follows)."""
 
     def __init__(self) -> None:
@@ -94,19 +95,6 @@ class RouteJournal:
         """What changed in ``tables`` since the last call, as a replica needs it
         (:func:`apply_change`); None when nothing a replica holds changed (a heartbeat, an unchanged
         re-registration). Requires :attr:`tracking`."""
-        if not (
-            self._dirty_records
-            or self._dirty_brokers
-            or self._dirty_addrs
-            or self._cluster_log
-            or self._dirty_mappings
-            or self._index_log
-            or self._invalidated
-            or self._dirty_bodies
-            or self._all_routes_invalidated
-            or self._taken_revision != tables.route_revision
-        ):
-            return None
         seen_by_reads = bool(
             self._dirty_records
             or self._dirty_brokers
@@ -118,6 +106,8 @@ class RouteJournal:
             or self._all_routes_invalidated
             or self._taken_revision != tables.route_revision
         )
+        if not (seen_by_reads or self._dirty_bodies):
+            return None
         change = TableChange(
             route_revision=tables.route_revision,
             index_log=self._index_log,
