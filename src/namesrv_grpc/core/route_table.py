@@ -173,7 +173,6 @@ class RouteInfoManager(TopicTable):
                 protocol=protocol,
             )
             registration_changed = self._put_live_entry(broker_addr, live, previous) or broker_data_changed  # S08
-            self._note_registered_body(broker_addr)
             registration_changed |= self._put_filter_servers(broker_name, broker_addr, filter_servers)  # S09
             self.capacity.registered(growth, moved)
             master_addr, master_ha_addr = self.master_of(broker_name) if broker_id != MASTER_ID else ("", "")
@@ -344,8 +343,8 @@ class RouteInfoManager(TopicTable):
         return not (self.delete_topic_with_broker_registration and topic_queue_mappings)
 
     def _put_live_entry(self, broker_addr: str, live: BrokerLiveInfo, previous: BrokerLiveInfo | None) -> bool:
-        """S08: the live entry; the liveness session stays only with the same broker instance (same
-        non-empty instance id, cluster, name and id). Returns whether anything beyond liveness
+        """S08: the live entry (and ``registered_bodies``); the liveness session stays only with the
+        same broker instance (same non-empty instance id, cluster, name and id). Returns whether anything beyond liveness
         changed (``RegisterBrokerResult.changed``: what an audit line is for)."""
         same_instance = (
             previous is not None
@@ -356,6 +355,7 @@ class RouteInfoManager(TopicTable):
         if same_instance and previous is not None:
             live.session_id = previous.session_id
         self.broker_live_table[broker_addr] = live
+        self._note_registered_body(broker_addr)
         self._schedule(broker_addr, live)
         return previous is None or (
             previous.cluster,
