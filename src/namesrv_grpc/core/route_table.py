@@ -344,8 +344,8 @@ class RouteInfoManager(TopicTable):
 
     def _put_live_entry(self, broker_addr: str, live: BrokerLiveInfo, previous: BrokerLiveInfo | None) -> bool:
         """S08: the live entry (and ``registered_bodies``); the liveness session stays only with the
-        same broker instance (same non-empty instance id, cluster, name and id). Returns whether anything beyond liveness
-        changed (``RegisterBrokerResult.changed``: what an audit line is for)."""
+        same broker instance (same non-empty instance id, cluster, name and id). Returns whether
+        anything beyond liveness changed (``RegisterBrokerResult.changed``: what an audit line is for)."""
         same_instance = (
             previous is not None
             and live.instance_id != ""
