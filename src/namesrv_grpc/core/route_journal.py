@@ -149,10 +149,17 @@ class RouteJournal:
 def replica_state(tables: RouteTables) -> TableChange:
     """Everything a replica holds, as one change that an empty table applies
     (:func:`apply_change`): what a serving process starts from."""
+    state = _all_but_topics(tables)
+    state.records = dict(tables.topic_queue_nums)
+    state.index_log = [(name, list(topics), True) for name, topics in tables.topics_by_broker_name.items()]
+    return state
+
+
+def _all_but_topics(tables: RouteTables) -> TableChange:
+    """A replica's state without the topic records and the topic index (copies): the BrokerData,
+    filter servers, clusters, static-topic mappings and which body each broker registered."""
     return TableChange(
         route_revision=tables.route_revision,
-        records=dict(tables.topic_queue_nums),
-        index_log=[(name, list(topics), True) for name, topics in tables.topics_by_broker_name.items()],
         broker_datas={name: data.copy() for name, data in tables.broker_addr_table.items()},
         filter_servers={addr: list(servers) for addr, servers in tables.filter_server_table.items()},
         clusters={cluster: set(names) for cluster, names in tables.cluster_addr_table.items()},
@@ -167,20 +174,13 @@ def replica_state_pieces(tables: RouteTables, piece_topics: int) -> Iterator[Tab
     one after the other (:func:`apply_change`). The table's references are copied now; each piece
     is made, and pickled by its sender, only when asked for, so a route-table process sends a
     very large table over several event-loop turns and writes go on in between (issue 39: one
-    950,000-topic piece held writes 501 ms). The first piece also holds the BrokerData, filter
-    servers, clusters and static-topic mappings. Every change made after this call must reach
+    950,000-topic piece held writes 501 ms). The first piece also holds the rest
+    (:func:`_all_but_topics`). Every change made after this call must reach
     the replica after the last piece (the pieces are the table as it is now). Raises ValueError
     when ``piece_topics`` < 1."""
     if piece_topics < 1:
         raise ValueError(f"piece_topics must be at least 1, not {piece_topics}")
-    first = TableChange(
-        route_revision=tables.route_revision,
-        broker_datas={name: data.copy() for name, data in tables.broker_addr_table.items()},
-        filter_servers={addr: list(servers) for addr, servers in tables.filter_server_table.items()},
-        clusters={cluster: set(names) for cluster, names in tables.cluster_addr_table.items()},
-        mappings={topic: dict(m) for topic, m in tables.topic_queue_mapping_info_table.items()},
-        registered_bodies=dict(tables.registered_bodies),
-    )
+    first = _all_but_topics(tables)
     # keys and values apart: no new (key, value) tuple per topic for the garbage collector to
     # count (with pairs, the longest write during a 500,000-topic join was 174-221 ms, 87-132 without)
     topics, records = list(tables.topic_queue_nums), list(tables.topic_queue_nums.values())
