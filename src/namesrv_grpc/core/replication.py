@@ -94,9 +94,13 @@ class Change:
     def seen_by_reads(self) -> bool:
         """Whether a read may see any of it (read-your-writes waits only for such changes; a change of
         :attr:`TableChange.registered_bodies` alone is no read's)."""
-        table_only = self.kv is None and self.config is None
-        table_only = table_only and not (self.master_changes or self.removals or self.notifications)
-        return not table_only or self.table is None or self.table.seen_by_reads
+        if self.table is None or self.table.seen_by_reads:
+            return True
+        return (
+            self.kv is not None
+            or self.config is not None
+            or bool(self.master_changes or self.removals or self.notifications)
+        )
 
     def empty(self) -> bool:
         """Nothing in it for a serving process."""
